@@ -1,0 +1,114 @@
+"""Switch entities as plain values: table entries, action-profile members and groups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+# A field or parameter value: an int, or a string in its natural notation
+# ("fcbb:bb00:1::", "10.0.0.1", "00:00:00:00:00:01"); the encoder turns it into
+# the canonical P4Runtime bytestring using the width from the P4Info.
+Value = Union[int, str]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Exact:
+    """Exact match on one field."""
+
+    value: Value
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Lpm:
+    """Longest-prefix match: value/prefix_len."""
+
+    value: Value
+    prefix_len: int
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Ternary:
+    """Ternary match: value &&& mask (needs a priority on the entry)."""
+
+    value: Value
+    mask: Value
+
+
+Match = Union[Exact, Lpm, Ternary]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TableEntry:
+    """One table entry; the action is direct, or a member/group of the table's action profile."""
+
+    table: str
+    match: tuple[tuple[str, Match], ...] = ()
+    action: str | None = None
+    params: tuple[tuple[str, Value], ...] = ()
+    member_id: int | None = None
+    group_id: int | None = None
+    priority: int = 0
+    is_default: bool = False
+
+    @property
+    def key(self) -> tuple:
+        """What identifies the entry in its table (P4Runtime: match + priority)."""
+        return ("table", self.table, self.match, self.priority, self.is_default)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ActionProfileMember:
+    """A member of an action profile/selector: one action with its parameters."""
+
+    profile: str
+    member_id: int
+    action: str
+    params: tuple[tuple[str, Value], ...] = ()
+
+    @property
+    def key(self) -> tuple:
+        return ("member", self.profile, self.member_id)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ActionProfileGroup:
+    """A group of an action selector: the members the hash chooses between."""
+
+    profile: str
+    group_id: int
+    members: tuple[int, ...] = ()
+    max_size: int = 0
+
+    @property
+    def key(self) -> tuple:
+        return ("group", self.profile, self.group_id)
+
+
+Entity = Union[TableEntry, ActionProfileMember, ActionProfileGroup]
+
+
+def entity_key(entity: Entity) -> tuple:
+    """The identity of an entity on a switch (what a modify keeps and a delete names)."""
+    return entity.key
+
+
+@dataclass(frozen=True, slots=True)
+class CounterValue:
+    """Packets and bytes read from one counter cell."""
+
+    counter: str
+    index: int
+    packets: int = 0
+    bytes: int = 0
+
+
+@dataclass(slots=True)
+class SwitchEntities:
+    """The entities one switch should hold, in install order (members, groups, entries)."""
+
+    members: list[ActionProfileMember] = field(default_factory=list)
+    groups: list[ActionProfileGroup] = field(default_factory=list)
+    entries: list[TableEntry] = field(default_factory=list)
+
+    def all(self) -> list[Entity]:
+        return [*self.members, *self.groups, *self.entries]

@@ -1,0 +1,45 @@
+"""Locating the P4 toolchain (p4c, simple_switch_grpc) and the committed compiler output."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+P4_DIR = REPO_ROOT / "p4"
+BUILD_DIR = P4_DIR / "build"
+PROGRAMS = ("srv6_spray", "eecmp_qp_hash")
+
+# Environment variables that name a binary directly; P4_TOOLCHAIN_BIN names a directory.
+_ENV = {"p4c": "P4C", "simple_switch_grpc": "SIMPLE_SWITCH_GRPC"}
+
+
+def find_binary(name: str) -> str | None:
+    """Path of a toolchain binary: $P4C/$SIMPLE_SWITCH_GRPC, then $P4_TOOLCHAIN_BIN, then PATH."""
+    env_name = _ENV.get(name)
+    if env_name and os.environ.get(env_name):
+        path = os.environ[env_name]
+        return path if os.access(path, os.X_OK) else None
+    bin_dir = os.environ.get("P4_TOOLCHAIN_BIN")
+    if bin_dir:
+        candidate = Path(bin_dir) / name
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which(name)
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    """The committed compiler output of one program: bmv2 JSON and P4Info text."""
+
+    program: str
+    bmv2_json: Path
+    p4info: Path
+
+    @classmethod
+    def of(cls, program: str, build_dir: Path = BUILD_DIR) -> "Artifacts":
+        if program not in PROGRAMS:
+            raise ValueError(f"unknown P4 program {program!r}; known: {', '.join(PROGRAMS)}")
+        return cls(program, build_dir / f"{program}.json", build_dir / f"{program}.p4info.txtpb")

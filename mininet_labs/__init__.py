@@ -1,0 +1,1 @@
+"""Mininet labs of bmv2 switches: multi-plane Clos fabrics with RoCEv2 traffic."""
