@@ -1,0 +1,61 @@
+"""Compiling the project's P4 programs with p4c into the committed artifacts (bmv2 JSON, P4Info)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.toolchain import BUILD_DIR, P4_DIR, PROGRAMS, REPO_ROOT, Artifacts, find_binary
+
+
+class CompileError(RuntimeError):
+    """p4c failed or is missing."""
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """Where one program's artifacts were written, and what p4c said."""
+
+    artifacts: Artifacts
+    warnings: str
+
+
+def compile_program(program: str, out_dir: Path = BUILD_DIR) -> CompileResult:
+    """Run p4c (bmv2, v1model) on p4/<program>.p4, writing <program>.json and .p4info.txtpb.
+
+    p4c runs from the repository root on relative paths, so the source references in
+    the bmv2 JSON do not depend on where the repository is checked out.
+    """
+    p4c = find_binary("p4c")
+    if p4c is None:
+        raise CompileError("p4c not found (PATH, $P4C or $P4_TOOLCHAIN_BIN)")
+    artifacts = Artifacts.of(program, out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source = (P4_DIR / f"{program}.p4").relative_to(REPO_ROOT)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [p4c, "--target", "bmv2", "--arch", "v1model", "--std", "p4-16",
+               "-o", tmp, "--p4runtime-files", str(Path(tmp) / f"{program}.p4info.txtpb"),
+               str(source)]
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(f"p4c failed on {source}:\n{proc.stderr.strip()}")
+        shutil.move(Path(tmp) / f"{program}.json", artifacts.bmv2_json)
+        shutil.move(Path(tmp) / f"{program}.p4info.txtpb", artifacts.p4info)
+    return CompileResult(artifacts, proc.stderr.strip())
+
+
+def compile_all(out_dir: Path = BUILD_DIR) -> list[CompileResult]:
+    """Compile every program of the project."""
+    return [compile_program(program, out_dir) for program in PROGRAMS]
+
+
+def p4c_version() -> str | None:
+    """p4c's own version line, or None without p4c."""
+    p4c = find_binary("p4c")
+    if p4c is None:
+        return None
+    proc = subprocess.run([p4c, "--version"], capture_output=True, text=True)
+    return proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 else None

@@ -1,0 +1,164 @@
+"""One bmv2 simple_switch_grpc in its own network namespace, its ports wired to veth ends we drive."""
+
+from __future__ import annotations
+
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from controller.toolchain import find_binary
+from mininet_labs import netns
+
+CPU_PORT = 255
+
+
+class SwitchStartError(RuntimeError):
+    """simple_switch_grpc did not come up; the message carries the tail of its log."""
+
+
+@dataclass
+class NetnsSwitch:
+    """simple_switch_grpc in namespace `ns`: switch port n is veth `swN`, we hold its peer `hN`.
+
+    The gRPC server listens on a unix socket (namespace-independent), so a controller in
+    the root namespace reaches it while the data ports stay inside the namespace.
+    """
+
+    ns: str
+    ports: tuple[int, ...] = (1, 2, 3, 4)
+    device_id: int = 1
+    workdir: Path | None = None
+    extra_links: dict[int, str] = field(default_factory=dict)  # port -> interface already in ns
+    log_level: str = "warn"
+    _proc: subprocess.Popen | None = None
+    _socks: dict[int, socket.socket] = field(default_factory=dict)
+    _own_workdir: bool = False
+
+    @property
+    def grpc_address(self) -> str:
+        assert self.workdir is not None
+        return f"unix:{self.workdir / 'p4rt.sock'}"
+
+    @property
+    def log_path(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / "bmv2.log"
+
+    def host_iface(self, port: int) -> str:
+        return f"h{port}"
+
+    def start(self, timeout: float = 20.0) -> "NetnsSwitch":
+        binary = find_binary("simple_switch_grpc")
+        if binary is None:
+            raise SwitchStartError("simple_switch_grpc not found (PATH, $SIMPLE_SWITCH_GRPC or $P4_TOOLCHAIN_BIN)")
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix=f"{self.ns}-"))
+            self._own_workdir = True
+        netns.add_netns(self.ns)
+        try:
+            for port in self.ports:
+                netns.add_veth(self.ns, f"sw{port}", self.host_iface(port))
+            ifaces = [f"{p}@sw{p}" for p in self.ports]
+            ifaces += [f"{p}@{name}" for p, name in self.extra_links.items()]
+            cmd = ["ip", "netns", "exec", self.ns, binary, "--device-id", str(self.device_id),
+                   "--log-file", str(self.workdir / "bmv2"), "--log-flush",
+                   "--log-level", self.log_level, "--no-p4"]
+            for iface in ifaces:
+                cmd += ["-i", iface]
+            cmd += ["--", "--grpc-server-addr", self.grpc_address, "--cpu-port", str(CPU_PORT)]
+            self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                          stderr=open(self.workdir / "stderr.log", "w"))
+            self._wait_ready(timeout)
+            socks = netns.open_raw_sockets(self.ns, [self.host_iface(p) for p in self.ports])
+            self._socks = {p: socks[self.host_iface(p)] for p in self.ports}
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        channel = grpc.insecure_channel(self.grpc_address)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if self._proc is not None and self._proc.poll() is not None:
+                    raise SwitchStartError(f"simple_switch_grpc exited with {self._proc.returncode}: "
+                                           f"{self._log_tail()}")
+                try:
+                    grpc.channel_ready_future(channel).result(timeout=0.5)
+                    return
+                except grpc.FutureTimeoutError:
+                    if time.monotonic() > deadline:
+                        raise SwitchStartError(f"no gRPC server at {self.grpc_address} after "
+                                               f"{timeout:.0f}s: {self._log_tail()}")
+        finally:
+            channel.close()
+
+    def _log_tail(self) -> str:
+        assert self.workdir is not None
+        text = ""
+        for name in ("stderr.log", "bmv2.log"):
+            path = self.workdir / name
+            if path.exists():
+                text += path.read_text(errors="replace")[-800:]
+        return " | ".join(text.strip().splitlines()[-5:])
+
+    def stop(self) -> None:
+        for sock in self._socks.values():
+            sock.close()
+        self._socks = {}
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+        netns.delete_netns(self.ns)
+        if self._own_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "NetnsSwitch":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- packet I/O on the host side of the veths -----------------------------------
+
+    def send(self, port: int, frame: bytes) -> None:
+        self._socks[port].send(bytes(frame))
+
+    def drain(self) -> None:
+        """Throw away whatever is queued on our ends."""
+        self.receive(timeout=0.0)
+
+    def receive(self, timeout: float = 1.0, count: int | None = None) -> list[tuple[int, bytes]]:
+        """Frames the switch sent out of its ports: (port, bytes), in arrival order.
+
+        Waits up to `timeout` seconds, or until `count` frames have come.
+        """
+        by_fd = {s.fileno(): (p, s) for p, s in self._socks.items()}
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while count is None or len(got) < count:
+            left = max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select(list(by_fd), [], [], left)
+            if not ready:
+                break
+            for fd in ready:
+                port, sock = by_fd[fd]
+                data, addr = sock.recvfrom(65535)
+                if addr[2] == netns.PACKET_OUTGOING:
+                    continue  # our own transmission, seen on the way out
+                got.append((port, data))
+        return got
