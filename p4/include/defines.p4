@@ -1,0 +1,77 @@
+/* Constants and types shared by srv6_spray.p4 and eecmp_qp_hash.p4. */
+#ifndef __DEFINES_P4__
+#define __DEFINES_P4__
+
+typedef bit<9>   port_t;
+typedef bit<48>  mac_addr_t;
+typedef bit<32>  ipv4_addr_t;
+typedef bit<128> ipv6_addr_t;
+
+/* The CPU port. bmv2 must be started with --cpu-port 255: its default maps the
+ * CPU port to the drop port (511), so packet-in would silently vanish. */
+const port_t CPU_PORT = 255;
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_IPV6 = 0x86DD;
+
+/* IANA protocol numbers. */
+const bit<8> PROTO_IPV4    = 4;
+const bit<8> PROTO_TCP     = 6;
+const bit<8> PROTO_UDP     = 17;
+const bit<8> PROTO_IPV6    = 41;
+const bit<8> PROTO_ROUTING = 43;   /* IPv6 Routing header, RFC 8200 4.4 */
+
+/* RFC 8754 2: the Segment Routing Header is Routing Type 4. */
+const bit<8> ROUTING_TYPE_SRH = 4;
+
+/* Depth of the parsed SRH segment list. Four 128-bit entries carry 4 uSID carriers,
+ * i.e. up to 24 F3216 uSIDs, or 4 classic SIDs: enough for any two-tier Clos path
+ * and its detours. A deeper SRH is dropped (SRH_TOO_DEEP), never forwarded half-read. */
+#define SRH_MAX_SEGMENTS 4
+
+/* RoCEv2: IBTA Annex A17, UDP destination port 4791. */
+const bit<16> ROCE_V2_UDP_PORT = 4791;
+
+const bit<16> IPV6_HEADER_BYTES = 40;
+const bit<16> SRH_FIXED_BYTES   = 8;
+const bit<8>  ENCAP_HOP_LIMIT   = 64;
+
+/* Hash modes, chosen per destination by the controller. */
+const bit<2> HASH_FLOW   = 0;  /* IP 5-tuple */
+const bit<2> HASH_QP     = 1;  /* 5-tuple + BTH DestQP (Meta's E-ECMP) */
+const bit<2> HASH_PACKET = 2;  /* 5-tuple + DestQP + PSN: per-packet spraying (MRC) */
+const bit<2> HASH_PIN    = 3;  /* member = destination host index (path pinning) */
+
+/* Drop reasons: the index into the drop_reasons counter (docs/pipeline.md). */
+typedef bit<8> drop_reason_t;
+const drop_reason_t DROP_NONE              = 0;
+const drop_reason_t DROP_SRH_TRUNCATED     = 1;
+const drop_reason_t DROP_SRH_SEGMENTS_LEFT = 2;
+const drop_reason_t DROP_ROUTING_TYPE      = 3;
+const drop_reason_t DROP_HOP_LIMIT         = 4;
+const drop_reason_t DROP_BTH_TRUNCATED     = 5;
+const drop_reason_t DROP_USID_NO_MATCH     = 6;
+const drop_reason_t DROP_NO_ROUTE          = 7;
+const drop_reason_t DROP_SRH_TOO_DEEP      = 8;
+const drop_reason_t DROP_SRH_LENGTH        = 9;
+const drop_reason_t DROP_SID_NO_NEXT       = 10;
+const drop_reason_t DROP_PARSER_OTHER      = 11;
+const drop_reason_t DROP_IPV4_CHECKSUM     = 12;
+const drop_reason_t DROP_IPV4_IHL          = 13;
+const drop_reason_t DROP_CONTROLLER        = 14;
+const drop_reason_t DROP_NO_PATH           = 15;
+const drop_reason_t DROP_DECAP_INVALID     = 16;
+const drop_reason_t DROP_NOT_IP            = 17;
+#define DROP_REASON_COUNT 32
+
+/* Where the parser was when it failed, to name the truncated header. */
+typedef bit<3> parser_stage_t;
+const parser_stage_t STAGE_L2  = 0;
+const parser_stage_t STAGE_L3  = 1;
+const parser_stage_t STAGE_SRH = 2;
+const parser_stage_t STAGE_L4  = 3;
+const parser_stage_t STAGE_BTH = 4;
+
+#define PORT_COUNT 512
+
+#endif

@@ -1,0 +1,206 @@
+/* The one parser both programs use: it reaches the RoCEv2 BTH of the inner packet
+ * through IPv6-in-IPv6 and an SRH; plus checksum and deparser controls. */
+#ifndef __PARSER_P4__
+#define __PARSER_P4__
+
+#include <core.p4>
+#include <v1model.p4>
+#include "headers.p4"
+
+/* Parser errors of our own (in addition to core.p4's PacketTooShort etc.). */
+error {
+    SrhTooDeep,         /* Last Entry >= SRH_MAX_SEGMENTS */
+    SrhLength,          /* Hdr Ext Len < 2 * (Last Entry + 1), RFC 8754 4.3.1.1 */
+    SrhSegmentsLeft,    /* Segments Left > Last Entry + 1, RFC 8754 4.3.1.1 */
+    Ipv4IhlInvalid      /* outer IHL != 5 (options unsupported) or inner IHL < 5, RFC 791 3.1 */
+}
+
+parser FabricParser(packet_in packet,
+                    out headers_t hdr,
+                    inout local_metadata_t meta,
+                    inout standard_metadata_t std) {
+    state start {
+        meta.parser_stage = STAGE_L2;
+        transition select(std.ingress_port) {
+            CPU_PORT: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_packet_out {
+        packet.extract(hdr.packet_out);
+        transition parse_ethernet;
+    }
+
+    state parse_ethernet {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV6: parse_ipv6;
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_ipv4 {
+        meta.parser_stage = STAGE_L3;
+        packet.extract(hdr.ipv4);
+        /* IPv4 options are not supported: a router here rewrites the TTL and must
+         * recompute the checksum over the header it parsed (IHL = 5). */
+        verify(hdr.ipv4.ihl == 5, error.Ipv4IhlInvalid);
+        meta.l3_proto = hdr.ipv4.protocol;
+        /* Non-first fragments carry no L4 header to hash on. */
+        transition select(hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (0, PROTO_UDP): parse_udp;
+            (0, PROTO_TCP): parse_tcp;
+            default: accept;
+        }
+    }
+
+    state parse_ipv6 {
+        meta.parser_stage = STAGE_L3;
+        packet.extract(hdr.ipv6);
+        meta.l3_proto = hdr.ipv6.next_hdr;
+        transition select(hdr.ipv6.next_hdr) {
+            PROTO_ROUTING: parse_routing;
+            PROTO_IPV6: parse_inner_ipv6;
+            PROTO_IPV4: parse_inner_ipv4;
+            PROTO_UDP: parse_udp;
+            PROTO_TCP: parse_tcp;
+            default: accept;
+        }
+    }
+
+    /* RFC 8200 4.4: byte 2 of every Routing header is its Routing Type. */
+    state parse_routing {
+        meta.parser_stage = STAGE_SRH;
+        transition select(packet.lookahead<bit<24>>()[7:0]) {
+            ROUTING_TYPE_SRH: parse_srh;
+            default: parse_other_routing;
+        }
+    }
+
+    state parse_other_routing {
+        packet.extract(hdr.routing);
+        transition accept;
+    }
+
+    /* RFC 8754 2 and 4.3.1.1: an SRH whose lengths contradict each other is malformed. */
+    state parse_srh {
+        packet.extract(hdr.srh);
+        verify(hdr.srh.last_entry < SRH_MAX_SEGMENTS, error.SrhTooDeep);
+        verify(hdr.srh.hdr_ext_len >= ((hdr.srh.last_entry + 1) << 1), error.SrhLength);
+        verify(hdr.srh.segments_left <= hdr.srh.last_entry + 1, error.SrhSegmentsLeft);
+        meta.srh_segments_to_parse = hdr.srh.last_entry + 1;
+        meta.srh_tlv_len = hdr.srh.hdr_ext_len - ((hdr.srh.last_entry + 1) << 1);
+        transition parse_srh_segment;
+    }
+
+    state parse_srh_segment {
+        packet.extract(hdr.srh_segments.next);
+        meta.srh_segments_to_parse = meta.srh_segments_to_parse - 1;
+        transition select(meta.srh_segments_to_parse) {
+            0: parse_srh_next;
+            default: parse_srh_segment;
+        }
+    }
+
+    /* SRH TLVs (Hdr Ext Len beyond the segment list) are not parsed: such a packet can
+     * transit and be processed by End/uN, but the inner packet is not reached. */
+    state parse_srh_next {
+        transition select(meta.srh_tlv_len, hdr.srh.next_hdr) {
+            (0, PROTO_IPV6): parse_inner_ipv6;
+            (0, PROTO_IPV4): parse_inner_ipv4;
+            (0, PROTO_UDP): parse_udp;
+            (0, PROTO_TCP): parse_tcp;
+            default: accept;
+        }
+    }
+
+    state parse_inner_ipv6 {
+        meta.parser_stage = STAGE_L3;
+        packet.extract(hdr.inner_ipv6);
+        transition select(hdr.inner_ipv6.next_hdr) {
+            PROTO_UDP: parse_udp;
+            PROTO_TCP: parse_tcp;
+            default: accept;
+        }
+    }
+
+    state parse_inner_ipv4 {
+        meta.parser_stage = STAGE_L3;
+        packet.extract(hdr.inner_ipv4);
+        verify(hdr.inner_ipv4.ihl >= 5, error.Ipv4IhlInvalid);
+        transition select(hdr.inner_ipv4.ihl, hdr.inner_ipv4.frag_offset, hdr.inner_ipv4.protocol) {
+            (5, 0, PROTO_UDP): parse_udp;
+            (5, 0, PROTO_TCP): parse_tcp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        meta.parser_stage = STAGE_L4;
+        packet.extract(hdr.udp);
+        meta.l4_src_port = hdr.udp.src_port;
+        meta.l4_dst_port = hdr.udp.dst_port;
+        transition select(hdr.udp.dst_port) {
+            ROCE_V2_UDP_PORT: parse_bth;
+            default: accept;
+        }
+    }
+
+    state parse_tcp {
+        meta.parser_stage = STAGE_L4;
+        packet.extract(hdr.tcp);
+        meta.l4_src_port = hdr.tcp.src_port;
+        meta.l4_dst_port = hdr.tcp.dst_port;
+        transition accept;
+    }
+
+    /* RoCEv2: a UDP 4791 datagram must hold a whole 12-byte BTH. */
+    state parse_bth {
+        meta.parser_stage = STAGE_BTH;
+        packet.extract(hdr.bth);
+        transition accept;
+    }
+}
+
+control FabricVerifyChecksum(inout headers_t hdr, inout local_metadata_t meta) {
+    apply {
+        verify_checksum(hdr.ipv4.isValid() && hdr.ipv4.ihl == 5,
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+              hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags,
+              hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol,
+              hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
+}
+
+control FabricComputeChecksum(inout headers_t hdr, inout local_metadata_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid() && hdr.ipv4.ihl == 5,
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+              hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags,
+              hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol,
+              hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
+}
+
+control FabricDeparser(packet_out packet, in headers_t hdr) {
+    apply {
+        packet.emit(hdr.packet_in);
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.ipv4);
+        packet.emit(hdr.ipv6);
+        packet.emit(hdr.routing);
+        packet.emit(hdr.srh);
+        packet.emit(hdr.srh_segments);
+        packet.emit(hdr.inner_ipv6);
+        packet.emit(hdr.inner_ipv4);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.tcp);
+        packet.emit(hdr.bth);
+    }
+}
+
+#endif

@@ -1,0 +1,411 @@
+/* srv6_spray.p4: SRv6 source-routed spraying for multi-plane Clos fabrics (bmv2, v1model).
+ *
+ * One program for every switch role; table entries choose the behaviour:
+ *  - headend at the source leaf: RoCEv2 from a host port is encapsulated (H.Encaps,
+ *    RFC 8986 5.1) towards a uSID carrier chosen per packet, per QP or per flow from a
+ *    spray set (an action-selector group whose members are paths);
+ *  - uN (RFC 9800 NEXT-CSID, F3216) and End (RFC 8986 4.1) on the way;
+ *  - decapsulation at the destination leaf: End.DX6 (RFC 8986 4.5) to a host port, or
+ *    End.DT6 (4.6) followed by a lookup of the inner destination;
+ *  - plain IPv6 LPM forwarding for everything else.
+ * Malformed packets are dropped and counted by reason (drop_reasons). */
+
+#include <core.p4>
+#include <v1model.p4>
+
+#include "include/common.p4"
+
+const bit<3> SID_NONE = 0;
+const bit<3> SID_UN   = 1;
+const bit<3> SID_END  = 2;
+const bit<3> SID_DX6  = 3;
+const bit<3> SID_DT6  = 4;
+
+#define PATH_COUNTER_SIZE 4096
+
+/* Headend (RFC 8986 5.1 H.Encaps): picks a path for RoCEv2 from hosts and pushes the
+ * outer IPv6 header (and an SRH when the path needs more than one carrier). The inner
+ * packet is left untouched, so its RoCE ICRC stays valid. */
+control Headend(inout headers_t hdr,
+                inout local_metadata_t meta,
+                inout standard_metadata_t std) {
+    counter(PATH_COUNTER_SIZE, CounterType.packets_and_bytes) path_packets;
+
+    /* Members are paths; the selector key is the hash computed below (identity), so
+     * the member is spray_hash % group size. */
+    @max_group_size(512)
+    action_selector(HashAlgorithm.identity, 32w4096, 32w16) spray_selector;
+
+    action set_headend(ipv6_addr_t src_addr, bit<32> usid_block) {
+        meta.is_host_port = true;
+        meta.headend_src = src_addr;
+        meta.usid_block = usid_block;
+    }
+
+    /* The port faces a host: RoCEv2 arriving here is sprayed. */
+    table host_port {
+        key = {
+            std.ingress_port : exact @name("ingress_port");
+        }
+        actions = {
+            set_headend;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = 512;
+    }
+
+    /* Per destination prefix (one per destination leaf): the hash mode, and the two
+     * uSIDs that end every carrier towards it (the leaf's uN, then its decap uSID). */
+    action set_spray(bit<2> mode, bit<32> dst_usids) {
+        meta.hash_mode = mode;
+        meta.dst_usids = dst_usids;
+    }
+
+    table spray_dest {
+        key = {
+            hdr.ipv6.dst_addr : lpm @name("dst_addr");
+        }
+        actions = {
+            set_spray;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = 4096;
+    }
+
+    /* Push the outer IPv6 header; next_hdr says what follows it (41, or 43 with an SRH). */
+    action push_outer_ipv6(ipv6_addr_t dst, bit<8> next_hdr, bit<16> srh_bytes) {
+        hdr.inner_ipv6 = hdr.ipv6;
+        hdr.ipv6.version = 6;
+        hdr.ipv6.traffic_class = hdr.inner_ipv6.traffic_class;
+        /* RFC 6437: the flow label carries the path entropy for the underlay. */
+        hdr.ipv6.flow_label = (bit<20>) meta.spray_hash;
+        hdr.ipv6.payload_len = hdr.inner_ipv6.payload_len + IPV6_HEADER_BYTES + srh_bytes;
+        hdr.ipv6.next_hdr = next_hdr;
+        hdr.ipv6.hop_limit = ENCAP_HOP_LIMIT;
+        hdr.ipv6.src_addr = meta.headend_src;
+        hdr.ipv6.dst_addr = dst;
+        meta.encapsulated = true;
+    }
+
+    /* The shared spray set of a source leaf: one member per uplink. The carrier is
+     * block | spine uSID | destination leaf uN | destination decap uSID | 0 ... */
+    action via_spine(bit<16> spine_usid, bit<16> path_index) {
+        push_outer_ipv6(meta.usid_block ++ spine_usid ++ meta.dst_usids ++ 48w0, PROTO_IPV6, 0);
+        path_packets.count((bit<32>) path_index);
+    }
+
+    /* A path given whole as one uSID carrier (or one classic SID): no SRH. */
+    action encap_carrier(ipv6_addr_t carrier, bit<16> path_index) {
+        push_outer_ipv6(carrier, PROTO_IPV6, 0);
+        path_packets.count((bit<32>) path_index);
+    }
+
+    /* A path of two carriers: RFC 8754 SRH with the full segment list (RFC 8986 5.1:
+     * Segment List[0] is the last, Segments Left = Last Entry, DA = the first). */
+    action encap_srh2(ipv6_addr_t carrier0, ipv6_addr_t carrier1, bit<16> path_index) {
+        push_outer_ipv6(carrier0, PROTO_ROUTING, SRH_FIXED_BYTES + 32);
+        hdr.srh.setValid();
+        hdr.srh.next_hdr = PROTO_IPV6;
+        hdr.srh.hdr_ext_len = 4;
+        hdr.srh.routing_type = ROUTING_TYPE_SRH;
+        hdr.srh.segments_left = 1;
+        hdr.srh.last_entry = 1;
+        hdr.srh.flags = 0;
+        hdr.srh.tag = 0;
+        hdr.srh_segments[0].setValid();
+        hdr.srh_segments[0].sid = carrier1;
+        hdr.srh_segments[1].setValid();
+        hdr.srh_segments[1].sid = carrier0;
+        path_packets.count((bit<32>) path_index);
+    }
+
+    action encap_srh3(ipv6_addr_t carrier0, ipv6_addr_t carrier1, ipv6_addr_t carrier2,
+                      bit<16> path_index) {
+        push_outer_ipv6(carrier0, PROTO_ROUTING, SRH_FIXED_BYTES + 48);
+        hdr.srh.setValid();
+        hdr.srh.next_hdr = PROTO_IPV6;
+        hdr.srh.hdr_ext_len = 6;
+        hdr.srh.routing_type = ROUTING_TYPE_SRH;
+        hdr.srh.segments_left = 2;
+        hdr.srh.last_entry = 2;
+        hdr.srh.flags = 0;
+        hdr.srh.tag = 0;
+        hdr.srh_segments[0].setValid();
+        hdr.srh_segments[0].sid = carrier2;
+        hdr.srh_segments[1].setValid();
+        hdr.srh_segments[1].sid = carrier1;
+        hdr.srh_segments[2].setValid();
+        hdr.srh_segments[2].sid = carrier0;
+        path_packets.count((bit<32>) path_index);
+    }
+
+    /* Deterministic, collision-free assignment where flow sizes are known: a
+     * (destination, QP) pinned to one path, ahead of the hash. */
+    table pinned_path {
+        key = {
+            hdr.ipv6.dst_addr : exact @name("dst_addr");
+            hdr.bth.dest_qp   : exact @name("dest_qp");
+        }
+        actions = {
+            via_spine;
+            encap_carrier;
+            encap_srh2;
+            encap_srh3;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = 4096;
+    }
+
+    table spray_paths {
+        key = {
+            hdr.ipv6.dst_addr : lpm @name("dst_addr");
+            meta.spray_hash   : selector @name("spray_hash");
+        }
+        actions = {
+            via_spine;
+            encap_carrier;
+            encap_srh2;
+            encap_srh3;
+        }
+        implementation = spray_selector;
+        size = 4096;
+    }
+
+    apply {
+        if (!hdr.ipv6.isValid() || !hdr.bth.isValid() || hdr.inner_ipv6.isValid()
+                || hdr.ipv6.next_hdr != PROTO_UDP) {
+            return;
+        }
+        if (!host_port.apply().hit) {
+            return;
+        }
+        if (!spray_dest.apply().hit) {
+            return;
+        }
+        if (meta.hash_mode == HASH_PACKET) {
+            hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
+                 { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
+                   hdr.udp.src_port, hdr.udp.dst_port, hdr.bth.dest_qp, hdr.bth.psn },
+                 32w65536);
+        } else if (meta.hash_mode == HASH_QP) {
+            hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
+                 { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
+                   hdr.udp.src_port, hdr.udp.dst_port, hdr.bth.dest_qp },
+                 32w65536);
+        } else {
+            hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
+                 { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
+                   hdr.udp.src_port, hdr.udp.dst_port },
+                 32w65536);
+        }
+        if (!pinned_path.apply().hit) {
+            if (!spray_paths.apply().hit) {
+                /* Known destination, but no path left in this plane. */
+                meta.drop_reason = DROP_NO_PATH;
+            }
+        }
+    }
+}
+
+/* SRv6 endpoint behaviours for the local SIDs of this switch (the "My SID" table). */
+control Endpoint(inout headers_t hdr,
+                 inout local_metadata_t meta,
+                 inout standard_metadata_t std) {
+    action usid_un() {
+        meta.sid_behavior = SID_UN;
+    }
+
+    action end() {
+        meta.sid_behavior = SID_END;
+    }
+
+    action end_dx6(port_t port, mac_addr_t smac, mac_addr_t dmac) {
+        meta.sid_behavior = SID_DX6;
+        std.egress_spec = port;
+        hdr.ethernet.src_addr = smac;
+        hdr.ethernet.dst_addr = dmac;
+    }
+
+    action end_dt6() {
+        meta.sid_behavior = SID_DT6;
+    }
+
+    /* uN: block+uSID as /48; End: a classic SID as /128; decap uSIDs as /64
+     * (block | leaf uN | decap uSID), so the shift and the decap are one lookup. */
+    table my_sid {
+        key = {
+            hdr.ipv6.dst_addr : lpm @name("dst_addr");
+        }
+        actions = {
+            usid_un;
+            end;
+            end_dx6;
+            end_dt6;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = 1024;
+    }
+
+    /* RFC 8754 4.3.1.1 / RFC 8986 4.1: Segments Left - 1, and the next segment
+     * becomes the destination. Segment List[0] is the last segment. */
+    action next_segment(ipv6_addr_t sid) {
+        hdr.srh.segments_left = hdr.srh.segments_left - 1;
+        hdr.ipv6.dst_addr = sid;
+    }
+
+    apply {
+        if (!hdr.ipv6.isValid() || !my_sid.apply().hit) {
+            return;
+        }
+        /* RFC 8200 4.4: a Routing header of an unknown type with Segments Left != 0
+         * must not be processed past. */
+        if (hdr.routing.isValid() && hdr.routing.segments_left != 0) {
+            meta.drop_reason = DROP_ROUTING_TYPE;
+            return;
+        }
+        if (meta.sid_behavior == SID_UN && hdr.ipv6.dst_addr[79:0] != 0) {
+            /* RFC 9800 4.1 (NEXT-CSID, LBL 32, NF 16): shift the uSIDs after ours left
+             * by 16 bits, zero-fill, keep the block. */
+            hdr.ipv6.dst_addr = hdr.ipv6.dst_addr[127:96] ++ hdr.ipv6.dst_addr[79:0] ++ 16w0;
+        } else if (meta.sid_behavior == SID_UN || meta.sid_behavior == SID_END) {
+            /* End, or uN with its carrier exhausted: take the next SRH segment. */
+            if (!hdr.srh.isValid() || hdr.srh.segments_left == 0) {
+                meta.drop_reason = DROP_SID_NO_NEXT;
+            } else if (hdr.srh.segments_left == 1) {
+                next_segment(hdr.srh_segments[0].sid);
+            } else if (hdr.srh.segments_left == 2) {
+                next_segment(hdr.srh_segments[1].sid);
+            } else if (hdr.srh.segments_left == 3) {
+                next_segment(hdr.srh_segments[2].sid);
+            } else {
+                next_segment(hdr.srh_segments[3].sid);
+            }
+        } else {
+            /* End.DX6 / End.DT6 (RFC 8986 4.5, 4.6): only at the last segment and only
+             * for IPv6-in-IPv6; remove the outer header and its SRH. */
+            if (!hdr.inner_ipv6.isValid()
+                    || (hdr.srh.isValid() && hdr.srh.segments_left != 0)) {
+                meta.drop_reason = DROP_DECAP_INVALID;
+                return;
+            }
+            hdr.ipv6 = hdr.inner_ipv6;
+            hdr.inner_ipv6.setInvalid();
+            hdr.routing.setInvalid();
+            hdr.srh.setInvalid();
+            hdr.srh_segments[0].setInvalid();
+            hdr.srh_segments[1].setInvalid();
+            hdr.srh_segments[2].setInvalid();
+            hdr.srh_segments[3].setInvalid();
+            meta.decapsulated = true;
+            if (meta.sid_behavior == SID_DX6) {
+                meta.egress_chosen = true;
+            }
+        }
+    }
+}
+
+/* IPv6 LPM forwarding, hop limit handling (RFC 8200 3). */
+control Routing(inout headers_t hdr,
+                inout local_metadata_t meta,
+                inout standard_metadata_t std) {
+    action set_next_hop(port_t port, mac_addr_t smac, mac_addr_t dmac) {
+        std.egress_spec = port;
+        hdr.ethernet.src_addr = smac;
+        hdr.ethernet.dst_addr = dmac;
+    }
+
+    /* Installed on the uSID block: a uSID of the block that no route knows. */
+    action drop_usid_unknown() {
+        meta.drop_reason = DROP_USID_NO_MATCH;
+    }
+
+    action drop() {
+        meta.drop_reason = DROP_CONTROLLER;
+    }
+
+    action no_route() {
+        meta.drop_reason = DROP_NO_ROUTE;
+    }
+
+    table routes_v6 {
+        key = {
+            hdr.ipv6.dst_addr : lpm @name("dst_addr");
+        }
+        actions = {
+            set_next_hop;
+            drop_usid_unknown;
+            drop;
+            @defaultonly no_route;
+        }
+        const default_action = no_route();
+        size = 4096;
+    }
+
+    apply {
+        if (!hdr.ipv6.isValid()) {
+            meta.drop_reason = hdr.ipv4.isValid() ? DROP_NO_ROUTE : DROP_NOT_IP;
+            return;
+        }
+        /* A packet this switch encapsulated or decapsulated is not forwarded IP-wise
+         * yet: the outer header is new (hop limit 64), the inner one stays untouched. */
+        if (!meta.encapsulated && !meta.decapsulated) {
+            if (hdr.ipv6.hop_limit <= 1) {
+                meta.drop_reason = DROP_HOP_LIMIT;
+                return;
+            }
+            hdr.ipv6.hop_limit = hdr.ipv6.hop_limit - 1;
+        }
+        routes_v6.apply();
+    }
+}
+
+control IngressPipe(inout headers_t hdr,
+                    inout local_metadata_t meta,
+                    inout standard_metadata_t std) {
+    counter(PORT_COUNT, CounterType.packets_and_bytes) port_rx;
+    counter(DROP_REASON_COUNT, CounterType.packets) drop_reasons;
+
+    ParserErrors() parser_errors;
+    CpuPunt() cpu;
+    Headend() headend;
+    Endpoint() endpoint;
+    Routing() routing;
+
+    apply {
+        port_rx.count((bit<32>) std.ingress_port);
+        if (hdr.packet_out.isValid()) {
+            /* From the controller: out of the named port, untouched. */
+            std.egress_spec = hdr.packet_out.egress_port;
+            hdr.packet_out.setInvalid();
+            return;
+        }
+        parser_errors.apply(hdr, meta, std);
+        if (meta.drop_reason == DROP_NONE) {
+            cpu.apply(hdr, meta, std);
+        }
+        if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
+            headend.apply(hdr, meta, std);
+        }
+        if (meta.drop_reason == DROP_NONE && !meta.egress_chosen && !meta.encapsulated) {
+            endpoint.apply(hdr, meta, std);
+        }
+        if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
+            routing.apply(hdr, meta, std);
+        }
+        if (meta.drop_reason != DROP_NONE) {
+            drop_reasons.count((bit<32>) meta.drop_reason);
+            mark_to_drop(std);
+        }
+    }
+}
+
+V1Switch(FabricParser(),
+         FabricVerifyChecksum(),
+         IngressPipe(),
+         FabricEgress(),
+         FabricComputeChecksum(),
+         FabricDeparser()) main;
