@@ -125,6 +125,9 @@ class PacketMetadataInfo:
     alias: str
     fields: tuple[ParamInfo, ...]
 
+    def field(self, name: str) -> ParamInfo:
+        return _find(self.fields, "name", name, f"field of {self.name}")
+
 
 T = TypeVar("T", TableInfo, ActionInfo, ActionProfileInfo, CounterInfo, PacketMetadataInfo)
 

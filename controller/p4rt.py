@@ -1,0 +1,429 @@
+"""P4Runtime client for one switch: arbitration, pipeline, batched writes with per-update errors, reads."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import grpc
+from google.rpc import code_pb2, status_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from controller import codec
+from controller.entries import CounterValue, Entity, Exact, Lpm, Match, TableEntry, Value
+from controller.p4info import P4Info, pipeline_differences
+from controller.reconcile import Update, UpdateType
+from controller.toolchain import Artifacts
+
+ElectionId = int | tuple[int, int]
+
+_GRPC_OPTIONS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+_STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+class P4RuntimeError(Exception):
+    """A P4Runtime call failed (connection, arbitration, pipeline)."""
+
+
+class NotPrimaryError(P4RuntimeError):
+    """A write was refused (or would be) because this client is not the primary controller."""
+
+
+class PipelineMismatchError(P4RuntimeError):
+    """The device runs a P4Info that is not ours."""
+
+
+def election_int(election_id: ElectionId) -> int:
+    """An election id as one 128-bit int; a tuple is (high, low)."""
+    if isinstance(election_id, tuple):
+        high, low = election_id
+        return (high << 64) | low
+    return election_id
+
+
+def _uint128(value: int) -> p4runtime_pb2.Uint128:
+    return p4runtime_pb2.Uint128(high=value >> 64, low=value & ((1 << 64) - 1))
+
+
+def _show(value: Value) -> str:
+    return value if isinstance(value, str) else (hex(value) if value > 255 else str(value))
+
+
+def _show_match(match: Match) -> str:
+    if isinstance(match, Exact):
+        return _show(match.value)
+    if isinstance(match, Lpm):
+        return f"{_show(match.value)}/{match.prefix_len}"
+    return f"{_show(match.value)}&&&{_show(match.mask)}"
+
+
+def describe(entity: Entity) -> str:
+    """A short one-line description of an entity, for error messages."""
+    if isinstance(entity, TableEntry):
+        what = "default entry" if entity.is_default else " ".join(f"{n}={_show_match(m)}" for n, m in entity.match) or "*"
+        return f"{entity.table} {what}"
+    if hasattr(entity, "member_id"):
+        return f"{entity.profile} member {entity.member_id}"
+    return f"{entity.profile} group {entity.group_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateError:
+    """One update the switch refused: its canonical code name (google.rpc.Code) and message."""
+
+    update: Update
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.update.type.value} {describe(self.update.entity)}: {self.code} {self.message}".rstrip()
+
+
+class WriteError(P4RuntimeError):
+    """Some updates of a write failed; `failures` lists each with its code and message."""
+
+    def __init__(self, switch: str, failures: Iterable[UpdateError], attempted: int, written: int) -> None:
+        self.switch = switch
+        self.failures = tuple(failures)
+        self.attempted = attempted
+        self.written = written
+        shown = "; ".join(str(f) for f in self.failures[:3])
+        more = f"; (+{len(self.failures) - 3} more)" if len(self.failures) > 3 else ""
+        super().__init__(f"{switch}: {len(self.failures)} of {attempted} updates failed: {shown}{more}")
+
+
+@dataclass(frozen=True, slots=True)
+class PacketIn:
+    """A packet the switch sent to the controller, with its packet_in metadata as ints."""
+
+    payload: bytes
+    metadata: tuple[tuple[str, int], ...]
+
+
+_STREAM_END = object()
+
+
+@dataclass(eq=False)
+class SwitchConnection:
+    """A P4Runtime session with one device: `address` is "host:port" or "unix:/path"."""
+
+    name: str
+    address: str
+    device_id: int = 0
+    election_id: ElectionId = 1
+    p4info: P4Info | None = None
+    timeout: float = 10.0
+    pipeline_timeout: float = 60.0
+    _channel: grpc.Channel | None = field(default=None, init=False, repr=False)
+    _stub: p4runtime_pb2_grpc.P4RuntimeStub | None = field(default=None, init=False, repr=False)
+    _requests: queue.Queue = field(default_factory=queue.Queue, init=False, repr=False)
+    _packets: queue.Queue = field(default_factory=queue.Queue, init=False, repr=False)
+    _arbitrated: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _stream: grpc.Future | None = field(default=None, init=False, repr=False)
+    _reader: threading.Thread | None = field(default=None, init=False, repr=False)
+    _primary: bool = field(default=False, init=False, repr=False)
+    _primary_election: int | None = field(default=None, init=False, repr=False)
+    _stream_error: str | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not (self.address.startswith("unix:") or ":" in self.address):
+            raise ValueError(f"{self.name}: address {self.address!r} is neither host:port nor unix:/path")
+
+    # --- session ---------------------------------------------------------------------------
+
+    def connect(self, timeout: float | None = None) -> bool:
+        """Open the channel and stream, send our arbitration, wait for the answer; True if primary."""
+        timeout = self.timeout if timeout is None else timeout
+        self._channel = grpc.insecure_channel(self.address, options=_GRPC_OPTIONS)
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            self.close()
+            raise P4RuntimeError(f"{self.name}: no P4Runtime server at {self.address} within {timeout}s") from None
+        self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        self._arbitrated.clear()
+        self._stream = self._stub.StreamChannel(self._outgoing())
+        self._reader = threading.Thread(target=self._read_stream, name=f"p4rt-{self.name}", daemon=True)
+        self._reader.start()
+        arbitration = p4runtime_pb2.StreamMessageRequest()
+        arbitration.arbitration.device_id = self.device_id
+        arbitration.arbitration.election_id.CopyFrom(_uint128(election_int(self.election_id)))
+        self._requests.put(arbitration)
+        if not self._arbitrated.wait(timeout):
+            self.close()
+            raise P4RuntimeError(f"{self.name}: no arbitration answer from {self.address} within {timeout}s")
+        if self._stream_error is not None:
+            error = self._stream_error
+            self.close()
+            raise P4RuntimeError(f"{self.name}: arbitration for device {self.device_id} on {self.address} failed: {error}")
+        return self._primary
+
+    def _outgoing(self) -> Iterator[p4runtime_pb2.StreamMessageRequest]:
+        while (item := self._requests.get()) is not _STREAM_END:
+            yield item
+
+    def _read_stream(self) -> None:
+        assert self._stream is not None
+        try:
+            for msg in self._stream:
+                kind = msg.WhichOneof("update")
+                if kind == "arbitration":
+                    self._primary = msg.arbitration.status.code == code_pb2.OK
+                    self._primary_election = election_int((msg.arbitration.election_id.high, msg.arbitration.election_id.low))
+                    self._arbitrated.set()
+                elif kind == "packet":
+                    self._packets.put(msg.packet)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.CANCELLED:
+                self._stream_error = f"{e.code().name} {e.details()}"
+        self._primary = False
+        self._arbitrated.set()
+
+    @property
+    def connected(self) -> bool:
+        return self._stub is not None
+
+    @property
+    def is_primary(self) -> bool:
+        """True while the device's last arbitration update named us primary."""
+        return self._primary
+
+    def _not_primary(self) -> NotPrimaryError:
+        ours = election_int(self.election_id)
+        theirs = self._primary_election
+        relation = f"{ours} < {theirs}" if theirs is not None and theirs != ours else f"{ours}, not the primary's"
+        return NotPrimaryError(f"not primary for device {self.device_id} on {self.address} (election id {relation})")
+
+    def _require_primary(self) -> p4runtime_pb2_grpc.P4RuntimeStub:
+        if self._stub is None:
+            raise P4RuntimeError(f"{self.name}: not connected to {self.address}")
+        if not self._primary:
+            raise self._not_primary()
+        return self._stub
+
+    def require_p4info(self) -> P4Info:
+        if self.p4info is None:
+            raise P4RuntimeError(f"{self.name}: no P4Info (load one, or call set_pipeline/ensure_pipeline)")
+        return self.p4info
+
+    def _rpc_error(self, what: str, e: grpc.RpcError) -> P4RuntimeError:
+        if e.code() == grpc.StatusCode.PERMISSION_DENIED:
+            return self._not_primary()
+        return P4RuntimeError(f"{self.name}: {what} on {self.address} failed: {e.code().name} {e.details()}")
+
+    def close(self) -> None:
+        """End the stream and the channel; safe to call twice."""
+        self._requests.put(_STREAM_END)
+        if self._stream is not None:
+            self._stream.cancel()
+        if self._channel is not None:
+            self._channel.close()
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join(timeout=self.timeout)
+        self._channel = self._stub = self._stream = self._reader = None
+        self._requests = queue.Queue()
+        self._primary = False
+
+    def __enter__(self) -> "SwitchConnection":
+        if not self.connected:
+            self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- pipeline --------------------------------------------------------------------------
+
+    def set_pipeline(self, artifacts: Artifacts | str | Path, bmv2_json: str | Path | None = None) -> None:
+        """Push a P4Info and bmv2 JSON with VERIFY_AND_COMMIT (this resets the device's tables)."""
+        if isinstance(artifacts, Artifacts):
+            p4info_path, bmv2_json = artifacts.p4info, artifacts.bmv2_json
+        else:
+            p4info_path = Path(artifacts)
+        if bmv2_json is None:
+            raise ValueError(f"{self.name}: set_pipeline needs the bmv2 JSON as well as the P4Info")
+        p4info = P4Info.load(p4info_path)
+        stub = self._require_primary()
+        request = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            election_id=_uint128(election_int(self.election_id)),
+            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+        )
+        request.config.p4info.CopyFrom(p4info.message)
+        request.config.p4_device_config = Path(bmv2_json).read_bytes()
+        try:
+            stub.SetForwardingPipelineConfig(request, timeout=self.pipeline_timeout)
+        except grpc.RpcError as e:
+            raise self._rpc_error("SetForwardingPipelineConfig", e) from None
+        self.p4info = p4info
+
+    def get_pipeline_p4info(self) -> P4Info | None:
+        """The P4Info the device runs, or None if it has no pipeline yet."""
+        if self._stub is None:
+            raise P4RuntimeError(f"{self.name}: not connected to {self.address}")
+        request = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE,
+        )
+        try:
+            response = self._stub.GetForwardingPipelineConfig(request, timeout=self.timeout)
+        except grpc.RpcError as e:
+            if e.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND):
+                return None
+            raise self._rpc_error("GetForwardingPipelineConfig", e) from None
+        if not response.config.HasField("p4info") or not response.config.p4info.ByteSize():
+            return None
+        return P4Info(response.config.p4info)
+
+    def check_pipeline(self, p4info: P4Info | None = None) -> None:
+        """Refuse a device whose P4Info does not match ours (PipelineMismatchError lists how)."""
+        ours = p4info or self.require_p4info()
+        theirs = self.get_pipeline_p4info()
+        if theirs is None:
+            raise PipelineMismatchError(f"{self.name}: device {self.device_id} on {self.address} has no pipeline")
+        differences = pipeline_differences(ours, theirs)
+        if differences:
+            shown = "; ".join(differences[:3]) + (f"; (+{len(differences) - 3} more)" if len(differences) > 3 else "")
+            raise PipelineMismatchError(f"{self.name}: the device's P4Info does not match ours: {shown}")
+        self.p4info = ours
+
+    def ensure_pipeline(self, artifacts: Artifacts | str | Path, bmv2_json: str | Path | None = None) -> bool:
+        """Keep the device's pipeline (and its tables) if its P4Info equals ours, else set it; True if set."""
+        p4info_path = artifacts.p4info if isinstance(artifacts, Artifacts) else Path(artifacts)
+        ours = P4Info.load(p4info_path)
+        theirs = self.get_pipeline_p4info()
+        if theirs is not None and not pipeline_differences(ours, theirs):
+            self.p4info = ours
+            return False
+        self.set_pipeline(artifacts, bmv2_json)
+        return True
+
+    # --- write -----------------------------------------------------------------------------
+
+    def write(self, updates: Iterable[Update | tuple[str, Entity]], batch_size: int = 500) -> int:
+        """Write updates, `batch_size` per WriteRequest, stopping at the first failed request.
+
+        Every entity is encoded (and checked) before anything is sent. Returns how many were written;
+        raises WriteError (per-update codes) or NotPrimaryError.
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        p4info = self.require_p4info()
+        todo = [Update(UpdateType(kind), entity) for kind, entity in updates]
+        messages = [
+            p4runtime_pb2.Update(type=p4runtime_pb2.Update.Type.Value(u.type.value), entity=codec.encode_entity(u.entity, p4info))
+            for u in todo
+        ]
+        stub = self._require_primary()
+        election = _uint128(election_int(self.election_id))
+        written = 0
+        for start in range(0, len(todo), batch_size):
+            request = p4runtime_pb2.WriteRequest(
+                device_id=self.device_id, election_id=election, updates=messages[start : start + batch_size]
+            )
+            try:
+                stub.Write(request, timeout=self.timeout)
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.PERMISSION_DENIED:
+                    raise self._not_primary() from None
+                failures = _update_errors(e, todo[start : start + batch_size])
+                raise WriteError(self.name, failures, len(request.updates), written) from None
+            written += len(request.updates)
+        return written
+
+    # --- read ------------------------------------------------------------------------------
+
+    def read_raw(self, entities: Iterable[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
+        """The entities a ReadRequest with these (wildcard) entities returns."""
+        if self._stub is None:
+            raise P4RuntimeError(f"{self.name}: not connected to {self.address}")
+        request = p4runtime_pb2.ReadRequest(device_id=self.device_id, entities=list(entities))
+        try:
+            return [e for response in self._stub.Read(request, timeout=self.timeout) for e in response.entities]
+        except grpc.RpcError as e:
+            raise self._rpc_error("Read", e) from None
+
+    def read(self, requests: Iterable[p4runtime_pb2.Entity]) -> list[Entity]:
+        """Read and decode table entries, members and groups (see codec.table_read and friends)."""
+        p4info = self.require_p4info()
+        return [codec.decode_entity(e, p4info) for e in self.read_raw(requests)]
+
+    def read_entries(self, table: str | None = None) -> list[Entity]:
+        """The entries of one table, or of every table (not default entries)."""
+        return self.read([codec.table_read(self.require_p4info(), table)])
+
+    def read_default(self, table: str) -> list[Entity]:
+        """A table's default entry."""
+        return self.read([codec.table_read(self.require_p4info(), table, default=True)])
+
+    def read_members(self, profile: str) -> list[Entity]:
+        return self.read([codec.members_read(self.require_p4info(), profile)])
+
+    def read_groups(self, profile: str) -> list[Entity]:
+        return self.read([codec.groups_read(self.require_p4info(), profile)])
+
+    def read_all(self, default_tables: Iterable[str] = ()) -> list[Entity]:
+        """Entries of every non-const table, members and groups of every profile, and the named default entries."""
+        p4info = self.require_p4info()
+        requests = [codec.table_read(p4info, t.name) for t in p4info.tables if not t.is_const]
+        for profile in p4info.action_profiles:
+            requests.append(codec.members_read(p4info, profile.name))
+            if profile.with_selector:
+                requests.append(codec.groups_read(p4info, profile.name))
+        requests += [codec.table_read(p4info, t, default=True) for t in default_tables]
+        return self.read(requests)
+
+    def read_counter(self, name: str, index: int | None = None) -> list[CounterValue]:
+        """One counter cell (a one-item list), or every cell of the counter, sorted by index."""
+        p4info = self.require_p4info()
+        values = [codec.decode_counter(e, p4info) for e in self.read_raw([codec.counter_read(p4info, name, index)])]
+        return sorted(values, key=lambda v: v.index)
+
+    # --- packet I/O ------------------------------------------------------------------------
+
+    def packet_out(self, payload: bytes, **metadata: Value) -> None:
+        """Send a packet to the switch's CPU port with packet_out metadata (e.g. egress_port=3)."""
+        header = self.require_p4info().packet_metadata("packet_out")
+        if self._stub is None:
+            raise P4RuntimeError(f"{self.name}: not connected to {self.address}")
+        msg = p4runtime_pb2.StreamMessageRequest()
+        msg.packet.payload = payload
+        for name, value in metadata.items():
+            f = header.field(name)
+            msg.packet.metadata.add(metadata_id=f.id, value=codec.encode_value(value, f.bitwidth, f"packet_out {name}"))
+        self._requests.put(msg)
+
+    def packets_in(self, timeout: float = 1.0) -> Iterator[PacketIn]:
+        """Packets received on the stream; stops after `timeout` seconds without one."""
+        header = self.require_p4info().packet_metadata("packet_in")
+        names = {f.id: f.name for f in header.fields}
+        while True:
+            try:
+                packet = self._packets.get(timeout=timeout)
+            except queue.Empty:
+                return
+            meta = tuple((names.get(m.metadata_id, str(m.metadata_id)), codec.decode_value(m.value)) for m in packet.metadata)
+            yield PacketIn(packet.payload, meta)
+
+
+def _update_errors(error: grpc.RpcError, updates: list[Update]) -> list[UpdateError]:
+    """Per-update errors from a failed Write: p4.v1.Error details (PI style), else the call's status for all."""
+    status = status_pb2.Status()
+    for key, value in error.trailing_metadata() or ():
+        if key == _STATUS_DETAILS_KEY:
+            status.ParseFromString(value)
+    details = []
+    for any_msg in status.details:
+        err = p4runtime_pb2.Error()
+        if any_msg.Unpack(err):
+            details.append(err)
+    if len(details) == len(updates):
+        return [
+            UpdateError(u, code_pb2.Code.Name(d.canonical_code), d.message)
+            for u, d in zip(updates, details)
+            if d.canonical_code != code_pb2.OK
+        ]
+    return [UpdateError(u, error.code().name, error.details() or "") for u in updates]
