@@ -142,7 +142,7 @@ def _canonical_entry(entry: TableEntry, p4info: P4Info) -> TableEntry:
     if entry.action is not None:
         if table.implementation_id:
             raise ValueError(f"table {table.name} takes members or groups of its action profile, not actions")
-        info = p4info.table_action(table, entry.action)
+        info = p4info.table_action(table, entry.action, entry.is_default)
         action, params = info.name, _canonical_params(info, entry.params)
     elif not table.implementation_id:
         raise ValueError(f"table {table.name} has no action profile: name an action, not a member or group")

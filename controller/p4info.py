@@ -79,6 +79,8 @@ class TableInfo:
     size: int
     const_default_action_id: int = 0
     is_const: bool = False
+    default_only_ids: tuple[int, ...] = ()
+    table_only_ids: tuple[int, ...] = ()
 
     def match_field(self, name: str) -> MatchFieldInfo:
         return _find(self.match_fields, "name", name, f"match field of table {self.name}")
@@ -179,6 +181,8 @@ class P4Info:
                 size=t.size,
                 const_default_action_id=t.const_default_action_id,
                 is_const=t.is_const_table,
+                default_only_ids=tuple(a.id for a in t.action_refs if a.scope == p4info_pb2.ActionRef.DEFAULT_ONLY),
+                table_only_ids=tuple(a.id for a in t.action_refs if a.scope == p4info_pb2.ActionRef.TABLE_ONLY),
             )
             for t in message.tables
         ))
@@ -222,12 +226,17 @@ class P4Info:
     def counters(self) -> tuple[CounterInfo, ...]:
         return self.counter.items
 
-    def table_action(self, table: TableInfo, action: str) -> ActionInfo:
-        """The action named for an entry of `table`; it must be one of the table's actions."""
+    def table_action(self, table: TableInfo, action: str, default: bool = False) -> ActionInfo:
+        """The action named for an entry (or the default entry) of `table`, checked against its action refs."""
         info = self.action(action)
-        if info.id not in table.action_ids:
-            allowed = [self.action.by_id(i).name for i in table.action_ids]
-            raise ValueError(f"action {info.name} is not an action of table {table.name}; allowed: {', '.join(allowed)}")
+        excluded = table.table_only_ids if default else table.default_only_ids
+        allowed = [i for i in table.action_ids if i not in excluded]
+        if info.id not in allowed:
+            where = "the default action" if default else "an entry action"
+            names = ", ".join(self.action.by_id(i).name for i in allowed)
+            raise ValueError(f"action {info.name} is not {where} of table {table.name}; allowed: {names}")
+        if default and table.const_default_action_id:
+            raise ValueError(f"table {table.name} has a const default action; its default entry cannot change")
         return info
 
     def profile_of(self, table: TableInfo) -> ActionProfileInfo | None:
@@ -243,8 +252,8 @@ class P4Info:
 def _signature(p4info: P4Info) -> dict[str, object]:
     """What defines the pipeline's control-plane interface (ids, names, widths), without docs or annotations."""
     return {
-        "table": {t.id: (t.name, t.match_fields, tuple(sorted(t.action_ids)), t.implementation_id, t.size)
-                  for t in p4info.tables},
+        "table": {t.id: (t.name, t.match_fields, tuple(sorted(t.action_ids)), t.implementation_id, t.size,
+                         t.const_default_action_id, t.is_const) for t in p4info.tables},
         "action": {a.id: (a.name, a.params) for a in p4info.actions},
         "action profile": {p.id: (p.name, p.with_selector, tuple(sorted(p.table_ids)), p.size, p.max_group_size)
                            for p in p4info.action_profiles},

@@ -244,3 +244,47 @@ def test_read_requests(p4info: P4Info) -> None:
 def test_decode_counter(p4info: P4Info) -> None:
     msg = _entity("counter_entry { counter_id: 302006274 index { index: 3 } data { byte_count: 1500 packet_count: 2 } }")
     assert decode_counter(msg, p4info) == CounterValue("IngressPipe.headend.path_packets", 3, packets=2, bytes=1500)
+
+
+# --- the project's compiled P4Info (p4/build), once it exists -----------------------------
+
+_PLANS = {
+    "srv6_spray": [
+        TableEntry("host_port", (("ingress_port", Exact(1)),), "set_headend",
+                   (("src_addr", "2001:db8:1::1"), ("usid_block", 0xFCBBBB00))),
+        TableEntry("spray_dest", (("dst_addr", Lpm("2001:db8:2::", 48)),), "set_spray", (("mode", 2), ("dst_usids", 0x0100_0D00))),
+        TableEntry("pinned_path", (("dst_addr", Exact("2001:db8:2::1")), ("dest_qp", Exact(0x11))), "via_spine",
+                   (("spine_usid", 0xE001), ("path_index", 3))),
+        TableEntry("spray_paths", (("dst_addr", Lpm("2001:db8:2::", 48)),), group_id=1),
+        TableEntry("my_sid", (("dst_addr", Lpm("fcbb:bb00:100::", 48)),), "usid_un"),
+        TableEntry("my_sid", (("dst_addr", Lpm("fcbb:bb00:100:d00::", 64)),), "end_dx6",
+                   (("port", 3), ("smac", "00:00:00:00:01:01"), ("dmac", "00:00:00:00:02:01"))),
+        TableEntry("routes_v6", (("dst_addr", Lpm("fcbb:bb00:200::", 48)),), "set_next_hop",
+                   (("port", 2), ("smac", "00:00:00:00:01:01"), ("dmac", "00:00:00:00:03:01"))),
+        TableEntry("punt", (("ether_type", Ternary(0x88CC, 0xFFFF)),), "send_to_cpu", priority=1),
+        ActionProfileMember("spray_selector", 1, "encap_srh2",
+                            (("carrier0", "fcbb:bb00:e001:200::"), ("carrier1", "fcbb:bb00:200:d00::"), ("path_index", 1))),
+        ActionProfileGroup("spray_selector", 1, (1,)),
+    ],
+    "eecmp_qp_hash": [
+        TableEntry("hash_policy", (("l3_dst", Lpm("::ffff:10.0.2.0", 120)),), "set_hash_mode", (("mode", 1),)),
+        TableEntry("routes", (("l3_dst", Lpm("::ffff:10.0.2.0", 120)),), group_id=4),
+        ActionProfileMember("ecmp_selector", 7, "set_next_hop",
+                            (("port", 2), ("smac", "00:00:00:00:01:01"), ("dmac", "00:00:00:00:03:01"), ("member_index", 7))),
+        ActionProfileGroup("ecmp_selector", 4, (7,)),
+    ],
+}
+
+
+@pytest.mark.parametrize("program", sorted(_PLANS))
+def test_round_trip_against_compiled_p4info(program: str) -> None:
+    from controller.toolchain import Artifacts
+
+    path = Artifacts.of(program).p4info
+    if not path.exists():
+        pytest.skip(f"{path} not compiled yet")
+    compiled = P4Info.load(path)
+    for entity in _PLANS[program]:
+        msg = encode_entity(entity, compiled)
+        assert decode_entity(msg, compiled) == canonical(entity, compiled), entity
+        assert encode_entity(decode_entity(msg, compiled), compiled) == msg

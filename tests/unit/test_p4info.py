@@ -75,9 +75,18 @@ def test_unknown_name_lists_close_matches(p4info: P4Info) -> None:
 
 
 def test_action_must_belong_to_table(p4info: P4Info) -> None:
-    with pytest.raises(ValueError, match="action IngressPipe.cpu.send_to_cpu is not an action of table "
-                                         "IngressPipe.routing.routes_v6; allowed: IngressPipe.routing.set_next_hop"):
-        p4info.table_action(p4info.table("routes_v6"), "send_to_cpu")
+    routes = p4info.table("routes_v6")
+    with pytest.raises(ValueError) as err:
+        p4info.table_action(routes, "send_to_cpu")
+    assert str(err.value) == (
+        "action IngressPipe.cpu.send_to_cpu is not an entry action of table IngressPipe.routing.routes_v6; allowed: "
+        "IngressPipe.routing.set_next_hop, IngressPipe.routing.drop_usid_unknown, IngressPipe.routing.drop"
+    )
+    assert p4info.table_action(routes, "NoAction", default=True).name == "NoAction"
+    with pytest.raises(ValueError, match="NoAction is not an entry action of table IngressPipe.routing.routes_v6"):
+        p4info.table_action(routes, "NoAction")
+    with pytest.raises(ValueError, match="^table IngressPipe.headend.host_port has a const default action; its default entry cannot change$"):
+        p4info.table_action(p4info.table("host_port"), "NoAction", default=True)
 
 
 def test_same_pipeline_ignores_annotations_and_docs(p4info: P4Info) -> None:
