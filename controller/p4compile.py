@@ -23,22 +23,35 @@ class CompileResult:
     warnings: str
 
 
+def bmv2_backend() -> str:
+    """p4c's bmv2 simple_switch backend (p4c-bm2-ss), found beside p4c or on PATH.
+
+    The backend is called directly rather than through the p4c driver: the driver
+    preprocesses into a temporary file whose name would end up in the bmv2 JSON.
+    """
+    p4c = find_binary("p4c")
+    if p4c is not None and (Path(p4c).resolve().parent / "p4c-bm2-ss").exists():
+        return str(Path(p4c).resolve().parent / "p4c-bm2-ss")
+    backend = shutil.which("p4c-bm2-ss")
+    if backend is None:
+        raise CompileError("p4c not found (PATH, $P4C or $P4_TOOLCHAIN_BIN)")
+    return backend
+
+
 def compile_program(program: str, out_dir: Path = BUILD_DIR) -> CompileResult:
-    """Run p4c (bmv2, v1model) on p4/<program>.p4, writing <program>.json and .p4info.txtpb.
+    """Run p4c's bmv2 backend (v1model) on p4/<program>.p4, writing <program>.json and .p4info.txtpb.
 
     p4c runs from the repository root on relative paths, so the source references in
     the bmv2 JSON do not depend on where the repository is checked out.
     """
-    p4c = find_binary("p4c")
-    if p4c is None:
-        raise CompileError("p4c not found (PATH, $P4C or $P4_TOOLCHAIN_BIN)")
+    compiler = bmv2_backend()
     artifacts = Artifacts.of(program, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     source = (P4_DIR / f"{program}.p4").relative_to(REPO_ROOT)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [p4c, "--target", "bmv2", "--arch", "v1model", "--std", "p4-16",
-               "-o", tmp, "--p4runtime-files", str(Path(tmp) / f"{program}.p4info.txtpb"),
-               str(source)]
+        cmd = [compiler, "--arch", "v1model", "--std", "p4-16",
+               "-o", str(Path(tmp) / f"{program}.json"),
+               "--p4runtime-files", str(Path(tmp) / f"{program}.p4info.txtpb"), str(source)]
         proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CompileError(f"p4c failed on {source}:\n{proc.stderr.strip()}")

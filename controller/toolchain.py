@@ -10,7 +10,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 P4_DIR = REPO_ROOT / "p4"
 BUILD_DIR = P4_DIR / "build"
-PROGRAMS = ("srv6_spray", "eecmp_qp_hash")
+PROGRAMS = ("srv6_spray", "eecmp_qp_hash", "l3_baseline")
 
 # Environment variables that name a binary directly; P4_TOOLCHAIN_BIN names a directory.
 _ENV = {"p4c": "P4C", "simple_switch_grpc": "SIMPLE_SWITCH_GRPC"}

@@ -8,6 +8,9 @@ import socket
 import subprocess
 import threading
 from pathlib import Path
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 CLONE_NEWNET = 0x40000000
 ETH_P_ALL = 0x0003
@@ -75,32 +78,46 @@ def _libc_setns(fd: int) -> None:
         raise OSError(err, f"setns: {os.strerror(err)}")
 
 
-def open_raw_sockets(ns: str, ifaces: list[str]) -> dict[str, socket.socket]:
-    """AF_PACKET sockets bound to interfaces of ns, opened from a short-lived thread.
+def call_in(ns: str, fn: Callable[[], T]) -> T:
+    """Run fn in namespace ns from a short-lived thread and return its result.
 
-    setns() moves only the calling thread, so a helper thread enters the namespace,
-    opens the sockets (which stay in it) and exits; the caller's thread never moves.
+    setns() moves only the calling thread, so a helper thread enters the namespace, runs
+    fn (sockets it opens stay in that namespace) and exits; the caller's thread never moves.
     """
-    result: dict[str, socket.socket] = {}
+    result: list[T] = []
     errors: list[BaseException] = []
 
     def worker() -> None:
         try:
             with open(NETNS_DIR / ns) as target:
                 _libc_setns(target.fileno())
-            for iface in ifaces:
-                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-                sock.bind((iface, 0))
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-                result[iface] = sock
-        except BaseException as exc:  # reported in the caller's thread
+            result.append(fn())
+        except BaseException as exc:  # re-raised in the caller's thread
             errors.append(exc)
 
     thread = threading.Thread(target=worker, name=f"netns-{ns}")
     thread.start()
     thread.join()
     if errors:
-        for sock in result.values():
-            sock.close()
-        raise NetnsError(f"cannot open packet sockets in {ns}: {errors[0]}")
-    return result
+        raise NetnsError(f"in namespace {ns}: {errors[0]}") from errors[0]
+    return result[0]
+
+
+def open_raw_sockets(ns: str, ifaces: list[str]) -> dict[str, socket.socket]:
+    """AF_PACKET sockets bound to interfaces of ns (they see every frame the far end sends)."""
+
+    def open_all() -> dict[str, socket.socket]:
+        socks: dict[str, socket.socket] = {}
+        try:
+            for iface in ifaces:
+                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+                socks[iface] = sock
+                sock.bind((iface, 0))
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        except BaseException:
+            for sock in socks.values():
+                sock.close()
+            raise
+        return socks
+
+    return call_in(ns, open_all)

@@ -36,7 +36,8 @@ class NetnsSwitch:
     ports: tuple[int, ...] = (1, 2, 3, 4)
     device_id: int = 1
     workdir: Path | None = None
-    extra_links: dict[int, str] = field(default_factory=dict)  # port -> interface already in ns
+    # port -> namespace (already made by the caller) that gets the far end `hN` of that port
+    foreign_ports: dict[int, str] = field(default_factory=dict)
     log_level: str = "warn"
     _proc: subprocess.Popen | None = None
     _socks: dict[int, socket.socket] = field(default_factory=dict)
@@ -64,10 +65,12 @@ class NetnsSwitch:
             self._own_workdir = True
         netns.add_netns(self.ns)
         try:
-            for port in self.ports:
+            for port in (*self.ports, *self.foreign_ports):
                 netns.add_veth(self.ns, f"sw{port}", self.host_iface(port))
-            ifaces = [f"{p}@sw{p}" for p in self.ports]
-            ifaces += [f"{p}@{name}" for p, name in self.extra_links.items()]
+            for port, other in self.foreign_ports.items():
+                netns.run("ip", "link", "set", self.host_iface(port), "netns", other, ns=self.ns)
+                netns.run("ip", "link", "set", self.host_iface(port), "up", ns=other)
+            ifaces = [f"{p}@sw{p}" for p in (*self.ports, *self.foreign_ports)]
             cmd = ["ip", "netns", "exec", self.ns, binary, "--device-id", str(self.device_id),
                    "--log-file", str(self.workdir / "bmv2"), "--log-flush",
                    "--log-level", self.log_level, "--no-p4"]
