@@ -8,11 +8,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
+import re
+
 import networkx as nx
 import yaml
 
 Role = Literal["t0", "t1"]
 
+_MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 CPU_PORT = 255
 MAX_PORT = 510  # bmv2 ports are bit<9>; 511 is its drop port
 
@@ -89,6 +92,7 @@ class Topology:
     switches: tuple[Switch, ...]
     max_port: int = MAX_PORT
     cpu_port: int | None = CPU_PORT
+    usid_block: str | None = None  # the file's uSID block ("fcbb:bb00::/32"); None: the default
     _by_name: dict[str, Switch] = field(default_factory=dict, repr=False, compare=False)
     _t0: tuple[tuple[Switch, ...], ...] = field(default=(), repr=False, compare=False)
     _t1: tuple[tuple[Switch, ...], ...] = field(default=(), repr=False, compare=False)
@@ -231,7 +235,10 @@ def to_dict(topo: Topology) -> dict[str, Any]:
         else:
             d["downlinks"] = {topo.t0(s.plane, i).name: p for i, p in enumerate(s.downlinks)}
         out.append(d)
-    return {"name": topo.name, "max_port": topo.max_port, "cpu_port": topo.cpu_port, "switches": out}
+    doc: dict[str, Any] = {"name": topo.name, "max_port": topo.max_port, "cpu_port": topo.cpu_port}
+    if topo.usid_block is not None:
+        doc["usid_block"] = topo.usid_block
+    return {**doc, "switches": out}
 
 
 class _Loader:
@@ -240,6 +247,7 @@ class _Loader:
     def __init__(self, doc: Mapping[str, Any]) -> None:
         self.doc = doc
         self.problems: list[str] = []
+        self.rejected: set[str] = set()  # named switches already reported as invalid
         self.max_port = int(doc.get("max_port", MAX_PORT))
         cpu = doc.get("cpu_port", CPU_PORT)
         self.cpu_port: int | None = None if cpu is None else int(cpu)
@@ -250,8 +258,10 @@ class _Loader:
         if self.problems:
             raise TopologyError(self.problems)
         planes = 1 + max((s.plane for s in switches), default=-1)
+        block = self.doc.get("usid_block")
         return Topology(name=str(self.doc.get("name", "fabric")), planes=planes, switches=tuple(switches),
-                        max_port=self.max_port, cpu_port=self.cpu_port)
+                        max_port=self.max_port, cpu_port=self.cpu_port,
+                        usid_block=None if block is None else str(block))
 
     def _switch_records(self) -> dict[str, dict[str, Any]]:
         records: dict[str, dict[str, Any]] = {}
@@ -266,11 +276,17 @@ class _Loader:
             role = rec.get("role")
             if role not in ("t0", "t1"):
                 self.problems.append(f"switch {name} has role {role!r}, expected 't0' or 't1'")
+                self.rejected.add(name)
                 continue
             plane = rec.get("plane")
             if not isinstance(plane, int) or plane < 0:
                 self.problems.append(f"switch {name} has plane {plane!r}, expected an integer >= 0")
+                self.rejected.add(name)
                 continue
+            for mac in [rec.get("mac"), *(h.get("mac") for h in (rec.get("hosts") or {}).values()
+                                          if isinstance(h, dict))]:
+                if mac is not None and not (isinstance(mac, str) and _MAC.match(mac)):
+                    self.problems.append(f"MAC {mac!r} of {name} is not a quoted xx:xx:xx:xx:xx:xx string")
             records[name] = dict(rec, _order=n)
         return records
 
@@ -283,9 +299,6 @@ class _Loader:
         host_nics: dict[str, dict[int, list[str]]] = {}
         for name, rec in raw.items():
             if rec["role"] == "t0":
-                for host, port in self._host_items(name, rec):
-                    self._use_port(used, name, port, host)
-                    host_nics.setdefault(host, {}).setdefault(rec["plane"], []).append(f"{name} port {port}")
                 peers, role = rec.get("uplinks") or {}, "t1"
             else:
                 if rec.get("hosts"):
@@ -298,7 +311,8 @@ class _Loader:
                     continue
                 self._use_port(used, name, port, peer)
                 if peer not in raw:
-                    self.problems.append(f"{name} links to unknown switch '{peer}'")
+                    if peer not in self.rejected:
+                        self.problems.append(f"{name} links to unknown switch '{peer}'")
                 elif raw[peer]["role"] != role:
                     self.problems.append(f"link {name} -- {peer} joins two {rec['role']} switches")
                 elif raw[peer]["plane"] != rec["plane"]:
@@ -311,6 +325,11 @@ class _Loader:
                 else:
                     key = (name, peer) if rec["role"] == "t0" else (peer, name)
                     links.setdefault(key, {})[name] = port
+            if rec["role"] == "t0":
+                for host, port in self._host_items(name, rec):
+                    if port is not None:
+                        self._use_port(used, name, port, host)
+                    host_nics.setdefault(host, {}).setdefault(rec["plane"], []).append(f"{name} port {port}")
         self._check_links(raw, links)
         self._check_hosts(raw, host_nics)
         if self.problems:
@@ -349,11 +368,9 @@ class _Loader:
                 self.problems.append(f"{label} {value} used by {seen[value]} and {name}")
             seen[value] = name
 
-    def _host_items(self, name: str, rec: dict[str, Any]) -> Iterator[tuple[str, int]]:
+    def _host_items(self, name: str, rec: dict[str, Any]) -> Iterator[tuple[str, int | None]]:
         for host, spec in (rec.get("hosts") or {}).items():
-            port = self._port(name, spec.get("port") if isinstance(spec, dict) else spec)
-            if port is not None:
-                yield str(host), port
+            yield str(host), self._port(name, spec.get("port") if isinstance(spec, dict) else spec)
 
     def _port(self, name: str, port: Any) -> int | None:
         if not isinstance(port, int) or isinstance(port, bool):
