@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -72,3 +73,19 @@ def p4c_version() -> str | None:
         return None
     proc = subprocess.run([p4c, "--version"], capture_output=True, text=True)
     return proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 else None
+
+
+def main() -> int:
+    """`python3 -m controller.p4compile`: regenerate p4/build/ from p4/*.p4."""
+    try:
+        for result in compile_all():
+            print(f"{result.artifacts.program}: {result.artifacts.bmv2_json.name}, "
+                  f"{result.artifacts.p4info.name}")
+    except CompileError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -15,6 +15,6 @@ def test_committed_artifacts_equal_a_fresh_compile(program, tmp_path):
     fresh = compile_program(program, tmp_path).artifacts
     committed = Artifacts.of(program)
     assert fresh.p4info.read_text() == committed.p4info.read_text(), \
-        f"p4/build/{program}.p4info.txtpb is stale: run `fabricctl p4 compile`"
+        f"p4/build/{program}.p4info.txtpb is stale: run `python3 -m controller.p4compile`"
     assert fresh.bmv2_json.read_text() == committed.bmv2_json.read_text(), \
-        f"p4/build/{program}.json is stale: run `fabricctl p4 compile`"
+        f"p4/build/{program}.json is stale: run `python3 -m controller.p4compile`"

@@ -1,0 +1,145 @@
+"""Packets per second through simple_switch_grpc: srv6_spray as headend and as uN transit,
+each against the minimal forwarding program (p4/l3_baseline.p4) run the same way in the same run.
+
+Prints one JSON document: pps per case and the ratios srv6_spray / baseline (aim: >= 0.8).
+Needs root and simple_switch_grpc. Not a test: nothing here asserts a time.
+
+    python3 bench/dataplane_pps.py [--packets 20000] [--window 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scapy.layers.inet6 import IPv6  # noqa: E402
+from scapy.layers.l2 import Ether  # noqa: E402
+from scapy.packet import Raw  # noqa: E402
+
+from controller.entries import ActionProfileGroup, ActionProfileMember, Exact, Lpm, TableEntry  # noqa: E402
+from controller.p4rt import SwitchConnection  # noqa: E402
+from controller.toolchain import Artifacts, find_binary  # noqa: E402
+from mininet_labs.nsswitch import NetnsSwitch  # noqa: E402
+from mininet_labs.roce import roce_v6  # noqa: E402
+
+IN, OUT = 1, 2
+BLOCK = 0xFCBBBB00
+NEXT_HOP = (("port", OUT), ("smac", "02:aa:00:00:00:02"), ("dmac", "02:bb:00:00:00:02"))
+
+
+def _route(table: str, action: str, prefix: str, plen: int) -> TableEntry:
+    return TableEntry(table, (("dst_addr", Lpm(prefix, plen)),), action, NEXT_HOP)
+
+
+def headend_entries() -> list:
+    profile = "IngressPipe.headend.spray_selector"
+    return [
+        TableEntry("IngressPipe.headend.host_port", (("ingress_port", Exact(IN)),),
+                   "IngressPipe.headend.set_headend", (("src_addr", "2001:db8:ff::1"), ("usid_block", BLOCK))),
+        TableEntry("IngressPipe.headend.spray_dest", (("dst_addr", Lpm("fd00:0:0:12::", 64)),),
+                   "IngressPipe.headend.set_spray", (("mode", 2), ("dst_usids", 0x0012_E000))),
+        ActionProfileMember(profile, 1, "IngressPipe.headend.via_spine", (("spine_usid", 1), ("path_index", 1))),
+        ActionProfileGroup(profile, 1, (1,), max_size=4),
+        TableEntry("IngressPipe.headend.spray_paths", (("dst_addr", Lpm("fd00:0:0:12::", 64)),), group_id=1),
+        _route("IngressPipe.routing.routes_v6", "IngressPipe.routing.set_next_hop", "fcbb:bb00:1::", 48),
+    ]
+
+
+def transit_entries() -> list:
+    return [
+        TableEntry("IngressPipe.endpoint.my_sid", (("dst_addr", Lpm("fcbb:bb00:1::", 48)),),
+                   "IngressPipe.endpoint.usid_un"),
+        _route("IngressPipe.routing.routes_v6", "IngressPipe.routing.set_next_hop", "fcbb:bb00:12::", 48),
+    ]
+
+
+def roce_frames(n: int) -> list[bytes]:
+    """n RoCEv2 packets of one QP with rising PSN, 256-byte payloads."""
+    return [bytes(roce_v6("fd00:0:0:11::1", "fd00:0:0:12::1", qp=0x100, psn=p, payload=b"\x00" * 256))
+            for p in range(n)]
+
+
+def encapsulated_frames(n: int) -> list[bytes]:
+    """The same packets as the headend emits them: outer IPv6 to block|1|0x12|0xe000."""
+    return [bytes(Ether() / IPv6(src="2001:db8:ff::1", dst="fcbb:bb00:1:12:e000::", nh=41)
+                  / Raw(f[14:])) for f in roce_frames(n)]
+
+
+def measure(switch: NetnsSwitch, frames: list[bytes], window: int) -> dict:
+    """Keep at most `window` packets in the switch; pps = delivered / (last out - first in)."""
+    send_sock, recv_sock = switch._socks[IN], switch._socks[OUT]
+    switch.drain()
+    sent = received = 0
+    start = time.perf_counter()
+    last_rx = start
+    idle_deadline = None
+    while received < len(frames):
+        if sent < len(frames) and sent - received < window:
+            send_sock.send(frames[sent])
+            sent += 1
+            continue
+        ready, _, _ = select.select([recv_sock], [], [], 0.5)
+        if not ready:
+            if idle_deadline is None:
+                idle_deadline = time.perf_counter() + 2.0
+            if time.perf_counter() > idle_deadline:
+                if sent == len(frames):
+                    break  # the rest were lost
+                received = sent  # lost in flight: open the window again
+            continue
+        idle_deadline = None
+        data, addr = recv_sock.recvfrom(65535)
+        if addr[2] == 4:  # PACKET_OUTGOING
+            continue
+        received += 1
+        last_rx = time.perf_counter()
+    elapsed = last_rx - start
+    return {"packets": len(frames), "delivered": received, "seconds": round(elapsed, 3),
+            "pps": round(received / elapsed, 1) if elapsed > 0 else 0.0}
+
+
+def run_case(program: str, entries: list, frames: list[bytes], window: int, tag: str) -> dict:
+    switch = NetnsSwitch(f"bench{tag}{os.getpid()}", ports=(IN, OUT))
+    with switch:
+        with SwitchConnection(tag, switch.grpc_address, device_id=1, election_id=1) as conn:
+            conn.set_pipeline(Artifacts.of(program))
+            conn.write([("INSERT", e) for e in entries])
+            measure(switch, frames[:200], window)  # warm-up
+            return measure(switch, frames, window)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--packets", type=int, default=20000)
+    parser.add_argument("--window", type=int, default=64, help="packets in flight at most")
+    args = parser.parse_args()
+    if find_binary("simple_switch_grpc") is None or os.geteuid() != 0:
+        print(json.dumps({"skipped": "needs root and simple_switch_grpc"}))
+        return 2
+    plain = roce_frames(args.packets)
+    encapsulated = encapsulated_frames(args.packets)
+    baseline_route = [_route("IngressPipe.routes_v6", "IngressPipe.set_next_hop", p, plen)
+                      for p, plen in (("fd00:0:0:12::", 64), ("fcbb:bb00:1::", 48))]
+    results = {
+        "headend": run_case("srv6_spray", headend_entries(), plain, args.window, "he"),
+        "headend_baseline": run_case("l3_baseline", baseline_route, plain, args.window, "hb"),
+        "transit_un": run_case("srv6_spray", transit_entries(), encapsulated, args.window, "tr"),
+        "transit_baseline": run_case("l3_baseline", baseline_route, encapsulated, args.window, "tb"),
+    }
+    results["ratio_headend"] = round(results["headend"]["pps"] / results["headend_baseline"]["pps"], 3)
+    results["ratio_transit_un"] = round(results["transit_un"]["pps"] / results["transit_baseline"]["pps"], 3)
+    results["aim"] = ">= 0.8"
+    results["config"] = {"packets": args.packets, "window": args.window, "payload_bytes": 256}
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
