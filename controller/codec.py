@@ -138,7 +138,8 @@ def _canonical_entry(entry: TableEntry, p4info: P4Info) -> TableEntry:
     chosen = sum(x is not None for x in (entry.action, entry.member_id, entry.group_id))
     if chosen != 1:
         raise ValueError(f"table {table.name}: an entry names exactly one of action, member_id, group_id")
-    action, params = None, ()
+    action: str | None = None
+    params: tuple[tuple[str, int], ...] = ()
     if entry.action is not None:
         if table.implementation_id:
             raise ValueError(f"table {table.name} takes members or groups of its action profile, not actions")

@@ -140,7 +140,7 @@ class _Index(Generic[T]):
     def __init__(self, kind: str, items: Iterable[T]) -> None:
         self.kind = kind
         self.items: tuple[T, ...] = tuple(items)
-        self._by_id = {i.id: i for i in self.items}
+        self._by_id: dict[int, T] = {i.id: i for i in self.items}
         self._by_name: dict[str, T] = {i.alias: i for i in self.items if i.alias}
         self._by_name.update({i.name: i for i in self.items})
 

@@ -13,7 +13,7 @@ from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controller import codec
-from controller.entries import CounterValue, Entity, Exact, Lpm, Match, TableEntry, Value
+from controller.entries import ActionProfileMember, CounterValue, Entity, Exact, Lpm, Match, TableEntry, Value
 from controller.p4info import P4Info, pipeline_differences
 from controller.reconcile import Update, UpdateType
 from controller.toolchain import Artifacts
@@ -65,7 +65,7 @@ def describe(entity: Entity) -> str:
     if isinstance(entity, TableEntry):
         what = "default entry" if entity.is_default else " ".join(f"{n}={_show_match(m)}" for n, m in entity.match) or "*"
         return f"{entity.table} {what}"
-    if hasattr(entity, "member_id"):
+    if isinstance(entity, ActionProfileMember):
         return f"{entity.profile} member {entity.member_id}"
     return f"{entity.profile} group {entity.group_id}"
 
@@ -83,7 +83,11 @@ class UpdateError:
 
 
 class WriteError(P4RuntimeError):
-    """Some updates of a write failed; `failures` lists each with its code and message."""
+    """Some updates of one WriteRequest failed; `failures` lists each with its code and message.
+
+    `written` counts the updates of the earlier, wholly successful requests; in the failed request
+    the updates not in `failures` were applied (P4Runtime CONTINUE_ON_ERROR); later ones were not sent.
+    """
 
     def __init__(self, switch: str, failures: Iterable[UpdateError], attempted: int, written: int) -> None:
         self.switch = switch
@@ -136,7 +140,10 @@ class SwitchConnection:
 
     def connect(self, timeout: float | None = None) -> bool:
         """Open the channel and stream, send our arbitration, wait for the answer; True if primary."""
+        if self.connected:
+            return self._primary
         timeout = self.timeout if timeout is None else timeout
+        self._stream_error = None
         self._channel = grpc.insecure_channel(self.address, options=_GRPC_OPTIONS)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=timeout)

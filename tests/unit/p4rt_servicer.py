@@ -79,7 +79,10 @@ class RecordingServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             try:
                 for req in request_iterator:
                     if req.HasField("arbitration"):
+                        previous = self.primary_election_id
                         out.put(self._arbitrate(req.arbitration))
+                        if self.primary_election_id != previous:
+                            self._tell_backups(out, req.arbitration.device_id)
                     elif req.HasField("packet"):
                         self.packets_out.append(req.packet)
             except grpc.RpcError:
@@ -102,6 +105,17 @@ class RecordingServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         response.arbitration.election_id.low = self.primary_election_id & ((1 << 64) - 1)
         response.arbitration.status.code = code_pb2.OK if requested == self.primary_election_id else code_pb2.ALREADY_EXISTS
         return response
+
+    def _tell_backups(self, primary: queue.Queue, device_id: int) -> None:
+        """A new primary: every other stream hears it is now a backup (P4Runtime spec 5.4)."""
+        for out in self._streams:
+            if out is not primary:
+                response = p4runtime_pb2.StreamMessageResponse()
+                response.arbitration.device_id = device_id
+                response.arbitration.election_id.high = self.primary_election_id >> 64
+                response.arbitration.election_id.low = self.primary_election_id & ((1 << 64) - 1)
+                response.arbitration.status.code = code_pb2.ALREADY_EXISTS
+                out.put(response)
 
     def send_packet_in(self, payload: bytes, metadata: dict[int, bytes]) -> None:
         """Push a PacketIn on every open stream."""

@@ -130,12 +130,26 @@ _NAMES = {
 }
 
 
-@pytest.mark.parametrize("program", PROGRAMS)
-def test_compiled_p4info_has_the_documented_names(program: str) -> None:
+def _compiled(program: str) -> P4Info:
     path = Artifacts.of(program).p4info
     if not path.exists():
         pytest.skip(f"{path} not compiled yet")
-    p4info = P4Info.load(path)
+    return P4Info.load(path)
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_compiled_p4info_resolves_every_name_and_alias(program: str) -> None:
+    p4info = _compiled(program)
+    for kind in ("table", "action", "action_profile", "counter", "packet_metadata"):
+        index = getattr(p4info, kind)
+        for item in index.items:
+            assert index(item.name) is item and index(item.alias) is item and index.by_id(item.id) is item
+    assert same_pipeline(p4info, _compiled(program))
+
+
+@pytest.mark.parametrize("program", sorted(_NAMES))
+def test_compiled_p4info_has_the_documented_names(program: str) -> None:
+    p4info = _compiled(program)
     for kind, names in _NAMES[program].items():
         for name in names:
             getattr(p4info, kind)(name)  # raises UnknownNameError with close matches

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -249,3 +250,20 @@ def test_packet_out_and_in(conn: SwitchConnection, servicer: RecordingServicer) 
         text_format.Parse(r'payload: "\000\000\000\000\000\000\000\000\000\000\000\000\000\000" '
                           r'metadata { metadata_id: 1 value: "\005" }', p4runtime_pb2.PacketOut())
     ]
+
+
+def test_losing_primary_mid_session(
+    conn: SwitchConnection, address: str, p4info: P4Info, servicer: RecordingServicer
+) -> None:
+    assert conn.connect() is True  # already connected: no second arbitration
+    assert len(servicer.arbitrations) == 1
+    with SwitchConnection("s1-other", address, device_id=3, election_id=(1, 0), p4info=p4info, timeout=5) as other:
+        assert other.is_primary
+        deadline = time.monotonic() + 5
+        while conn.is_primary and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not conn.is_primary
+        with pytest.raises(NotPrimaryError) as err:
+            conn.write([("INSERT", _route(1))])
+        assert str(err.value) == f"not primary for device 3 on {address} (election id 10 < {1 << 64})"
+        other.write([("INSERT", _route(1))])
