@@ -1,0 +1,244 @@
+"""Failures (link, switch, host port): dead paths, unreachable destinations, plan deltas, state file."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path as FilePath
+from typing import Union
+
+from controller.entries import Entity
+from controller.reconcile import Delta, diff
+from controller.routes import Fabric, Health, Path, leaf_dest, leaf_local, spine_entities, spray_leaf_pins, SPRAY
+from controller.routes import leaf_dests
+from controller.topology import Topology
+
+
+class FailoverError(ValueError):
+    """A failure that names nothing in the topology, or a state file that cannot be read (one line)."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class LinkDown:
+    """The link between a leaf and a spine of its plane."""
+
+    t0: str
+    t1: str
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SwitchDown:
+    """A whole switch: counts as every one of its links (and, for a leaf, its host ports) down."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class HostPortDown:
+    """A leaf's host-facing port (the host's NIC in that plane)."""
+
+    t0: str
+    port: int
+
+
+Failure = Union[LinkDown, SwitchDown, HostPortDown]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Unreachable:
+    """`dst` (a leaf or a host) cannot be reached in `plane` from `src` (a leaf, or '*': from anywhere)."""
+
+    plane: int
+    dst: str
+    src: str = "*"
+
+    def __str__(self) -> str:
+        return f"plane {self.plane}: {self.dst} unreachable from {'every leaf' if self.src == '*' else self.src}"
+
+
+def health(topo: Topology, failures: Iterable[Failure]) -> Health:
+    """The positions that are down, for the path math; FailoverError for a failure naming nothing."""
+    links: set[tuple[int, int, int]] = set()
+    leaves: set[tuple[int, int]] = set()
+    spines: set[tuple[int, int]] = set()
+    slots: set[tuple[int, int, int]] = set()
+    for f in failures:
+        if isinstance(f, LinkDown):
+            a, b = _switch(topo, f.t0, "t0"), _switch(topo, f.t1, "t1")
+            if a.plane != b.plane:
+                raise FailoverError(f"no link {f.t0} -- {f.t1}: planes {a.plane} and {b.plane}")
+            links.add((a.plane, a.index, b.index))
+        elif isinstance(f, SwitchDown):
+            if not topo.has_switch(f.name):
+                raise FailoverError(f"unknown switch '{f.name}'")
+            s = topo.switch(f.name)
+            (leaves if s.role == "t0" else spines).add((s.plane, s.index))
+        else:
+            a = _switch(topo, f.t0, "t0")
+            if f.port not in a.host_ports:
+                raise FailoverError(f"port {f.port} of {f.t0} does not face a host")
+            slots.add((a.plane, a.index, a.host_ports.index(f.port)))
+    return Health(frozenset(links), frozenset(leaves), frozenset(spines), frozenset(slots))
+
+
+def _switch(topo: Topology, name: str, role: str):  # type: ignore[no-untyped-def]
+    if not topo.has_switch(name):
+        raise FailoverError(f"unknown switch '{name}'")
+    s = topo.switch(name)
+    if s.role != role:
+        raise FailoverError(f"{name} is a {s.role}, expected a {role}")
+    return s
+
+
+def with_failures(f: Fabric, failures: Iterable[Failure]) -> Fabric:
+    """The fabric with exactly these failures (sharing f's prebuilt entities)."""
+    return dataclasses.replace(f, health=health(f.topo, failures), shared=f.shared)
+
+
+def dead_paths(f: Fabric) -> Iterator[Path]:
+    """Every static leaf-to-leaf path that a failure has cut."""
+    h = f.health
+    for p in range(f.topo.planes):
+        full, n = f.shared.full[p], len(f.topo.t0s(p))
+        everyone = f.base(p) != full
+        cut = h.cut_leaves(p)
+        for s in range(n):
+            for d in (range(n) if everyone or s in cut else sorted(cut)):
+                if d != s:
+                    for j in sorted(full - f.path_spines(p, s, d)):
+                        yield Path(p, s, j, d)
+
+
+def unreachable(f: Fabric) -> list[Unreachable]:
+    """Destinations with no live path in a plane (leaves: per source or from all; hosts on dead ports)."""
+    out: list[Unreachable] = []
+    h, topo = f.health, f.topo
+    for p in range(topo.planes):
+        leaves = topo.t0s(p)
+        if not f.base(p):
+            out.extend(Unreachable(p, leaf.name) for leaf in leaves)
+            continue
+        cut = sorted(h.cut_leaves(p))
+        isolated = {d for d in cut if not f.live(p, d)}
+        out.extend(Unreachable(p, leaves[d].name) for d in sorted(isolated))
+        for d in cut:
+            if d in isolated:
+                continue
+            for s in cut:
+                if s != d and s not in isolated and not f.path_spines(p, s, d):
+                    out.append(Unreachable(p, leaves[d].name, leaves[s].name))
+        for (q, i, k) in sorted(h.slots):
+            if q == p and (p, i) not in h.leaves:
+                out.append(Unreachable(p, leaves[i].host_names[k] if k < len(leaves[i].host_names)
+                                       else f"{leaves[i].name} port {leaves[i].host_ports[k]}"))
+    return out
+
+
+def _changed_leaves(old: Fabric, new: Fabric, plane: int) -> list[int]:
+    """Leaves of a plane whose own entities may differ between two healths."""
+    n = len(new.topo.t0s(plane))
+    if old.base(plane) != new.base(plane):
+        return list(range(n))
+    ho, hn = old.health, new.health
+    candidates = ho.cut_leaves(plane) | hn.cut_leaves(plane)
+    candidates |= {i for (p, i, _) in ho.slots | hn.slots if p == plane}
+    return sorted(i for i in candidates
+                  if old.live(plane, i) != new.live(plane, i)
+                  or ho.dead_slots(plane, i) != hn.dead_slots(plane, i)
+                  or ((plane, i) in ho.leaves) != ((plane, i) in hn.leaves))
+
+
+def delta(old: Fabric, new: Fabric) -> dict[str, Delta]:
+    """Per switch, the Delta taking plan(old) to plan(new), computing only what the health
+    change touches: changed leaves in full, one destination slice per changed leaf elsewhere in
+    the plane, and the spines whose downlinks changed. Equal to plan.diff_plans of whole plans."""
+    out: dict[str, Delta] = {}
+    topo = new.topo
+    for p in range(topo.planes):
+        changed = _changed_leaves(old, new, p)
+        if not changed and old.base(p) == new.base(p):
+            continue
+        leaves = topo.t0s(p)
+        spines: set[int] = {j for (q, j) in old.health.spines ^ new.health.spines if q == p}
+        changed_set = set(changed)
+        for i in changed:
+            spines |= old.live(p, i) ^ new.live(p, i)
+            _put(out, leaves[i].name, _leaf_all(new, leaves[i]), _leaf_all(old, leaves[i]))
+        for x in leaves:
+            if x.index in changed_set:
+                continue
+            slices_new = [e for d in changed for e in leaf_dest(new, x, d)]
+            slices_old = [e for d in changed for e in leaf_dest(old, x, d)]
+            if new.options.program == SPRAY and new.shared.pins.get((p, x.index)):
+                slices_new += spray_leaf_pins(new, x)
+                slices_old += spray_leaf_pins(old, x)
+            _put(out, x.name, slices_new, slices_old)
+        for j in sorted(spines):
+            spine = topo.t1(p, j)
+            _put(out, spine.name, spine_entities(new, spine), spine_entities(old, spine))
+    return out
+
+
+def _leaf_all(f: Fabric, leaf) -> list[Entity]:  # type: ignore[no-untyped-def]
+    return [*leaf_local(f, leaf), *leaf_dests(f, leaf)]
+
+
+def _put(out: dict[str, Delta], name: str, new: list[Entity], old: list[Entity]) -> None:
+    if new == old:
+        return
+    d = diff(new, old)
+    if d:
+        out[name] = d
+
+
+# --- state file ------------------------------------------------------------------------------
+
+def failure_to_json(f: Failure) -> dict[str, object]:
+    if isinstance(f, LinkDown):
+        return {"link": [f.t0, f.t1]}
+    if isinstance(f, SwitchDown):
+        return {"switch": f.name}
+    return {"host_port": [f.t0, f.port]}
+
+
+def failure_from_json(d: dict[str, object]) -> Failure:
+    if "link" in d:
+        a, b = d["link"]  # type: ignore[misc]
+        return LinkDown(str(a), str(b))
+    if "switch" in d:
+        return SwitchDown(str(d["switch"]))
+    if "host_port" in d:
+        a, port = d["host_port"]  # type: ignore[misc]
+        return HostPortDown(str(a), int(port))
+    raise FailoverError(f"not a failure: {json.dumps(d)}")
+
+
+def save_state(path: str | FilePath, failures: Iterable[Failure]) -> None:
+    """Write the failure set atomically (sorted, so equal sets give equal files)."""
+    doc = {"failures": [failure_to_json(f) for f in sorted(set(failures), key=_order)]}
+    path = FilePath(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def load_state(path: str | FilePath) -> frozenset[Failure]:
+    """The failure set of a state file; an absent file is no failure."""
+    path = FilePath(path)
+    if not path.exists():
+        return frozenset()
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return frozenset(failure_from_json(d) for d in doc.get("failures", []))
+    except (ValueError, TypeError, KeyError) as e:
+        raise FailoverError(f"cannot read failure state {path}: {e}") from None
+
+
+def _order(f: Failure) -> tuple[str, tuple[object, ...]]:
+    return type(f).__name__, dataclasses.astuple(f)

@@ -1,0 +1,482 @@
+"""Static multi-plane T0 -> T1 -> T0 paths and each switch's desired entities (srv6_spray, eecmp_qp_hash).
+
+A leaf's entities are cut into slices with disjoint keys, so a failure delta recomputes only the
+slices it touches: `leaf_local` (ports, SIDs, routes, members, the shared group), `leaf_dest`
+(what one destination leaf needs: nothing, the shared spray entries, or an exception group) and
+`leaf_pins`. Entities that are the same on many switches are built once (`Shared`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from controller.entries import (
+    ActionProfileGroup,
+    ActionProfileMember,
+    Entity,
+    Exact,
+    Lpm,
+    SwitchEntities,
+    TableEntry,
+)
+from controller.sids import (
+    BLOCK_LEN,
+    LOCAL_SID_LEN,
+    UN_LEN,
+    V4_LEAF_LEN,
+    V4_PLANE_LEN,
+    V6_LEAF_LEN,
+    SidPlan,
+    fmt_mapped,
+    fmt_v6,
+)
+from controller.topology import Switch, Topology
+
+Program = Literal["srv6_spray", "eecmp_qp_hash"]
+SPRAY: Program = "srv6_spray"
+EECMP: Program = "eecmp_qp_hash"
+
+FLOW, QP, PACKET, PIN = 0, 1, 2, 3  # hash modes (docs/pipeline.md)
+
+# srv6_spray names
+HOST_PORT = "IngressPipe.headend.host_port"
+SPRAY_DEST = "IngressPipe.headend.spray_dest"
+PINNED_PATH = "IngressPipe.headend.pinned_path"
+SPRAY_PATHS = "IngressPipe.headend.spray_paths"
+SPRAY_SELECTOR = "IngressPipe.headend.spray_selector"
+MY_SID = "IngressPipe.endpoint.my_sid"
+ROUTES_V6 = "IngressPipe.routing.routes_v6"
+SET_HEADEND = "IngressPipe.headend.set_headend"
+SET_SPRAY = "IngressPipe.headend.set_spray"
+VIA_SPINE = "IngressPipe.headend.via_spine"
+USID_UN = "IngressPipe.endpoint.usid_un"
+END_DX6 = "IngressPipe.endpoint.end_dx6"
+END_DT6 = "IngressPipe.endpoint.end_dt6"
+SET_NEXT_HOP_V6 = "IngressPipe.routing.set_next_hop"
+DROP_USID_UNKNOWN = "IngressPipe.routing.drop_usid_unknown"
+# eecmp_qp_hash names
+HASH_POLICY = "IngressPipe.ecmp.hash_policy"
+ECMP_ROUTES = "IngressPipe.ecmp.routes"
+ECMP_SELECTOR = "IngressPipe.ecmp.ecmp_selector"
+SET_HASH_MODE = "IngressPipe.ecmp.set_hash_mode"
+SET_PIN = "IngressPipe.ecmp.set_pin"
+SET_NEXT_HOP = "IngressPipe.ecmp.set_next_hop"
+ECMP_DROP = "IngressPipe.ecmp.drop"
+
+SHARED_GROUP = 1  # a source leaf's one spray set / uplink group
+DROP_MEMBER = 0xFFFF  # eecmp: the member routes to unreachable destinations point to
+MAPPED_LEN = 96  # IPv4 prefixes become ::ffff:a.b.c.d/(96 + len)
+
+
+def exception_group(dst_leaf: int) -> int:
+    """The group id a source leaf uses for a destination leaf whose path set differs from its own."""
+    return dst_leaf + 2
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Path:
+    """One static path in a plane: source leaf -> spine -> destination leaf (indices)."""
+
+    plane: int
+    src: int
+    spine: int
+    dst: int
+
+    def usids(self, sids: SidPlan) -> tuple[int, int, int]:
+        """T1 uN, destination leaf uN, destination leaf End.DT6."""
+        return (sids.t1_usid(self.plane, self.spine), sids.t0_usid(self.plane, self.dst),
+                sids.dt6_usid(self.plane))
+
+    def carrier(self, sids: SidPlan) -> int:
+        return sids.carrier(self.usids(sids))
+
+
+def paths(topo: Topology, plane: int, src: int, dst: int) -> Iterator[Path]:
+    """Every static path between two distinct leaves of a plane (one per spine)."""
+    for spine in range(len(topo.t1s(plane))):
+        yield Path(plane, src, spine, dst)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Pin:
+    """srv6_spray: RoCE traffic to (destination host, QP) from one source leaf takes one spine."""
+
+    plane: int
+    src: int
+    dst: int
+    slot: int
+    qp: int
+    spine: int
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class HostPin:
+    """eecmp: traffic to a destination host uses hash mode PIN with this host index."""
+
+    plane: int
+    dst: int
+    slot: int
+    host_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What the user chooses: program, default hash mode, per-destination-leaf modes, pins."""
+
+    program: Program = SPRAY
+    mode: int = PACKET
+    dest_modes: tuple[tuple[int, int, int], ...] = ()  # (plane, dst leaf, mode)
+    pins: tuple[Pin, ...] = ()
+    host_pins: tuple[HostPin, ...] = ()
+
+
+@dataclass(frozen=True)
+class Health:
+    """What is down, by position: links (plane, leaf, spine), leaves and spines (plane, index),
+    host slots (plane, leaf, slot). A down switch counts as all of its links down."""
+
+    links: frozenset[tuple[int, int, int]] = frozenset()
+    leaves: frozenset[tuple[int, int]] = frozenset()
+    spines: frozenset[tuple[int, int]] = frozenset()
+    slots: frozenset[tuple[int, int, int]] = frozenset()
+    _cut: dict[tuple[int, int], frozenset[int]] = field(default_factory=dict, compare=False, repr=False)
+    _dead_spines: dict[int, frozenset[int]] = field(default_factory=dict, compare=False, repr=False)
+    _dead_slots: dict[tuple[int, int], frozenset[int]] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        cut: dict[tuple[int, int], set[int]] = {}
+        for p, i, j in self.links:
+            cut.setdefault((p, i), set()).add(j)
+        self._cut.update((k, frozenset(v)) for k, v in cut.items())
+        spines: dict[int, set[int]] = {}
+        for p, j in self.spines:
+            spines.setdefault(p, set()).add(j)
+        self._dead_spines.update((k, frozenset(v)) for k, v in spines.items())
+        slots: dict[tuple[int, int], set[int]] = {}
+        for p, i, k in self.slots:
+            slots.setdefault((p, i), set()).add(k)
+        self._dead_slots.update((k, frozenset(v)) for k, v in slots.items())
+
+    def dead_spines(self, plane: int) -> frozenset[int]:
+        return self._dead_spines.get(plane, frozenset())
+
+    def dead_slots(self, plane: int, leaf: int) -> frozenset[int]:
+        return self._dead_slots.get((plane, leaf), frozenset())
+
+    def cut_leaves(self, plane: int) -> set[int]:
+        """Leaves of a plane with a down uplink or down themselves (their path sets are special)."""
+        return {i for (p, i) in self._cut if p == plane} | {i for (p, i) in self.leaves if p == plane}
+
+    def link_up(self, plane: int, leaf: int, spine: int) -> bool:
+        return ((plane, leaf) not in self.leaves and (plane, spine) not in self.spines
+                and spine not in self._cut.get((plane, leaf), ()))
+
+    def slot_up(self, plane: int, leaf: int, slot: int) -> bool:
+        return (plane, leaf) not in self.leaves and slot not in self._dead_slots.get((plane, leaf), ())
+
+
+HEALTHY = Health()
+
+
+class Shared:
+    """Entities that depend on neither health nor the switch holding them, built once and reused."""
+
+    def __init__(self, topo: Topology, sids: SidPlan, options: Options) -> None:
+        self.topo, self.sids, self.options = topo, sids, options
+        self.full: list[frozenset[int]] = [frozenset(range(len(topo.t1s(p)))) for p in range(topo.planes)]
+        self.modes = {(p, d): m for p, d, m in options.dest_modes}
+        self.pins: dict[tuple[int, int], list[Pin]] = {}
+        for pin in options.pins:
+            self.pins.setdefault((pin.plane, pin.src), []).append(pin)
+        self.block_drop = TableEntry(ROUTES_V6, (("dst_addr", Lpm(fmt_v6(sids.block_prefix), BLOCK_LEN)),),
+                                     DROP_USID_UNKNOWN)
+        self.drop_member = ActionProfileMember(ECMP_SELECTOR, DROP_MEMBER, ECMP_DROP)
+        self._members: dict[tuple[int, int], ActionProfileMember] = {}
+        self._groups: dict[tuple[str, int, tuple[int, ...], int], ActionProfileGroup] = {}
+        self._dest: dict[tuple[int, int, int], tuple[TableEntry, ...]] = {}
+        self._spine_routes: dict[tuple[int, int], Lpm] = {}
+
+    def via_spine(self, plane: int, spine: int) -> ActionProfileMember:
+        key = (plane, spine)
+        m = self._members.get(key)
+        if m is None:
+            m = self._members[key] = ActionProfileMember(
+                SPRAY_SELECTOR, spine + 1, VIA_SPINE,
+                (("spine_usid", self.sids.t1_usid(plane, spine)), ("path_index", spine)))
+        return m
+
+    def group(self, profile: str, group_id: int, members: tuple[int, ...], max_size: int) -> ActionProfileGroup:
+        key = (profile, group_id, members, max_size)
+        g = self._groups.get(key)
+        if g is None:
+            g = self._groups[key] = ActionProfileGroup(profile, group_id, members, max_size)
+        return g
+
+    def un_match(self, plane: int, spine: int) -> Lpm:
+        key = (plane, spine)
+        m = self._spine_routes.get(key)
+        if m is None:
+            m = self._spine_routes[key] = Lpm(fmt_v6(self.sids.un_prefix(self.sids.t1_usid(plane, spine))), UN_LEN)
+        return m
+
+    def spray_dest(self, plane: int, dst: int, group_id: int) -> tuple[TableEntry, ...]:
+        """spray_dest and spray_paths (-> group_id) for a destination leaf, the same at every source."""
+        key = (plane, dst, group_id)
+        out = self._dest.get(key)
+        if out is None:
+            sids = self.sids
+            match = (("dst_addr", Lpm(fmt_v6(sids.leaf_v6(plane, dst)), V6_LEAF_LEN)),)
+            usids = sids.t0_usid(plane, dst) << 16 | sids.dt6_usid(plane)
+            mode = self.modes.get((plane, dst), self.options.mode)
+            out = self._dest[key] = (
+                TableEntry(SPRAY_DEST, match, SET_SPRAY, (("mode", mode), ("dst_usids", usids))),
+                TableEntry(SPRAY_PATHS, match, group_id=group_id))
+        return out
+
+    def ecmp_dest(self, plane: int, dst: int, group_id: int | None) -> TableEntry:
+        """eecmp route to a destination leaf's /23: to an exception group, or to the drop member."""
+        key = (plane, dst, -1 if group_id is None else group_id)
+        out = self._dest.get(key)
+        if out is None:
+            match = (("l3_dst", Lpm(fmt_mapped(self.sids.leaf_v4(plane, dst)), MAPPED_LEN + V4_LEAF_LEN)),)
+            entry = (TableEntry(ECMP_ROUTES, match, member_id=DROP_MEMBER) if group_id is None
+                     else TableEntry(ECMP_ROUTES, match, group_id=group_id))
+            out = self._dest[key] = (entry,)
+        return out[0]
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """Everything a plan is a function of: topology, address plan, options and health."""
+
+    topo: Topology
+    sids: SidPlan = SidPlan()
+    options: Options = Options()
+    health: Health = HEALTHY
+    shared: Shared = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.shared is None:
+            object.__setattr__(self, "shared", Shared(self.topo, self.sids, self.options))
+
+    def live(self, plane: int, leaf: int) -> frozenset[int]:
+        """The spines a leaf reaches (the spines of its usable uplinks)."""
+        h = self.health
+        if (plane, leaf) in h.leaves:
+            return frozenset()
+        full = self.shared.full[plane]
+        dead = h._dead_spines.get(plane)
+        cut = h._cut.get((plane, leaf))
+        if dead:
+            full = full - dead
+        return full - cut if cut else full
+
+    def base(self, plane: int) -> frozenset[int]:
+        """The spine set of a leaf with no failure of its own (all spines that are up)."""
+        dead = self.health.dead_spines(plane)
+        return self.shared.full[plane] - dead if dead else self.shared.full[plane]
+
+    def path_spines(self, plane: int, src: int, dst: int) -> frozenset[int]:
+        """The spines of the live paths src -> dst (empty: unreachable in this plane)."""
+        return self.live(plane, src) & self.live(plane, dst)
+
+
+# --- srv6_spray ------------------------------------------------------------------------------
+
+def spray_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
+    """host_port, my_sid, routes_v6, the via_spine members and the shared spray group of a leaf."""
+    p, i, sids, sh, h = leaf.plane, leaf.index, f.sids, f.shared, f.health
+    live = sorted(f.live(p, i))
+    out: list[Entity] = [sh.via_spine(p, j) for j in live]
+    if live:
+        out.append(sh.group(SPRAY_SELECTOR, SHARED_GROUP, tuple(j + 1 for j in live), len(leaf.uplinks)))
+    un = sids.t0_usid(p, i)
+    out.append(TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.un_prefix(un)), UN_LEN)),), USID_UN))
+    out.append(TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.local_sid(un, sids.dt6_usid(p))),
+                                                     LOCAL_SID_LEN)),), END_DT6))
+    fmt = fmt_v6.__wrapped__  # values unique to this switch: keep them out of the cache
+    mac, block, dead = leaf.mac, sids.block, h.dead_slots(p, i)
+    leaf_down = (p, i) in h.leaves
+    for k, port in enumerate(leaf.host_ports):
+        if leaf_down or k in dead:
+            continue
+        host_mac = f.topo.host_mac(leaf, k)
+        sid = fmt(sids.local_sid(un, sids.dx6_usid(p, k)))
+        out.append(TableEntry(HOST_PORT, (("ingress_port", Exact(port)),), SET_HEADEND,
+                              (("src_addr", sid), ("usid_block", block))))
+        out.append(TableEntry(MY_SID, (("dst_addr", Lpm(sid, LOCAL_SID_LEN)),), END_DX6,
+                              (("port", port), ("smac", mac), ("dmac", host_mac))))
+        out.append(TableEntry(ROUTES_V6, (("dst_addr", Lpm(fmt(sids.host_v6(p, i, k)), 128)),), SET_NEXT_HOP_V6,
+                              (("port", port), ("smac", mac), ("dmac", host_mac))))
+    spines = f.topo.t1s(p)
+    for j in live:
+        out.append(TableEntry(ROUTES_V6, (("dst_addr", sh.un_match(p, j)),), SET_NEXT_HOP_V6,
+                              (("port", leaf.uplinks[j]), ("smac", mac), ("dmac", spines[j].mac))))
+    out.append(sh.block_drop)
+    return out
+
+
+def _dest_spines(f: Fabric, leaf: Switch, dst: int) -> tuple[frozenset[int], frozenset[int]]:
+    """(the source leaf's spines, the spines of its live paths to dst); both empty for itself."""
+    if dst == leaf.index:
+        return frozenset(), frozenset()
+    live = f.live(leaf.plane, leaf.index)
+    return live, live & f.live(leaf.plane, dst)
+
+
+def spray_leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
+    """A source leaf's entities for one destination leaf (none when unreachable or itself)."""
+    p = leaf.plane
+    live, both = _dest_spines(f, leaf, dst)
+    if not both:
+        return ()
+    if both == live:
+        return f.shared.spray_dest(p, dst, SHARED_GROUP)
+    gid = exception_group(dst)
+    group = f.shared.group(SPRAY_SELECTOR, gid, tuple(sorted(j + 1 for j in both)), len(leaf.uplinks))
+    return (group, *f.shared.spray_dest(p, dst, gid))
+
+
+def spray_leaf_pins(f: Fabric, leaf: Switch) -> list[Entity]:
+    """pinned_path entries of a source leaf whose pinned path is alive."""
+    out: list[Entity] = []
+    for pin in f.shared.pins.get((leaf.plane, leaf.index), ()):
+        if pin.spine in f.path_spines(pin.plane, pin.src, pin.dst) and f.health.slot_up(pin.plane, pin.dst, pin.slot):
+            out.append(TableEntry(
+                PINNED_PATH,
+                (("dst_addr", Exact(fmt_v6(f.sids.host_v6(pin.plane, pin.dst, pin.slot)))), ("dest_qp", Exact(pin.qp))),
+                VIA_SPINE, (("spine_usid", f.sids.t1_usid(pin.plane, pin.spine)), ("path_index", pin.spine))))
+    return out
+
+
+def spray_spine(f: Fabric, spine: Switch) -> list[Entity]:
+    """A spine's uN, a /48 route per leaf it reaches, and the block drop."""
+    p, j, sids, h = spine.plane, spine.index, f.sids, f.health
+    out: list[Entity] = [TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.un_prefix(sids.t1_usid(p, j))), UN_LEN)),),
+                                    USID_UN)]
+    leaves = f.topo.t0s(p)
+    for i, port in enumerate(spine.downlinks):
+        if h.link_up(p, i, j):
+            out.append(TableEntry(ROUTES_V6, (("dst_addr", Lpm(fmt_v6(sids.un_prefix(sids.t0_usid(p, i))), UN_LEN)),),
+                                  SET_NEXT_HOP_V6, (("port", port), ("smac", spine.mac), ("dmac", leaves[i].mac))))
+    out.append(f.shared.block_drop)
+    return out
+
+
+# --- eecmp_qp_hash ---------------------------------------------------------------------------
+
+def ecmp_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
+    """Uplink and host members, the uplink group, host routes, the plane route, hash policy."""
+    p, i, sids, sh, h = leaf.plane, leaf.index, f.sids, f.shared, f.health
+    live = sorted(f.live(p, i))
+    n_up, mac = len(leaf.uplinks), leaf.mac
+    spines = f.topo.t1s(p)
+    out: list[Entity] = [ActionProfileMember(ECMP_SELECTOR, j + 1, SET_NEXT_HOP, (
+        ("port", leaf.uplinks[j]), ("smac", mac), ("dmac", spines[j].mac), ("member_index", j))) for j in live]
+    out.append(sh.drop_member)
+    plane_match = (("l3_dst", Lpm(fmt_mapped(sids.plane_v4(p)), MAPPED_LEN + V4_PLANE_LEN)),)
+    if live:
+        out.append(sh.group(ECMP_SELECTOR, SHARED_GROUP, tuple(j + 1 for j in live), n_up))
+        out.append(TableEntry(ECMP_ROUTES, plane_match, group_id=SHARED_GROUP))
+    dead = h.dead_slots(p, i)
+    leaf_down = (p, i) in h.leaves
+    for k, port in enumerate(leaf.host_ports):
+        if leaf_down or k in dead:
+            continue
+        mid = n_up + k + 1
+        out.append(ActionProfileMember(ECMP_SELECTOR, mid, SET_NEXT_HOP, (
+            ("port", port), ("smac", mac), ("dmac", f.topo.host_mac(leaf, k)), ("member_index", n_up + k))))
+        out.append(TableEntry(ECMP_ROUTES, (("l3_dst", Lpm(fmt_mapped(sids.host_v4(p, i, k)), 128)),), member_id=mid))
+    out.append(sh.ecmp_dest(p, i, None))  # own /23: hosts not up are dropped here, not sent back up
+    out.append(TableEntry(HASH_POLICY, plane_match, SET_HASH_MODE, (("mode", f.options.mode),)))
+    for plane, dst, mode in f.options.dest_modes:
+        if plane == p:
+            out.append(TableEntry(HASH_POLICY, (("l3_dst", Lpm(fmt_mapped(sids.leaf_v4(p, dst)),
+                                                               MAPPED_LEN + V4_LEAF_LEN)),), SET_HASH_MODE,
+                                  (("mode", mode),)))
+    for pin in f.options.host_pins:
+        if pin.plane == p:
+            out.append(TableEntry(HASH_POLICY, (("l3_dst", Lpm(fmt_mapped(sids.host_v4(p, pin.dst, pin.slot)), 128)),),
+                                  SET_PIN, (("host_index", pin.host_index),)))
+    return out
+
+
+def ecmp_leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
+    """Nothing while the plane route serves dst; else an exception group and route, or a drop route."""
+    p = leaf.plane
+    live, both = _dest_spines(f, leaf, dst)
+    if both == live:
+        return ()
+    if not both:
+        return (f.shared.ecmp_dest(p, dst, None),)
+    gid = exception_group(dst)
+    return (f.shared.group(ECMP_SELECTOR, gid, tuple(sorted(j + 1 for j in both)), len(leaf.uplinks)),
+            f.shared.ecmp_dest(p, dst, gid))
+
+
+def ecmp_spine(f: Fabric, spine: Switch) -> list[Entity]:
+    """A member and a /23 route per leaf the spine reaches."""
+    p, j, h, sids = spine.plane, spine.index, f.health, f.sids
+    leaves = f.topo.t0s(p)
+    out: list[Entity] = []
+    for i, port in enumerate(spine.downlinks):
+        if h.link_up(p, i, j):
+            out.append(ActionProfileMember(ECMP_SELECTOR, i + 1, SET_NEXT_HOP, (
+                ("port", port), ("smac", spine.mac), ("dmac", leaves[i].mac), ("member_index", i))))
+            out.append(TableEntry(ECMP_ROUTES, (("l3_dst", Lpm(fmt_mapped(sids.leaf_v4(p, i)),
+                                                               MAPPED_LEN + V4_LEAF_LEN)),), member_id=i + 1))
+    return out
+
+
+# --- whole switches --------------------------------------------------------------------------
+
+def leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
+    if f.options.program == SPRAY:
+        return spray_leaf_local(f, leaf) + spray_leaf_pins(f, leaf)
+    return ecmp_leaf_local(f, leaf)
+
+
+def leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
+    return spray_leaf_dest(f, leaf, dst) if f.options.program == SPRAY else ecmp_leaf_dest(f, leaf, dst)
+
+
+def spine_entities(f: Fabric, spine: Switch) -> list[Entity]:
+    return spray_spine(f, spine) if f.options.program == SPRAY else ecmp_spine(f, spine)
+
+
+def leaf_dests(f: Fabric, leaf: Switch) -> Iterator[Entity]:
+    """The per-destination slices of a leaf; destinations with no failure share prebuilt entries."""
+    p, i = leaf.plane, leaf.index
+    live = f.live(p, i)
+    if not live:
+        return
+    special = sorted(f.health.cut_leaves(p)) if f.health.links or f.health.leaves else []
+    n = len(f.topo.t0s(p))
+    spray = f.options.program == SPRAY
+    if live == f.base(p) and spray:
+        common, special_set = f.shared.spray_dest, set(special)
+        for d in range(n):
+            if d != i:
+                yield from (leaf_dest(f, leaf, d) if d in special_set else common(p, d, SHARED_GROUP))
+    elif live == f.base(p):
+        for d in special:
+            yield from leaf_dest(f, leaf, d)
+    else:
+        for d in range(n):
+            yield from leaf_dest(f, leaf, d)
+
+
+def switch_entities(f: Fabric, sw: Switch) -> SwitchEntities:
+    """All entities a switch should hold, members first, then groups, then table entries."""
+    items: list[Entity] = spine_entities(f, sw) if sw.role == "t1" else [*leaf_local(f, sw), *leaf_dests(f, sw)]
+    out = SwitchEntities()
+    for e in items:
+        if type(e) is TableEntry:
+            out.entries.append(e)  # type: ignore[arg-type]
+        elif type(e) is ActionProfileMember:
+            out.members.append(e)  # type: ignore[arg-type]
+        else:
+            out.groups.append(e)  # type: ignore[arg-type]
+    return out

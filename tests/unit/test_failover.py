@@ -1,0 +1,170 @@
+"""Failures: path math against brute force on the graph, targeted deltas, repair, state file."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from controller.entries import Entity, entity_key
+from controller.failover import (
+    FailoverError,
+    HostPortDown,
+    LinkDown,
+    SwitchDown,
+    Unreachable,
+    dead_paths,
+    delta,
+    load_state,
+    save_state,
+    unreachable,
+    with_failures,
+)
+from controller.plan import diff_plans, plan
+from controller.reconcile import Delta
+from controller.routes import EECMP, SPRAY, SPRAY_PATHS, Fabric, Options, Pin
+from controller.topology import Topology, build
+
+TOPO = build(2, 4, 6, 2)
+
+
+def _random_failures(rnd: random.Random, topo: Topology, n: int) -> list:  # type: ignore[type-arg]
+    pool: list = []  # type: ignore[type-arg]
+    for p in range(topo.planes):
+        pool += [LinkDown(a.name, b.name) for a in topo.t0s(p) for b in topo.t1s(p)]
+        pool += [HostPortDown(a.name, port) for a in topo.t0s(p) for port in a.host_ports]
+        pool += [SwitchDown(s.name) for s in (*topo.t0s(p), *topo.t1s(p))]
+    return rnd.sample(pool, n)
+
+
+def _brute_force(topo: Topology, failures: list, plane: int) -> dict[tuple[int, int], set[int]]:  # type: ignore[type-arg]
+    g: nx.Graph = topo.graph.subgraph(s.name for s in topo.switches if s.plane == plane).copy()
+    for f in failures:
+        if isinstance(f, LinkDown) and g.has_edge(f.t0, f.t1):
+            g.remove_edge(f.t0, f.t1)
+        elif isinstance(f, SwitchDown) and f.name in g:
+            g.remove_node(f.name)
+    out = {}
+    for a in topo.t0s(plane):
+        for b in topo.t0s(plane):
+            if a is b:
+                continue
+            found = set()
+            if a.name in g and b.name in g:
+                for path in nx.all_simple_paths(g, a.name, b.name, cutoff=2):
+                    found.add(topo.switch(path[1]).index)
+            out[a.index, b.index] = found
+    return out
+
+
+def _apply(entities: tuple[Entity, ...], d: Delta | None) -> set[Entity]:
+    if d is None:
+        return set(entities)
+    held = {entity_key(e): e for e in entities}
+    for e in d.deletes:
+        del held[entity_key(e)]
+    for e in d.inserts:
+        assert entity_key(e) not in held
+        held[entity_key(e)] = e
+    for e in d.modifies:
+        assert entity_key(e) in held
+        held[entity_key(e)] = e
+    return set(held.values())
+
+
+def _assert_delta_is_exact(old: Mapping[str, tuple[Entity, ...]], new: Mapping[str, tuple[Entity, ...]],
+                           d: dict[str, Delta]) -> None:
+    for name in new:
+        assert _apply(old[name], d.get(name)) == set(new[name]), name
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_path_math_matches_brute_force(seed: int) -> None:
+    rnd = random.Random(seed)
+    fails = _random_failures(rnd, TOPO, rnd.randint(1, 8))
+    f = with_failures(Fabric(TOPO), fails)
+    for plane in range(TOPO.planes):
+        brute = _brute_force(TOPO, fails, plane)
+        for (s, d), spines in brute.items():
+            assert set(f.path_spines(plane, s, d)) == spines
+    dead = {(p.plane, p.src, p.spine, p.dst) for p in dead_paths(f)}
+    expect = {(pl, s, j, d) for pl in range(TOPO.planes) for (s, d), sp in _brute_force(TOPO, fails, pl).items()
+              for j in range(4) if j not in sp}
+    assert dead == expect
+
+
+@pytest.mark.parametrize("program", [SPRAY, EECMP])
+@pytest.mark.parametrize("seed", range(10))
+def test_delta_changes_exactly_the_affected_entities_and_repair_restores(program: str, seed: int) -> None:
+    rnd = random.Random(100 + seed)
+    base = Fabric(TOPO, options=Options(program=program, pins=(Pin(0, 0, 3, 1, 5, 2),)))  # type: ignore[arg-type]
+    healthy = plan(base)
+    healthy_entities = dict(healthy.items())
+    fails = _random_failures(rnd, TOPO, rnd.randint(1, 6))
+    broken = with_failures(base, fails)
+    broken_entities = dict(plan(broken).items())
+    d = delta(base, broken)
+    assert d == diff_plans(broken_entities, healthy_entities)
+    _assert_delta_is_exact(healthy_entities, broken_entities, d)
+    # repair some, then all: plan(failures - repaired) is reached, and finally the original plan
+    repaired = fails[: len(fails) // 2]
+    partly = with_failures(base, [x for x in fails if x not in repaired])
+    d2 = delta(broken, partly)
+    assert d2 == diff_plans(dict(plan(partly).items()), broken_entities)
+    back = delta(partly, with_failures(partly, []))
+    _assert_delta_is_exact(dict(plan(partly).items()), healthy_entities, back)
+    assert plan(with_failures(broken, [])) == healthy
+
+
+def test_one_remote_link_makes_exception_groups_only_for_that_destination() -> None:
+    base = Fabric(TOPO)
+    d = delta(base, with_failures(base, [LinkDown("p0-t0-3", "p0-t1-1")]))
+    assert set(d) == {"p0-t0-0", "p0-t0-1", "p0-t0-2", "p0-t0-3", "p0-t0-4", "p0-t0-5", "p0-t1-1"}
+    other = d["p0-t0-0"]
+    assert [type(e).__name__ for e in other.inserts] == ["ActionProfileGroup"]
+    assert other.inserts[0].members == (1, 3, 4)  # type: ignore[union-attr]
+    assert [(e.table, e.group_id) for e in other.modifies] == [(SPRAY_PATHS, 5)]  # type: ignore[union-attr]
+    assert not other.deletes
+    own = d["p0-t0-3"]  # drops member 2 from its shared group, and its route to p0-t1-1
+    assert len(own.deletes) == 2 and [e.members for e in own.modifies] == [(1, 3, 4)]  # type: ignore[union-attr]
+
+
+def test_isolated_destination_is_reported_not_given_an_empty_group() -> None:
+    f = with_failures(Fabric(TOPO), [LinkDown("p1-t0-2", f"p1-t1-{j}") for j in range(4)]
+                      + [LinkDown("p0-t0-0", "p0-t1-0"), LinkDown("p0-t0-0", "p0-t1-1"),
+                         LinkDown("p0-t0-1", "p0-t1-2"), LinkDown("p0-t0-1", "p0-t1-3"),
+                         HostPortDown("p0-t0-5", 2)])
+    assert unreachable(f) == [Unreachable(0, "p0-t0-0", "p0-t0-1"), Unreachable(0, "p0-t0-1", "p0-t0-0"),
+                              Unreachable(0, "h11"), Unreachable(1, "p1-t0-2")]
+    assert str(unreachable(f)[0]) == "plane 0: p0-t0-0 unreachable from p0-t0-1"
+    leaf = plan(f)["p1-t0-0"]
+    assert not [e for e in leaf if getattr(e, "table", None) == SPRAY_PATHS
+                and e.match[0][1].value == "fd00:1:2::"]  # type: ignore[union-attr]
+
+
+def test_state_file_round_trip(tmp_path: Path) -> None:
+    fails = {LinkDown("p0-t0-1", "p0-t1-0"), SwitchDown("p1-t1-3"), HostPortDown("p0-t0-0", 2)}
+    path = tmp_path / "failures.json"
+    assert load_state(path) == frozenset()
+    save_state(path, fails)
+    assert load_state(path) == fails
+    restarted = with_failures(Fabric(TOPO), load_state(path))
+    assert plan(restarted) == plan(with_failures(Fabric(TOPO), fails))
+    path.write_text("{not json")
+    with pytest.raises(FailoverError, match="cannot read failure state"):
+        load_state(path)
+
+
+@pytest.mark.parametrize("failure, message", [
+    (LinkDown("p0-t0-0", "p1-t1-0"), "no link p0-t0-0 -- p1-t1-0: planes 0 and 1"),
+    (LinkDown("p0-t1-0", "p0-t0-0"), "p0-t1-0 is a t1, expected a t0"),
+    (SwitchDown("nope"), "unknown switch 'nope'"),
+    (HostPortDown("p0-t0-0", 7), "port 7 of p0-t0-0 does not face a host"),
+])
+def test_bad_failures(failure, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(FailoverError) as err:
+        with_failures(Fabric(TOPO), [failure])
+    assert str(err.value) == message

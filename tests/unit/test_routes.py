@@ -1,0 +1,131 @@
+"""Static paths, per-switch entities for both programs, counts and plan JSON."""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from pathlib import Path
+
+import pytest
+
+from controller.entries import ActionProfileGroup, ActionProfileMember, Lpm, TableEntry
+from controller.failover import LinkDown, SwitchDown, HostPortDown, with_failures
+from controller.plan import Plan, count_entities, plan
+from controller.routes import (
+    EECMP,
+    PINNED_PATH,
+    QP,
+    SPRAY,
+    SPRAY_DEST,
+    SPRAY_PATHS,
+    VIA_SPINE,
+    Fabric,
+    Options,
+    Pin,
+    paths,
+)
+from controller.sids import SidPlan, fmt_v6
+from controller.topology import build, load
+
+ROOT = Path(__file__).parents[2]
+
+
+def _params(entity: TableEntry | ActionProfileMember) -> dict[str, object]:
+    return dict(entity.params)
+
+
+def test_paths_and_carriers() -> None:
+    topo = build(2, 3, 4, 1)
+    sids = SidPlan()
+    ps = list(paths(topo, 1, 0, 2))
+    assert [(p.spine, p.dst) for p in ps] == [(0, 2), (1, 2), (2, 2)]
+    assert fmt_v6(ps[2].carrier(sids)) == "fcbb:bb00:1003:1402:1fff::"
+    # what the switch builds: block | spine_usid (member) | dst_usids (spray_dest) | 0
+    f = Fabric(topo)
+    leaf = plan(f)["p1-t0-0"]
+    dest = next(e for e in leaf if isinstance(e, TableEntry) and e.table == SPRAY_DEST
+                and e.match[0][1] == Lpm("fd00:1:2::", 64))
+    member = next(e for e in leaf if isinstance(e, ActionProfileMember) and _params(e)["path_index"] == 2)
+    built = sids.block << 96 | int(_params(member)["spine_usid"]) << 80 | int(_params(dest)["dst_usids"]) << 48  # type: ignore[call-overload]
+    assert built == ps[2].carrier(sids)
+
+
+def test_lab_leaf_entities() -> None:
+    f = Fabric(load(ROOT / "examples" / "two_plane_lab.yaml"))
+    counts = plan(f).counts()
+    assert counts["p0-t0-0"] == {
+        "IngressPipe.headend.spray_selector/members": 2, "IngressPipe.headend.spray_selector/groups": 1,
+        "IngressPipe.headend.host_port": 2, "IngressPipe.endpoint.my_sid": 4, "IngressPipe.routing.routes_v6": 5,
+        "IngressPipe.headend.spray_dest": 1, "IngressPipe.headend.spray_paths": 1}
+    assert counts["p1-t1-1"] == {"IngressPipe.endpoint.my_sid": 1, "IngressPipe.routing.routes_v6": 3}
+
+
+@pytest.mark.parametrize("program", [SPRAY, EECMP])
+def test_lpm_values_have_zero_host_bits_and_groups_are_whole(program: str) -> None:
+    f = with_failures(Fabric(build(2, 3, 5, 2), options=Options(program=program)),  # type: ignore[arg-type]
+                      [LinkDown("p0-t0-1", "p0-t1-0"), LinkDown("p0-t0-2", "p0-t1-1")])
+    for name, entities in plan(f).items():
+        members = {e.member_id for e in entities if isinstance(e, ActionProfileMember)}
+        groups = {e.group_id: e for e in entities if isinstance(e, ActionProfileGroup)}
+        assert all(g.members and set(g.members) <= members for g in groups.values()), name
+        for e in entities:
+            if isinstance(e, TableEntry):
+                assert e.group_id is None or e.group_id in groups, (name, e)
+                assert e.member_id is None or e.member_id in members, (name, e)
+                for _, m in e.match:
+                    if isinstance(m, Lpm):
+                        ipaddress.IPv6Network(f"{m.value}/{m.prefix_len}", strict=True)
+
+
+@pytest.mark.parametrize("program", [SPRAY, EECMP])
+def test_entities_grow_with_ports_not_leaf_pairs(program: str) -> None:
+    def leaf_counts(leaves: int) -> dict[str, int]:
+        fabric = Fabric(build(1, 4, leaves, 3), options=Options(program=program))  # type: ignore[arg-type]
+        return count_entities(plan(fabric)["p0-t0-0"])
+    small, big = leaf_counts(4), leaf_counts(16)
+    for key in small:
+        if key.endswith(("/members", "/groups")):
+            assert small[key] == big[key], key  # one shared group, one member per uplink/host port
+    if program == SPRAY:
+        assert big[SPRAY_PATHS] == 15 and big[SPRAY_DEST] == 15  # one per destination leaf prefix
+        assert big["IngressPipe.headend.spray_selector/groups"] == 1
+    else:
+        assert sum(big.values()) == sum(small.values())  # one plane route serves every leaf
+
+
+@pytest.mark.parametrize("program", [SPRAY, EECMP])
+def test_counts_without_entities_equal_counted_entities(program: str) -> None:
+    rnd = random.Random(3)
+    topo = build(2, 4, 6, 3)
+    base = Fabric(topo, options=Options(program=program, pins=(Pin(0, 1, 2, 0, 77, 3),)))  # type: ignore[arg-type]
+    for _ in range(15):
+        fails = rnd.sample([LinkDown(f"p{p}-t0-{i}", f"p{p}-t1-{j}") for p in range(2) for i in range(6)
+                            for j in range(4)], 5)
+        fails += [SwitchDown(rnd.choice(["p0-t1-1", "p1-t0-3"])), HostPortDown("p0-t0-2", 2)]
+        f = with_failures(base, fails[: rnd.randint(0, len(fails))])
+        p = plan(f)
+        assert p.counts() == {n: count_entities(es) for n, es in p.items()}
+
+
+def test_pins_and_modes() -> None:
+    topo = build(1, 3, 3, 2)
+    f = Fabric(topo, options=Options(mode=QP, dest_modes=((0, 2, 0),), pins=(Pin(0, 0, 2, 1, 0x11, 2),)))
+    leaf = plan(f)["p0-t0-0"]
+    pinned = [e for e in leaf if isinstance(e, TableEntry) and e.table == PINNED_PATH]
+    assert len(pinned) == 1 and pinned[0].action == VIA_SPINE
+    assert dict(pinned[0].match)["dst_addr"].value == "fd00:0:2::2"  # type: ignore[union-attr]
+    modes = {e.match[0][1].value: _params(e)["mode"] for e in leaf  # type: ignore[union-attr]
+             if isinstance(e, TableEntry) and e.table == SPRAY_DEST}
+    assert modes == {"fd00:0:1::": QP, "fd00:0:2::": 0}
+    cut = with_failures(f, [LinkDown("p0-t0-2", "p0-t1-2")])
+    assert not [e for e in plan(cut)["p0-t0-0"] if isinstance(e, TableEntry) and e.table == PINNED_PATH]
+
+
+@pytest.mark.parametrize("program", [SPRAY, EECMP])
+def test_plan_json_round_trip(program: str) -> None:
+    f = with_failures(Fabric(build(2, 2, 3, 2), options=Options(program=program)),  # type: ignore[arg-type]
+                      [LinkDown("p1-t0-0", "p1-t1-1")])
+    p = plan(f)
+    again = Plan.from_json(p.to_json())
+    assert again == p and dict(again.items()) == dict(p.items())
+    assert again.counts() == p.counts()
