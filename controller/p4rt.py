@@ -183,6 +183,7 @@ class SwitchConnection:
                     self._arbitrated.set()
                 elif kind == "packet":
                     self._packets.put(msg.packet)
+            self._stream_error = "the server ended the stream"
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.CANCELLED:
                 self._stream_error = f"{e.code().name} {e.details()}"
@@ -201,12 +202,17 @@ class SwitchConnection:
     def _not_primary(self) -> NotPrimaryError:
         ours = election_int(self.election_id)
         theirs = self._primary_election
-        relation = f"{ours} < {theirs}" if theirs is not None and theirs != ours else f"{ours}, not the primary's"
+        if theirs is None or theirs == ours:
+            relation = f"{ours}, not the primary's"
+        else:
+            relation = f"{ours} {'<' if ours < theirs else '>'} {theirs}"
         return NotPrimaryError(f"not primary for device {self.device_id} on {self.address} (election id {relation})")
 
     def _require_primary(self) -> p4runtime_pb2_grpc.P4RuntimeStub:
         if self._stub is None:
             raise P4RuntimeError(f"{self.name}: not connected to {self.address}")
+        if self._stream_error is not None:
+            raise P4RuntimeError(f"{self.name}: stream to {self.address} closed: {self._stream_error}")
         if not self._primary:
             raise self._not_primary()
         return self._stub

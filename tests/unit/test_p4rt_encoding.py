@@ -267,3 +267,14 @@ def test_losing_primary_mid_session(
             conn.write([("INSERT", _route(1))])
         assert str(err.value) == f"not primary for device 3 on {address} (election id 10 < {1 << 64})"
         other.write([("INSERT", _route(1))])
+
+
+def test_stream_closed_by_server(conn: SwitchConnection, servicer: RecordingServicer, address: str) -> None:
+    for out in list(servicer._streams):
+        out.put(None)  # the servicer ends the StreamChannel call
+    deadline = time.monotonic() + 5
+    while conn.is_primary and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(P4RuntimeError, match=f"^s1: stream to {address} closed: the server ended the stream$"):
+        conn.write([("INSERT", _route(1))])
+    assert servicer.writes == []
