@@ -157,6 +157,7 @@ def delta(old: Fabric, new: Fabric) -> dict[str, Delta]:
     change touches: changed leaves in full, one destination slice per changed leaf elsewhere in
     the plane, and the spines whose downlinks changed. Equal to plan.diff_plans of whole plans."""
     out: dict[str, Delta] = {}
+    memo: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Delta, list[Entity], list[Entity]]] = {}
     topo = new.topo
     for p in range(topo.planes):
         changed = _changed_leaves(old, new, p)
@@ -176,7 +177,7 @@ def delta(old: Fabric, new: Fabric) -> dict[str, Delta]:
             if new.options.program == SPRAY and new.shared.pins.get((p, x.index)):
                 slices_new += spray_leaf_pins(new, x)
                 slices_old += spray_leaf_pins(old, x)
-            _put(out, x.name, slices_new, slices_old)
+            _put(out, x.name, slices_new, slices_old, memo)
         for j in sorted(spines):
             spine = topo.t1(p, j)
             _put(out, spine.name, spine_entities(new, spine), spine_entities(old, spine))
@@ -187,10 +188,21 @@ def _leaf_all(f: Fabric, leaf) -> list[Entity]:  # type: ignore[no-untyped-def]
     return [*leaf_local(f, leaf), *leaf_dests(f, leaf)]
 
 
-def _put(out: dict[str, Delta], name: str, new: list[Entity], old: list[Entity]) -> None:
+def _put(out: dict[str, Delta], name: str, new: list[Entity], old: list[Entity],
+         memo: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Delta, list[Entity], list[Entity]]] | None = None,
+         ) -> None:
+    """Record diff(new, old) for a switch. Slices built from shared objects repeat across the
+    leaves of a plane: `memo` reuses their diff (keyed by object ids; it holds the objects)."""
     if new == old:
         return
-    d = diff(new, old)
+    if memo is None:
+        d = diff(new, old)
+    else:
+        key = (tuple(map(id, new)), tuple(map(id, old)))
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = (diff(new, old), new, old)
+        d = hit[0]
     if d:
         out[name] = d
 

@@ -197,6 +197,7 @@ class Shared:
         self._groups: dict[tuple[str, int, tuple[int, ...], int], ActionProfileGroup] = {}
         self._dest: dict[tuple[int, int, int], tuple[TableEntry, ...]] = {}
         self._spine_routes: dict[tuple[int, int], Lpm] = {}
+        self._ids: dict[frozenset[int], tuple[int, ...]] = {}
 
     def via_spine(self, plane: int, spine: int) -> ActionProfileMember:
         key = (plane, spine)
@@ -206,6 +207,13 @@ class Shared:
                 SPRAY_SELECTOR, spine + 1, VIA_SPINE,
                 (("spine_usid", self.sids.t1_usid(plane, spine)), ("path_index", spine)))
         return m
+
+    def member_ids(self, spines: frozenset[int]) -> tuple[int, ...]:
+        """The member ids (spine + 1, sorted) of a spine set; cached, sets repeat across leaves."""
+        ids = self._ids.get(spines)
+        if ids is None:
+            ids = self._ids[spines] = tuple(sorted(j + 1 for j in spines))
+        return ids
 
     def group(self, profile: str, group_id: int, members: tuple[int, ...], max_size: int) -> ActionProfileGroup:
         key = (profile, group_id, members, max_size)
@@ -296,19 +304,18 @@ def spray_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
     out.append(TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.un_prefix(un)), UN_LEN)),), USID_UN))
     out.append(TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.local_sid(un, sids.dt6_usid(p))),
                                                      LOCAL_SID_LEN)),), END_DT6))
-    fmt = fmt_v6.__wrapped__  # values unique to this switch: keep them out of the cache
     mac, block, dead = leaf.mac, sids.block, h.dead_slots(p, i)
     leaf_down = (p, i) in h.leaves
     for k, port in enumerate(leaf.host_ports):
         if leaf_down or k in dead:
             continue
         host_mac = f.topo.host_mac(leaf, k)
-        sid = fmt(sids.local_sid(un, sids.dx6_usid(p, k)))
+        sid = sids.local_sid_text(un, sids.dx6_usid(p, k))
         out.append(TableEntry(HOST_PORT, (("ingress_port", Exact(port)),), SET_HEADEND,
                               (("src_addr", sid), ("usid_block", block))))
         out.append(TableEntry(MY_SID, (("dst_addr", Lpm(sid, LOCAL_SID_LEN)),), END_DX6,
                               (("port", port), ("smac", mac), ("dmac", host_mac))))
-        out.append(TableEntry(ROUTES_V6, (("dst_addr", Lpm(fmt(sids.host_v6(p, i, k)), 128)),), SET_NEXT_HOP_V6,
+        out.append(TableEntry(ROUTES_V6, (("dst_addr", Lpm(sids.host_v6_text(p, i, k), 128)),), SET_NEXT_HOP_V6,
                               (("port", port), ("smac", mac), ("dmac", host_mac))))
     spines = f.topo.t1s(p)
     for j in live:
@@ -335,7 +342,7 @@ def spray_leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
     if both == live:
         return f.shared.spray_dest(p, dst, SHARED_GROUP)
     gid = exception_group(dst)
-    group = f.shared.group(SPRAY_SELECTOR, gid, tuple(sorted(j + 1 for j in both)), len(leaf.uplinks))
+    group = f.shared.group(SPRAY_SELECTOR, gid, f.shared.member_ids(both), len(leaf.uplinks))
     return (group, *f.shared.spray_dest(p, dst, gid))
 
 
@@ -412,7 +419,7 @@ def ecmp_leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
     if not both:
         return (f.shared.ecmp_dest(p, dst, None),)
     gid = exception_group(dst)
-    return (f.shared.group(ECMP_SELECTOR, gid, tuple(sorted(j + 1 for j in both)), len(leaf.uplinks)),
+    return (f.shared.group(ECMP_SELECTOR, gid, f.shared.member_ids(both), len(leaf.uplinks)),
             f.shared.ecmp_dest(p, dst, gid))
 
 
@@ -447,25 +454,21 @@ def spine_entities(f: Fabric, spine: Switch) -> list[Entity]:
 
 
 def leaf_dests(f: Fabric, leaf: Switch) -> Iterator[Entity]:
-    """The per-destination slices of a leaf; destinations with no failure share prebuilt entries."""
+    """The per-destination slices of a leaf. A destination leaf with no failure of its own has
+    every up spine, a superset of the source's spines, so it gets the prebuilt shared entries
+    (srv6_spray) or nothing (eecmp: the plane route); only cut leaves need leaf_dest."""
     p, i = leaf.plane, leaf.index
-    live = f.live(p, i)
-    if not live:
+    if not f.live(p, i):
         return
-    special = sorted(f.health.cut_leaves(p)) if f.health.links or f.health.leaves else []
-    n = len(f.topo.t0s(p))
-    spray = f.options.program == SPRAY
-    if live == f.base(p) and spray:
-        common, special_set = f.shared.spray_dest, set(special)
-        for d in range(n):
-            if d != i:
-                yield from (leaf_dest(f, leaf, d) if d in special_set else common(p, d, SHARED_GROUP))
-    elif live == f.base(p):
-        for d in special:
-            yield from leaf_dest(f, leaf, d)
-    else:
-        for d in range(n):
-            yield from leaf_dest(f, leaf, d)
+    special = f.health.cut_leaves(p) if f.health.links or f.health.leaves else set()
+    if f.options.program != SPRAY:
+        for d in sorted(special):
+            yield from ecmp_leaf_dest(f, leaf, d)
+        return
+    common = f.shared.spray_dest
+    for d in range(len(f.topo.t0s(p))):
+        if d != i:
+            yield from (spray_leaf_dest(f, leaf, d) if d in special else common(p, d, SHARED_GROUP))
 
 
 def switch_entities(f: Fabric, sw: Switch) -> SwitchEntities:

@@ -96,6 +96,11 @@ class SidPlan:
         """block | uN | local uSID: the /64 of a leaf's decap SID."""
         return self.block << 96 | un << 80 | local << 64
 
+    def local_sid_text(self, un: int, local: int) -> str:
+        """fmt_v6(local_sid(un, local)) without the generic formatter: un and local are never 0,
+        so the four trailing zero groups are always the run RFC 5952 compresses."""
+        return f"{self.block >> 16:x}:{self.block & 0xFFFF:x}:{un:x}:{local:x}::"
+
     # --- hosts -------------------------------------------------------------------------------
     def leaf_v6(self, plane: int, leaf: int) -> int:
         """The /64 of the host NICs of a leaf in its plane."""
@@ -103,6 +108,12 @@ class SidPlan:
 
     def host_v6(self, plane: int, leaf: int, slot: int) -> int:
         return self.leaf_v6(plane, leaf) | (slot + 1)
+
+    def host_v6_text(self, plane: int, leaf: int, slot: int) -> str:
+        """fmt_v6(host_v6(...)) fast: with host_base and leaf not 0, groups 3..6 are the zero run."""
+        if not self.host_base or not leaf:
+            return fmt_v6(self.host_v6(plane, leaf, slot))
+        return f"{self.host_base:x}:{plane:x}:{leaf:x}::{slot + 1:x}"
 
     def plane_v4(self, plane: int) -> int:
         """The /12 of all host IPv4 addresses of a plane."""

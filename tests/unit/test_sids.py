@@ -93,3 +93,13 @@ def test_capacity() -> None:
         "1024 hosts per leaf: End.DX6 range holds 1023",
         "1024 hosts per leaf: the IPv4 /23 per leaf holds 510",
     ]
+
+
+def test_fast_text_equals_canonical() -> None:
+    for plan in (S, SidPlan.from_block("fc00::/32"), SidPlan.from_block("0:1::/32")):
+        for un, local in ((0x400, 0xC00), (0x7FFF, 0xFFF), (1, 1)):
+            assert plan.local_sid_text(un, local) == fmt_v6(plan.local_sid(un, local))
+        for plane, leaf, slot in ((0, 0, 0), (1, 0, 5), (0, 7, 0), (15, 2047, 1022)):
+            assert plan.host_v6_text(plane, leaf, slot) == fmt_v6(plan.host_v6(plane, leaf, slot))
+    zero = SidPlan(host_base=0)
+    assert zero.host_v6_text(0, 0, 0) == "::1"
