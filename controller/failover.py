@@ -13,8 +13,17 @@ from typing import Union
 
 from controller.entries import Entity
 from controller.reconcile import Delta, diff
-from controller.routes import Fabric, Health, Path, leaf_dest, leaf_local, spine_entities, spray_leaf_pins, SPRAY
-from controller.routes import leaf_dests
+from controller.routes import (
+    SPRAY,
+    Fabric,
+    Health,
+    Path,
+    leaf_dest,
+    leaf_dests,
+    leaf_local,
+    spine_entities,
+    spray_leaf_pins,
+)
 from controller.topology import Topology
 
 

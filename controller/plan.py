@@ -127,7 +127,7 @@ def _dest_counts(f: Fabric, leaf: Switch) -> tuple[int, int, int]:
     if not live:
         return 0, 0, n
     others = range(n + 1) if live != f.base(p) else sorted(f.health.cut_leaves(p))
-    reach = exc = dead = 0
+    exc = dead = 0
     for d in others:
         if d == i:
             continue
