@@ -129,3 +129,18 @@ def test_plan_json_round_trip(program: str) -> None:
     again = Plan.from_json(p.to_json())
     assert again == p and dict(again.items()) == dict(p.items())
     assert again.counts() == p.counts()
+
+
+@pytest.mark.parametrize("program", [SPRAY, EECMP])
+def test_every_entity_encodes_against_the_compiled_p4info(program: str) -> None:
+    from controller.codec import canonical
+    from controller.p4info import P4Info
+    from controller.routes import HostPin
+
+    info = P4Info.load(ROOT / "p4" / "build" / f"{program}.p4info.txtpb")
+    options = Options(program=program, pins=(Pin(0, 0, 1, 0, 5, 1),), host_pins=(HostPin(0, 1, 0, 3),))  # type: ignore[arg-type]
+    f = with_failures(Fabric(build(2, 3, 4, 2), options=options),
+                      [LinkDown("p0-t0-1", "p0-t1-0"), *(LinkDown("p1-t0-2", f"p1-t1-{j}") for j in range(3))])
+    for entities in plan(f).values():
+        for e in entities:
+            canonical(e, info)  # raises on an unknown table/action/param or a value too wide
