@@ -1,0 +1,827 @@
+"""fabricctl: the fabric controller's command line (topology, plan, install, failures, status, shell, p4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from controller import failover, ops
+from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, Value
+from controller.failover import Failure, failure_to_json
+from controller.ops import OpError, Outcome
+from controller.p4info import P4Info
+from controller.p4rt import describe
+from controller.plan import Plan, count_switch, entity_to_json, plan as make_plan, totals
+from controller.reconcile import Delta
+from controller.toolchain import BUILD_DIR, PROGRAMS, Artifacts
+from controller.topology import Topology, to_dict
+
+FABRIC_PROGRAMS = ("srv6_spray", "eecmp_qp_hash")
+F = TypeVar("F", bound=Callable[..., Any])
+
+EPILOG = """\b
+Exit codes:
+  0  ok
+  1  switch or gRPC errors: some switches failed (each named on stderr,
+     the others' results on stdout)
+  2  usage or bad input: unknown command, option, switch, link or host slot;
+     a state file that cannot be read or names what the topology lacks
+  3  the topology file is invalid ('fabricctl topo validate' lists every problem)
+  4  pipeline mismatch (a switch runs another P4Info, or none), the plan does
+     not fit the P4Info, or we are not the primary controller; 4 wins over 1
+  5  the P4 toolchain is missing or p4c failed (p4 compile), or the compiled
+     artifacts are missing
+
+\b
+Example session:
+  export FABRIC_TOPOLOGY=examples/two_plane_lab.yaml
+  fabricctl topo validate
+  fabricctl plan
+  fabricctl install --dry-run p0-t0-0
+  fabricctl install
+  fabricctl fail link p0-t0-0 p0-t1-1
+  fabricctl status
+  fabricctl restore all
+"""
+
+
+class FabricGroup(click.Group):
+    """A click group whose errors are one `error: ...` line on stderr, with meaningful exit codes."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except click.UsageError as e:
+            where = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+            click.echo(f"error: {_one_line(e.format_message())}{where}", err=True)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            click.echo(f"error: {_one_line(e.format_message())}", err=True)
+            sys.exit(e.exit_code)
+        except OpError as e:
+            click.echo(f"error: {e}", err=True)
+            if e.detail:
+                click.echo(e.detail, err=True)
+            sys.exit(e.code)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _n(count: int, noun: str) -> str:
+    """'1 switch', '2 switches'."""
+    return f"{count} {noun}{'' if count == 1 else 'es' if noun.endswith('h') else 's'}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass
+class Env:
+    """The global options, and the topology, state and P4Info they lead to (loaded when first asked for)."""
+
+    topology_file: Path | None
+    program: str
+    state_file: Path | None
+    election_id: int
+    timeout: float
+    _topo: Topology | None = field(default=None, repr=False)
+    _p4info: P4Info | None = field(default=None, repr=False)
+
+    def topology_path(self) -> Path:
+        if self.topology_file is None:
+            raise OpError("no topology: give --topology FILE or set FABRIC_TOPOLOGY")
+        return self.topology_file
+
+    def topo(self) -> Topology:
+        if self._topo is None:
+            path = self.topology_path()
+            topo, problems = ops.check_topology(path)
+            if topo is None:
+                n = len(problems) - 1
+                more = f" (+{n} more; 'fabricctl topo validate' lists them)" if n else ""
+                raise OpError(f"topology {path} is invalid: {problems[0]}{more}", ops.BAD_TOPOLOGY)
+            self._topo = topo
+        return self._topo
+
+    def state_path(self) -> Path:
+        return self.state_file if self.state_file is not None else self.topology_path().parent / ops.STATE_NAME
+
+    def failures(self) -> frozenset[Failure]:
+        return ops.load_failures(self.topo(), self.state_path())
+
+    def artifacts(self) -> Artifacts:
+        return Artifacts.of(self.program)
+
+    def p4info(self) -> P4Info:
+        if self._p4info is None:
+            path = self.artifacts().p4info
+            try:
+                self._p4info = P4Info.load(path)
+            except OSError as e:
+                raise OpError(f"cannot read the P4Info {path}: {e.strerror or e} (run 'fabricctl p4 compile')",
+                              ops.TOOLCHAIN) from None
+        return self._p4info
+
+    def plan(self, failures: Iterable[Failure]) -> Plan:
+        return make_plan(ops.fabric(self.topo(), self.program, failures))  # type: ignore[arg-type]
+
+
+class ElectionId(click.ParamType):
+    """An election id: N, or HIGH,LOW (two 64-bit halves); at least 1."""
+
+    name = "N|HIGH,LOW"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            number = value
+        else:
+            try:
+                parts = [int(x, 0) for x in str(value).split(",")]
+            except ValueError:
+                self.fail(f"{value!r} is not N or HIGH,LOW", param, ctx)
+            if len(parts) > 2 or any(not 0 <= x < 1 << 64 for x in parts[-2:] if len(parts) == 2):
+                self.fail(f"{value!r} is not N or HIGH,LOW (each below 2**64)", param, ctx)
+            number = parts[0] << 64 | parts[1] if len(parts) == 2 else parts[0]
+        if not 1 <= number < 1 << 128:
+            self.fail(f"{value!r} is not between 1 and 2**128 - 1", param, ctx)
+        return number
+
+
+def _json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(f)
+
+
+def _print_json(doc: Any) -> None:
+    click.echo(json.dumps(doc, indent=2))
+
+
+@click.group(cls=FabricGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--topology", "topology_file", type=click.Path(dir_okay=False, path_type=Path), envvar="FABRIC_TOPOLOGY",
+              metavar="FILE", help="Topology YAML (env FABRIC_TOPOLOGY), e.g. examples/two_plane_lab.yaml.")
+@click.option("--program", type=click.Choice(FABRIC_PROGRAMS), default="srv6_spray", show_default=True,
+              help="The P4 pipeline whose plan is used.")
+@click.option("--state", "state_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help=f"Failure-set state file [default: {ops.STATE_NAME} next to the topology file].")
+@click.option("--election-id", type=ElectionId(), default=1, show_default=True,
+              help="P4Runtime election id, N or HIGH,LOW; the highest id among controllers is primary.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+              metavar="SECONDS", help="Connect and per-call timeout for each switch.")
+@click.version_option(package_name="srv6-fabric", message="%(prog)s %(version)s")
+@click.pass_context
+def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file: Path | None,
+        election_id: int, timeout: float) -> None:
+    """Plan, install and operate a multi-plane SRv6 / E-ECMP fabric of P4Runtime switches.
+
+    The topology file names every switch with its gRPC address and device id; the plan (the
+    entities each switch should hold) follows from it, the chosen --program and the failures
+    recorded in the state file. Nothing is written to a switch before the topology, the names
+    given and the plan against the program's P4Info have all been checked.
+    """
+    ctx.obj = Env(topology_file, program, state_file, election_id, timeout)
+
+
+# --- topo ------------------------------------------------------------------------------------
+
+@cli.group()
+def topo() -> None:
+    """Show or check the topology file (--topology or FABRIC_TOPOLOGY).
+
+    \b
+    Examples:
+      fabricctl --topology examples/two_plane_lab.yaml topo validate
+      fabricctl --topology examples/two_plane_lab.yaml topo show p0-t0-0
+    """
+
+
+@topo.command("show")
+@click.argument("switch_names", metavar="[SWITCH]...", nargs=-1)
+@_json_option
+@click.pass_obj
+def topo_show(env: Env, switch_names: tuple[str, ...], as_json: bool) -> None:
+    """Print the fabric: one line per switch, or every port of the named switches.
+
+    \b
+    Examples:
+      fabricctl --topology examples/two_plane_lab.yaml topo show
+      fabricctl topo show p0-t0-0          # its hosts and uplinks, port by port
+      fabricctl topo show --json           # the topology document (as YAML reads it)
+    """
+    t = env.topo()
+    chosen = ops.switches(t, switch_names) if switch_names else list(t.switches)
+    if as_json:
+        doc = to_dict(t)
+        names = {s.name for s in chosen}
+        doc["switches"] = [s for s in doc["switches"] if s["name"] in names]
+        _print_json(doc)
+        return
+    click.echo(_summary(t))
+    rows = [("switch", "role", "plane", "index", "device", "grpc", "mac", "ports")]
+    for s in chosen:
+        ports = (f"{len(s.host_ports)} hosts, {len(s.uplinks)} uplinks" if s.role == "t0"
+                 else f"{len(s.downlinks)} downlinks")
+        rows.append((s.name, s.role, str(s.plane), str(s.index), str(s.device_id), s.grpc_addr, s.mac, ports))
+    _table(rows)
+    if switch_names:
+        for s in chosen:
+            click.echo(f"{s.name}:")
+            for k, (host, port) in enumerate(zip(s.host_names, s.host_ports)):
+                click.echo(f"  slot {k}: port {port} -> host {host} ({t.host_mac(s, k)})")
+            for j, port in enumerate(s.uplinks):
+                click.echo(f"  uplink: port {port} -> {t.t1(s.plane, j).name}")
+            for i, port in enumerate(s.downlinks):
+                click.echo(f"  downlink: port {port} -> {t.t0(s.plane, i).name}")
+
+
+def _summary(t: Topology) -> str:
+    n_t1 = sum(1 for s in t.switches if s.role == "t1")
+    links = sum(len(s.uplinks) for s in t.switches)
+    return (f"{t.name}: {t.planes} planes, {n_t1} t1 + {len(t.switches) - n_t1} t0 switches, {len(t.hosts)} hosts, "
+            f"{links} links, uSID block {t.usid_block or 'fcbb:bb00::/32 (default)'}")
+
+
+def _table(rows: Sequence[Sequence[str]], right: Iterable[int] = ()) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    right = set(right)
+    for r in rows:
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        click.echo("  ".join(cells).rstrip())
+
+
+@topo.command("validate")
+@_json_option
+@click.pass_obj
+def topo_validate(env: Env, as_json: bool) -> None:
+    """Check the topology file and report every problem, one `error:` line each (exit 3).
+
+    Checks the YAML, every switch, port, link and host, the uSID block and the plan's
+    capacity, and that each gRPC address is host:port or unix:/path.
+
+    \b
+    Examples:
+      fabricctl --topology examples/two_plane_lab.yaml topo validate
+      fabricctl --topology lab.yaml topo validate --json   # {"ok": ..., "problems": [...]}
+    """
+    path = env.topology_path()
+    t, problems = ops.check_topology(path)
+    if as_json:
+        _print_json({"topology": str(path), "ok": t is not None, "problems": problems,
+                     **({"summary": _summary(t)} if t is not None else {})})
+    elif t is None:
+        for p in problems:
+            click.echo(f"error: {path}: {p}", err=True)
+    else:
+        click.echo(f"ok: {_summary(t)}")
+    if t is None:
+        raise click.exceptions.Exit(ops.BAD_TOPOLOGY)
+
+
+# --- plan ------------------------------------------------------------------------------------
+
+@cli.command("plan")
+@click.argument("switch_names", metavar="[SWITCH]...", nargs=-1)
+@click.option("--export", "export", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE",
+              help="Write the plan (every entity) as JSON to FILE ('-': stdout, and nothing else).")
+@click.option("--healthy", is_flag=True, help="Plan as if nothing had failed (ignore the state file).")
+@_json_option
+@click.pass_obj
+def plan_cmd(env: Env, switch_names: tuple[str, ...], export: str | None, healthy: bool, as_json: bool) -> None:
+    """Summarise the plan: entity counts per switch role and table.
+
+    The plan is what `install` would make the switches hold, under the failures recorded in
+    the state file (--healthy: none). Naming switches restricts it to them; --json adds each
+    switch's counts. --export writes every entity in the format Plan.from_json reads.
+
+    \b
+    Examples:
+      fabricctl plan
+      fabricctl --program eecmp_qp_hash plan p0-t0-0 p0-t1-0
+      fabricctl plan --json | jq .totals.t0.all
+      fabricctl plan --export plan.json
+    """
+    t = env.topo()
+    failures = frozenset() if healthy else env.failures()
+    chosen = [s.name for s in (ops.switches(t, switch_names) if switch_names else t.switches)]
+    p = env.plan(failures)
+    assert p.fabric is not None
+    counts = {n: count_switch(p.fabric, t.switch(n)) for n in chosen}
+    sums = totals(counts, p.fabric)
+    if export is not None:
+        text = (p if not switch_names else Plan(held={n: p[n] for n in chosen})).to_json(indent=1)
+        if export == "-":
+            click.echo(text)
+            return
+        _write_atomic(Path(export), text + "\n")
+    if as_json:
+        _print_json({"topology": t.name, "program": env.program, "failures": _failures_json(t, failures),
+                     "switches": counts, "totals": sums,
+                     **({"exported": export} if export else {})})
+        return
+    roles = {r: sum(1 for n in chosen if t.switch(n).role == r) for r in ("t0", "t1")}
+    ignored = " (state file ignored: --healthy)" if healthy and env.state_path().exists() else ""
+    click.echo(f"plan of {t.name} for {env.program}: {_n(len(chosen), 'switch')} ({roles['t0']} t0, {roles['t1']} t1), "
+               f"{_n(len(failures), 'failure')} recorded{ignored}")
+    rows = [("role", "table", "entities")]
+    for role in ("t0", "t1"):
+        for table, count in sums[role].items():
+            rows.append((role, table, str(count)))
+    _table(rows, right=[2])
+    if switch_names:
+        for n in chosen:
+            click.echo(f"{n}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts[n].items())))
+    if export is not None:
+        click.echo(f"exported: {export}")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write a file whole or not at all."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise OpError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _failures_json(t: Topology, failures: Iterable[Failure]) -> list[dict[str, Any]]:
+    return [{**failure_to_json(f), "text": ops.describe_failure(t, f)} for f in _sorted(failures)]
+
+
+def _sorted(failures: Iterable[Failure]) -> list[Failure]:
+    return sorted(failures, key=lambda f: (type(f).__name__, str(f)))
+
+
+# --- install ---------------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("switch_names", metavar="[SWITCH]...", nargs=-1)
+@click.option("--dry-run", is_flag=True, help="Read the switches and print each one's delta; write nothing.")
+@click.option("--force-pipeline", is_flag=True,
+              help="Replace a pipeline that is not ours (this clears that switch's tables).")
+@_json_option
+@click.pass_obj
+def install(env: Env, switch_names: tuple[str, ...], dry_run: bool, force_pipeline: bool, as_json: bool) -> None:
+    """Make every switch (or the named ones) hold exactly its plan.
+
+    Each switch is reconciled: what it lacks is inserted, what differs modified, what the plan
+    does not have deleted; a switch already matching is not written. A switch with no pipeline
+    gets the program's; one running another P4Info is refused (exit 4) unless --force-pipeline.
+    Switches recorded down in the state file are skipped. The switches run in parallel; each
+    one's result or first error is reported, and one failing does not stop the others.
+
+    \b
+    Examples:
+      fabricctl install                        # the whole fabric
+      fabricctl install p0-t0-0 p0-t1-1        # two switches
+      fabricctl install --dry-run p0-t0-0      # what would change, entity by entity
+      fabricctl --timeout 3 install --json
+    """
+    t = env.topo()
+    failures = env.failures()
+    down = ops.down_switches(failures)
+    if switch_names:
+        names = [s.name for s in ops.switches(t, switch_names)]
+        skipped = [n for n in names if n in down]
+        if skipped:
+            raise OpError(f"{skipped[0]} is recorded down; restore it first ('fabricctl restore switch {skipped[0]}')")
+    else:
+        names = [s.name for s in t.switches if s.name not in down]
+        skipped = [s.name for s in t.switches if s.name in down]
+    p4info = env.p4info()
+    encoded = ops.encode(env.plan(failures), names, p4info, str(env.artifacts().p4info))
+    outcomes = _sync(env, encoded, p4info, dry_run=dry_run, push="force" if force_pipeline else "missing",
+                     label="install", show=not as_json)
+    _report("install", outcomes, encoded, dry_run=dry_run, as_json=as_json, skipped=skipped)
+
+
+def _sync(env: Env, encoded: ops.Encoded, p4info: P4Info, *, dry_run: bool, push: ops.Push, label: str,
+          show: bool) -> list[Outcome]:
+    with _progress(label, len(encoded.desired), show) as tick:
+        found = ops.sync(env.topo(), encoded, env.artifacts(), p4info, election_id=env.election_id,
+                         timeout=env.timeout, dry_run=dry_run, push=push, progress=tick)
+    return list(found.values())
+
+
+@contextmanager
+def _progress(label: str, total: int, show: bool) -> Iterator[Callable[[str, Any, BaseException | None], None]]:
+    """A progress bar over switches on stderr, when stderr is a terminal."""
+    stream = click.get_text_stream("stderr")
+    if not show or not total or not stream.isatty():
+        yield lambda name, result, error: None
+        return
+    with click.progressbar(length=total, label=label, file=stream, show_pos=True,
+                           item_show_func=lambda name: name) as bar:
+        yield lambda name, result, error: bar.update(1, name)
+
+
+def _report(verb: str, outcomes: Sequence[Outcome], encoded: ops.Encoded, *, dry_run: bool, as_json: bool,
+            skipped: Sequence[str] = (), extra: Mapping[str, Any] | None = None, retry: str = "") -> None:
+    """Print each switch's result (errors on stderr) and the summary; exit with the outcomes' code."""
+    good = [o for o in outcomes if o.ok]
+    bad = [o for o in outcomes if not o.ok]
+    code = ops.exit_code(outcomes)
+    if as_json:
+        _print_json({**(extra or {}), "dry_run": dry_run,
+                     "switches": {o.name: _outcome_json(o, encoded, dry_run) for o in outcomes},
+                     "skipped": list(skipped), "ok": len(good), "failed": len(bad)})
+        raise click.exceptions.Exit(code)
+    for o in outcomes:
+        if not o.ok:
+            click.echo(f"error: {o.error}", err=True)
+            continue
+        assert o.delta is not None
+        pipeline = {"pushed": "pipeline pushed; ", "would push": "would push the pipeline; "}.get(o.pipeline, "")
+        backup = "" if o.primary else " (not primary: a write would be refused)"
+        if not o.delta:
+            click.echo(f"{o.name}: {pipeline}in sync{backup}")
+            continue
+        click.echo(f"{o.name}: {pipeline}{'would write ' if dry_run else ''}{o.delta.summary()}{backup}")
+        if dry_run:
+            for mark, items in (("+", o.delta.inserts), ("~", o.delta.modifies), ("-", o.delta.deletes)):
+                for e in items:
+                    click.echo(f"  {mark} {show_entity(encoded.shown(e))}")
+    for n in skipped:
+        click.echo(f"{n}: skipped (recorded down)")
+    failed = f" ({', '.join(o.name for o in bad)})" if bad else ""
+    click.echo(f"{verb}{' (dry run)' if dry_run else ''}: {_n(len(good), 'switch')} ok, {len(bad)} failed{failed}"
+               + (retry if bad else ""))
+    raise click.exceptions.Exit(code)
+
+
+def _outcome_json(o: Outcome, encoded: ops.Encoded, dry_run: bool) -> dict[str, Any]:
+    if not o.ok:
+        return {"ok": False, "error": o.error, "exit_code": o.code}
+    assert o.delta is not None
+    doc: dict[str, Any] = {"ok": True, "pipeline": o.pipeline, "primary": o.primary, "inserts": len(o.delta.inserts),
+                           "modifies": len(o.delta.modifies), "deletes": len(o.delta.deletes)}
+    if dry_run:
+        doc["delta"] = {kind: [entity_to_json(encoded.shown(e)) for e in getattr(o.delta, kind)]
+                        for kind in ("inserts", "modifies", "deletes")}
+    return doc
+
+
+def _value(v: Value) -> str:
+    return v if isinstance(v, str) else (hex(v) if v > 255 else str(v))
+
+
+def show_entity(e: Entity) -> str:
+    """One line for an entity: what identifies it, then what it does."""
+    def call(action: str | None, params: tuple[tuple[str, Value], ...]) -> str:
+        return f"{(action or '?').rsplit('.', 1)[-1]}({', '.join(f'{n}={_value(v)}' for n, v in params)})"
+
+    if isinstance(e, TableEntry):
+        if e.group_id is not None:
+            return f"{describe(e)} -> group {e.group_id}"
+        if e.member_id is not None:
+            return f"{describe(e)} -> member {e.member_id}"
+        return f"{describe(e)} -> {call(e.action, e.params)}"
+    if isinstance(e, ActionProfileMember):
+        return f"{describe(e)} -> {call(e.action, e.params)}"
+    assert isinstance(e, ActionProfileGroup)
+    return f"{describe(e)}: members {', '.join(map(str, e.members)) or 'none'}"
+
+
+# --- fail / restore --------------------------------------------------------------------------
+
+def _apply_options(f: F) -> F:
+    f = click.option("--no-apply", is_flag=True, help="Only record it in the state file; touch no switch.")(f)
+    return _json_option(f)
+
+
+@cli.group()
+def fail() -> None:
+    """Record a failure and pull it out of the switches that route around it.
+
+    The failure is added to the state file, then every switch whose plan changes is reconciled
+    to the plan under the new failure set (so `install` after a restart converges to the same
+    tables). A switch recorded down is not contacted. --no-apply only records.
+
+    \b
+    Examples:
+      fabricctl fail link p0-t0-0 p0-t1-1
+      fabricctl fail switch p1-t1-0
+      fabricctl fail port p0-t0-1 0            # host slot 0 of p0-t0-1 (or its host name)
+      fabricctl fail link p0-t0-0 p0-t1-1 --no-apply
+    """
+
+
+@cli.group()
+def restore() -> None:
+    """Remove a recorded failure (or all) and put its paths back into the switches.
+
+    \b
+    Examples:
+      fabricctl restore link p0-t0-0 p0-t1-1
+      fabricctl restore switch p1-t1-0
+      fabricctl restore port p0-t0-1 h2
+      fabricctl restore all
+    """
+
+
+def _failure_commands(group: click.Group, adding: bool) -> None:
+    """`link`, `switch` and `port` under `fail` (adding) or `restore`."""
+    verb = "fail" if adding else "restore"
+    record = "Record" if adding else "Restore"
+
+    @group.command("link", help=f"""{record} the link between a t0 and a t1 of one plane (in either order).
+
+    \b
+    Example:
+      fabricctl {verb} link p0-t0-0 p0-t1-1
+    """)
+    @click.argument("a", metavar="T0")
+    @click.argument("b", metavar="T1")
+    @_apply_options
+    @click.pass_obj
+    def link_cmd(env: Env, a: str, b: str, no_apply: bool, as_json: bool) -> None:
+        _change(env, ops.link(env.topo(), a, b), adding, no_apply, as_json)
+
+    @group.command("switch", help=f"""{record} a whole switch ({'down: all its links and host ports are down' if adding else 'back up'}).
+
+    \b
+    Example:
+      fabricctl {verb} switch p0-t1-1
+    """)
+    @click.argument("name", metavar="SWITCH")
+    @_apply_options
+    @click.pass_obj
+    def switch_cmd(env: Env, name: str, no_apply: bool, as_json: bool) -> None:
+        _change(env, ops.switch_failure(env.topo(), name), adding, no_apply, as_json)
+
+    @group.command("port", help=f"""{record} a host port of a t0, named by its host slot or host.
+
+    SLOT is the host slot (0-based position among the leaf's hosts, as 'topo show T0'
+    lists them) or the name of the host on it.
+
+    \b
+    Examples:
+      fabricctl {verb} port p0-t0-0 1
+      fabricctl {verb} port p0-t0-0 h1
+    """)
+    @click.argument("leaf", metavar="T0")
+    @click.argument("slot", metavar="SLOT")
+    @_apply_options
+    @click.pass_obj
+    def port_cmd(env: Env, leaf: str, slot: str, no_apply: bool, as_json: bool) -> None:
+        _change(env, ops.host_port(env.topo(), leaf, slot), adding, no_apply, as_json)
+
+
+_failure_commands(fail, True)
+_failure_commands(restore, False)
+
+
+@restore.command("all")
+@_apply_options
+@click.pass_obj
+def restore_all(env: Env, no_apply: bool, as_json: bool) -> None:
+    """Clear every recorded failure and reconcile the switches this changes.
+
+    \b
+    Example:
+      fabricctl restore all
+    """
+    _change(env, None, False, no_apply, as_json)
+
+
+def _change(env: Env, failure: Failure | None, adding: bool, no_apply: bool, as_json: bool) -> None:
+    """Add or remove one failure (None with adding False: all); record it, then reconcile what it touches."""
+    t = env.topo()
+    old = env.failures()
+    new: frozenset[Failure] = frozenset()
+    if failure is not None:
+        new = old | {failure} if adding else old - {failure}
+    what = ops.describe_failure(t, failure) if failure is not None else "all failures"
+    state = env.state_path()
+    base = {"state": str(state), "change": f"{'fail' if adding else 'restore'} {what}"}
+    if new == old:
+        if as_json:
+            _print_json({**base, "changed": False, "failures": _failures_json(t, new), "touched": []})
+        elif failure is None:
+            click.echo("nothing to do: no failure recorded")
+        else:
+            recorded = ", ".join(ops.describe_failure(t, f) for f in _sorted(old)) or "none"
+            click.echo(f"nothing to do: {what} is {'already' if adding else 'not'} recorded as down "
+                       f"(recorded: {recorded})")
+        return
+    new_fabric = ops.fabric(t, env.program, new)  # type: ignore[arg-type]
+    moved = failover.delta(ops.fabric(t, env.program, old), new_fabric)  # type: ignore[arg-type]
+    down = ops.down_switches(new)
+    touched = [s.name for s in t.switches if s.name in moved and s.name not in down]
+    encoded = None
+    if not no_apply and touched:
+        p4info = env.p4info()
+        encoded = ops.encode(make_plan(new_fabric), touched, p4info, str(env.artifacts().p4info))
+    try:
+        failover.save_state(state, new)
+    except OSError as e:
+        raise OpError(f"cannot write state file {state}: {e.strerror or e}") from None
+    lost = [str(u) for u in failover.unreachable(new_fabric)]
+    doc = {**base, "changed": True, "failures": _failures_json(t, new), "touched": touched, "unreachable": lost}
+    if not as_json:
+        click.echo(f"recorded: {'fail' if adding else 'restore'} {what}; {_n(len(new), 'failure')} in {state}")
+        click.echo(f"unreachable: {len(lost)}" + "".join(f"\n  {u}" for u in lost[:10])
+                   + (f"\n  (+{len(lost) - 10} more: fabricctl status --offline)" if len(lost) > 10 else ""))
+    if no_apply or encoded is None:
+        if as_json:
+            _print_json({**doc, "applied": False})
+        elif touched:
+            click.echo(f"not applied: {_n(len(touched), 'switch')} to reconcile "
+                       f"({', '.join(touched[:6])}{', ...' if len(touched) > 6 else ''}); run 'fabricctl install'")
+        return
+    outcomes = _sync(env, encoded, env.p4info(), dry_run=False, push="never", label=base["change"], show=not as_json)
+    _report("apply", outcomes, encoded, dry_run=False, as_json=as_json, extra={**doc, "applied": True},
+            retry="; the failure set is recorded: 'fabricctl install' retries them")
+
+
+# --- status ----------------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("switch_names", metavar="[SWITCH]...", nargs=-1)
+@click.option("--offline", is_flag=True, help="Contact no switch: only the failures and what they make unreachable.")
+@_json_option
+@click.pass_obj
+def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool) -> None:
+    """Compare each switch with its plan; list failures and unreachable destinations per plane.
+
+    Per switch: entities missing (in the plan, not on the switch), extra (on the switch, not in
+    the plan) and differing (same key, other action or members). Reading needs no primary role.
+    Exit 1 if a switch could not be read, 4 on a pipeline mismatch; being out of sync is exit 0.
+
+    \b
+    Examples:
+      fabricctl status
+      fabricctl status p0-t0-0 --json
+      fabricctl status --offline               # failures and reachability only
+    """
+    t = env.topo()
+    failures = env.failures()
+    chosen = [s.name for s in (ops.switches(t, switch_names) if switch_names else t.switches)]
+    down = ops.down_switches(failures)
+    fab = ops.fabric(t, env.program, failures)  # type: ignore[arg-type]
+    lost = failover.unreachable(fab)
+    per_plane = {p: [str(u) for u in lost if u.plane == p] for p in range(t.planes)}
+    outcomes: dict[str, Outcome] = {}
+    encoded = None
+    if not offline:
+        contact = [n for n in chosen if n not in down]
+        p4info = env.p4info()
+        encoded = ops.encode(make_plan(fab), contact, p4info, str(env.artifacts().p4info))
+        outcomes = {o.name: o for o in _sync(env, encoded, p4info, dry_run=True, push="never",
+                                             label="status", show=not as_json)}
+    code = ops.exit_code(outcomes.values())
+    if as_json:
+        _print_json({"topology": t.name, "program": env.program, "state": str(env.state_path()),
+                     "failures": _failures_json(t, failures),
+                     "unreachable": {str(p): v for p, v in per_plane.items()},
+                     "switches": {} if offline else {n: _status_json(n, outcomes, down) for n in chosen}})
+        raise click.exceptions.Exit(code)
+    click.echo(f"{t.name} ({env.program}), state {env.state_path()}: {_n(len(failures), 'failure')}")
+    for f in _sorted(failures):
+        click.echo(f"  failed: {ops.describe_failure(t, f)}")
+    for p, items in per_plane.items():
+        click.echo(f"plane {p}: " + ("every destination reachable" if not items else f"{len(items)} unreachable"))
+        for u in items:
+            click.echo(f"  {u.split(': ', 1)[-1]}")
+    if offline:
+        return
+    rows = [("switch", "missing", "extra", "differing", "")]
+    for n in chosen:
+        o = outcomes.get(n)
+        if o is None:
+            rows.append((n, "-", "-", "-", "recorded down"))
+        elif not o.ok:
+            click.echo(f"error: {o.error}", err=True)
+            rows.append((n, "-", "-", "-", "error" if o.code == ops.SWITCH_ERROR else "pipeline"))
+        else:
+            assert o.delta is not None
+            d = o.delta
+            rows.append((n, str(len(d.inserts)), str(len(d.deletes)), str(len(d.modifies)),
+                         "in sync" if not d else "out of sync"))
+    _table(rows, right=[1, 2, 3])
+    raise click.exceptions.Exit(code)
+
+
+def _status_json(name: str, outcomes: Mapping[str, Outcome], down: set[str]) -> dict[str, Any]:
+    o = outcomes.get(name)
+    if o is None:
+        return {"down": True}
+    if not o.ok:
+        return {"error": o.error, "exit_code": o.code}
+    d: Delta = o.delta  # type: ignore[assignment]
+    return {"missing": len(d.inserts), "extra": len(d.deletes), "differing": len(d.modifies), "in_sync": not d}
+
+
+# --- shell -----------------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("name", metavar="SWITCH")
+@click.option("--push-pipeline", is_flag=True,
+              help="Push our P4Info and bmv2 JSON first (this clears the switch's tables).")
+@click.option("--print-command", is_flag=True, help="Print the p4runtime-shell command instead of running it.")
+@click.pass_obj
+def shell(env: Env, name: str, push_pipeline: bool, print_command: bool) -> None:
+    """Open p4runtime-shell (IPython) on one switch, at its gRPC address and device id.
+
+    Without --push-pipeline the switch must already run our program's P4Info (checked first,
+    exit 4 otherwise) and the shell uses it; nothing is pushed. The shell arbitrates with
+    --election-id: another controller with a higher one stays primary.
+
+    \b
+    Examples:
+      fabricctl shell p0-t0-0
+      fabricctl --program eecmp_qp_hash shell p0-t0-0 --push-pipeline
+      fabricctl shell p0-t0-0 --print-command
+    """
+    (sw,) = ops.switches(env.topo(), [name])
+    art = env.artifacts()
+    p4info = env.p4info()
+    argv = shell_command(sw.grpc_addr, sw.device_id, env.election_id, art if push_pipeline else None)
+    if print_command:
+        click.echo(shlex.join(argv))
+        return
+    if not push_pipeline:
+        ops.check_device(sw, p4info, env.program, env.election_id, env.timeout)
+    code = subprocess.call(argv)
+    raise click.exceptions.Exit(0 if code == 0 else ops.SWITCH_ERROR)
+
+
+def shell_command(address: str, device_id: int, election_id: int, push: Artifacts | None) -> list[str]:
+    """The p4runtime-shell command line for a switch (with --config only when pushing)."""
+    argv = [sys.executable, "-m", "p4runtime_sh", "--grpc-addr", address, "--device-id", str(device_id),
+            "--election-id", f"{election_id >> 64},{election_id & ((1 << 64) - 1)}"]
+    if push is not None:
+        argv += ["--config", f"{push.p4info},{push.bmv2_json}"]
+    return argv
+
+
+# --- p4 --------------------------------------------------------------------------------------
+
+@cli.group()
+def p4() -> None:
+    """The P4 programs: compile them with p4c into p4/build/.
+
+    \b
+    Example:
+      fabricctl p4 compile srv6_spray
+    """
+
+
+@p4.command("compile")
+@click.argument("programs", metavar="[PROGRAM]...", nargs=-1, type=click.Choice(PROGRAMS))
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=BUILD_DIR,
+              show_default="p4/build", help="Where the bmv2 JSON and P4Info go.")
+@_json_option
+def p4_compile(programs: tuple[str, ...], out_dir: Path, as_json: bool) -> None:
+    """Compile P4 programs (all by default) with p4c's bmv2 backend into bmv2 JSON and P4Info.
+
+    p4c is found through $P4C, $P4_TOOLCHAIN_BIN or PATH; without it, exit 5.
+
+    \b
+    Examples:
+      fabricctl p4 compile
+      fabricctl p4 compile srv6_spray --out-dir /tmp/build
+    """
+    from controller.p4compile import CompileError, compile_program
+
+    done = []
+    for program in programs or PROGRAMS:
+        try:
+            result = compile_program(program, out_dir)
+        except CompileError as e:
+            first, _, rest = str(e).partition("\n")
+            raise OpError(first, ops.TOOLCHAIN, rest) from None
+        done.append(result)
+        if not as_json:
+            click.echo(f"{program}: {result.artifacts.bmv2_json}, {result.artifacts.p4info}")
+    if as_json:
+        _print_json({r.artifacts.program: {"bmv2_json": str(r.artifacts.bmv2_json), "p4info": str(r.artifacts.p4info),
+                                           "warnings": r.warnings} for r in done})
+
+
+def main() -> None:
+    """The `fabricctl` console script."""
+    cli(prog_name="fabricctl")
+
+
+if __name__ == "__main__":
+    main()
