@@ -1,7 +1,8 @@
 """Interop with the Linux kernel's SRv6 (an implementation nobody here wrote), in namespaces.
 
 Port 4 of the switch leads to namespace k1 (a kernel SRv6 headend and uN transit), port 3
-to k2 (a kernel End.DT6 decapsulating for its own host address).
+to k2 (a kernel End.DT6 decapsulating for its own host address: the inner lookup is in
+the "local" table, where the kernel keeps its own addresses).
 """
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ def linux() -> Iterator[KernelLab]:
             (["ip", "-6", "route", "add", f"fcbb:bb00:{K1_USID:x}::/48", "encap", "seg6local", "action",
               "End", "flavors", "next-csid", "lblen", "32", "nflen", "16", "dev", "h4"], k1),
             (["ip", "-6", "route", "add", "fcbb:bb00::/32", "via", "fe80::1", "dev", "h4"], k1),
+            (["ip", "-6", "route", "add", "fc00::/16", "via", "fe80::1", "dev", "h4"], k1),
             (["ip", "-6", "route", "add", f"{DT6_SID}/128", "encap", "seg6local", "action", "End.DT6",
-              "table", "main", "dev", "h3"], k2),
+              "table", "local", "dev", "h3"], k2),
         ):
             proc = netns.run(*cmd, ns=ns, check=False)
             if proc.returncode != 0:
