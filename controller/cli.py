@@ -425,7 +425,7 @@ def _sync(env: Env, encoded: ops.Encoded, p4info: P4Info, *, dry_run: bool, push
 @contextmanager
 def _progress(label: str, total: int, show: bool) -> Iterator[Callable[[str, Any, BaseException | None], None]]:
     """A progress bar over switches on stderr, when stderr is a terminal."""
-    stream = click.get_text_stream("stderr")
+    stream = sys.stderr
     if not show or not total or not stream.isatty():
         yield lambda name, result, error: None
         return
