@@ -1,0 +1,210 @@
+"""A Mininet switch that runs bmv2's simple_switch_grpc, to be driven over P4Runtime.
+
+Like Mininet's own switches it stays in the root namespace; its ports are the Mininet port
+numbers of its links (`-i PORT@INTF`), its P4Runtime server listens on TCP 127.0.0.1:grpc_port,
+and it starts with no program (`--no-p4`): the controller pushes the pipeline with
+SetForwardingPipelineConfig. The CPU port is explicit (`--cpu-port 255`, docs/pipeline.md).
+Everything it writes goes under the lab directory: `<name>.log` (bmv2's log), `<name>.out`
+(stdout/stderr), and with `pcap_dir` one `<intf>_in.pcap` / `<intf>_out.pcap` per port.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from controller.toolchain import find_binary
+from mininet_labs._mininet import load
+
+load()
+from mininet.node import Switch  # noqa: E402  (after load(): Debian's mininet may need the path set up)
+
+CPU_PORT = 255
+THRIFT_OFFSET = 10000  # thrift port = gRPC port + this, unless given
+
+
+class SwitchStartError(RuntimeError):
+    """simple_switch_grpc did not come up; the message names the switch and ends with its log's tail."""
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing listens on TCP host:port (so a switch may bind it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def quiet_intf(name: str) -> None:
+    """No IPv6 (router solicitations, MLD) from the kernel on a switch port, no offloads that rewrite frames."""
+    subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{name}.disable_ipv6=1"], capture_output=True)
+    subprocess.run(["ethtool", "-K", name, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"],
+                   capture_output=True)
+
+
+class Bmv2Switch(Switch):
+    """simple_switch_grpc as a Mininet switch (root namespace, P4Runtime on 127.0.0.1:grpc_port).
+
+    Parameters (all keyword, also through Topo.addSwitch): device_id, grpc_port, lab_dir (where
+    logs go), pcap_dir (None: no pcaps), log_level (bmv2's: trace|debug|info|warn|error|off),
+    thrift_port (default grpc_port + 10000), cpu_port (255), binary (default: found like the
+    toolkit finds it), start_timeout (seconds to wait for the gRPC server).
+    """
+
+    def __init__(self, name: str, *, device_id: int, grpc_port: int, lab_dir: str | Path,
+                 pcap_dir: str | Path | None = None, log_level: str = "warn", thrift_port: int | None = None,
+                 cpu_port: int = CPU_PORT, binary: str | None = None, start_timeout: float = 30.0,
+                 **params: Any) -> None:
+        params.setdefault("dpid", f"{device_id:x}")
+        params["inNamespace"] = False  # Mininet passes its default (True for hosts); switches stay in the root
+        super().__init__(name, **params)
+        self.device_id = device_id
+        self.grpc_port = grpc_port
+        self.thrift_port = thrift_port if thrift_port is not None else grpc_port + THRIFT_OFFSET
+        self.lab_dir = Path(lab_dir)
+        self.pcap_dir = None if pcap_dir is None else Path(pcap_dir)
+        self.log_level = log_level
+        self.cpu_port = cpu_port
+        self.binary = binary
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    # --- what it is -------------------------------------------------------------------------
+    @property
+    def grpc_addr(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.lab_dir / f"{self.name}.log"
+
+    @property
+    def out_path(self) -> Path:
+        return self.lab_dir / f"{self.name}.out"
+
+    @property
+    def switch_pid(self) -> int | None:
+        """The PID of simple_switch_grpc (not of Mininet's shell for this node)."""
+        return None if self.proc is None else self.proc.pid
+
+    def data_ports(self) -> dict[int, str]:
+        """bmv2 port -> interface name, for every link of this switch (not the loopback)."""
+        return {port: intf.name for intf, port in self.ports.items() if port > 0 and intf.name != "lo"}
+
+    def command(self) -> list[str]:
+        """The simple_switch_grpc command line."""
+        binary = self.binary or find_binary("simple_switch_grpc")
+        if binary is None:
+            raise SwitchStartError("simple_switch_grpc not found (PATH, $SIMPLE_SWITCH_GRPC or $P4_TOOLCHAIN_BIN)")
+        cmd = [binary, "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port),
+               "--log-file", str(self.lab_dir / self.name), "--log-flush", "--log-level", self.log_level,
+               "--notifications-addr", f"ipc://{self.lab_dir / f'{self.name}-notifications.ipc'}"]
+        if self.pcap_dir is not None:
+            cmd.append(f"--pcap={self.pcap_dir}")
+        for port, intf in sorted(self.data_ports().items()):
+            cmd += ["-i", f"{port}@{intf}"]
+        return cmd + ["--no-p4", "--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", str(self.cpu_port)]
+
+    # --- Mininet's switch interface ----------------------------------------------------------
+    def start(self, controllers: Sequence[Any] = ()) -> None:
+        """Launch simple_switch_grpc (readiness is awaited in batchStartup or wait_ready)."""
+        for port in (self.grpc_port, self.thrift_port):
+            if not port_free(port):
+                raise SwitchStartError(f"{self.name}: TCP 127.0.0.1:{port} is in use (another lab? "
+                                       "'fabricctl lab down' or choose another --grpc-base-port)")
+        self.lab_dir.mkdir(parents=True, exist_ok=True)
+        if self.pcap_dir is not None:
+            self.pcap_dir.mkdir(parents=True, exist_ok=True)
+        for intf in self.data_ports().values():
+            quiet_intf(intf)
+        cmd = self.command()
+        with open(self.out_path, "wb") as out:
+            out.write(("$ " + " ".join(cmd) + "\n").encode())
+            out.flush()
+            # Own session: a Ctrl-C at the Mininet CLI must not reach the switches.
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    @classmethod
+    def batchStartup(cls, switches: Iterable[Bmv2Switch], **_: Any) -> list[Bmv2Switch]:  # noqa: N802 (Mininet's name)
+        """Mininet calls this after start() of every switch: wait until each gRPC server answers."""
+        switches = list(switches)
+        deadline = time.monotonic() + max((s.start_timeout for s in switches), default=30.0)
+        for s in switches:
+            s.wait_ready(deadline)
+        return switches
+
+    def wait_ready(self, deadline: float | None = None) -> None:
+        """Wait until the gRPC server accepts connections; SwitchStartError with the log's tail otherwise."""
+        deadline = deadline if deadline is not None else time.monotonic() + self.start_timeout
+        channel = grpc.insecure_channel(self.grpc_addr)
+        try:
+            while True:
+                if self.proc is None or self.proc.poll() is not None:
+                    code = None if self.proc is None else self.proc.returncode
+                    raise SwitchStartError(f"{self.name}: simple_switch_grpc exited ({code}): {self.log_tail()}")
+                try:
+                    grpc.channel_ready_future(channel).result(timeout=0.25)
+                    return
+                except grpc.FutureTimeoutError:
+                    if time.monotonic() > deadline:
+                        raise SwitchStartError(f"{self.name}: no gRPC server at {self.grpc_addr} after "
+                                               f"{self.start_timeout:.0f}s: {self.log_tail()}") from None
+        finally:
+            channel.close()
+
+    def log_tail(self, lines: int = 5) -> str:
+        text = ""
+        for path in (self.out_path, self.log_path):
+            if path.exists():
+                text += path.read_text(errors="replace")[-1000:]
+        return " | ".join(text.strip().splitlines()[-lines:]) or "(no output)"
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
+        """Terminate simple_switch_grpc (SIGTERM, then SIGKILL), then Mininet's own stop."""
+        if self.proc is not None:
+            stop_process(self.proc.pid, self.proc)
+            self.proc = None
+        super().stop(deleteIntfs)
+
+
+def stop_process(pid: int, proc: subprocess.Popen[bytes] | None = None, grace: float = 3.0) -> None:
+    """SIGTERM a process, SIGKILL it after `grace` seconds; reap it if it is our child."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        if proc is not None:
+            if proc.poll() is not None:
+                return
+        elif not _alive(pid):
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    if proc is not None:
+        proc.wait()
+
+
+def _alive(pid: int) -> bool:
+    """True while a process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
