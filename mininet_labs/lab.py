@@ -1,0 +1,772 @@
+"""A running lab: Mininet with a Bmv2Switch per switch of a Topology, hosts addressed from the SID
+plan, pipelines pushed and the plan installed through controller.ops; and its teardown.
+
+    lab = Lab(default_topology(), "/tmp/srv6-fabric-lab").up()    # or: with Lab(...) as lab:
+    lab.traffic()                     # every host pair, every plane: a TrafficReport
+    lab.link_down("p0-t0-0", "p0-t1-1"); lab.install(failures)     # what failover builds on
+    lab.down()
+
+A lab writes everything under its directory: `topology.yaml` (what fabricctl --topology reads;
+its failure state `.fabric-state.json` lands next to it), `lab-state.json` (PIDs, interfaces,
+timings: what `Lab.attach` and `cleanup` read), the switches' logs, pcaps with `pcap=True`.
+Every process a lab starts carries SRV6_FABRIC_LAB=<lab dir> in its environment, so `cleanup`
+finds them even without the state file, and touches nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controller import ops
+from controller.failover import Failure
+from controller.fabric_client import FabricClient
+from controller.ops import Outcome
+from controller.p4info import P4Info
+from controller.plan import plan as make_plan
+from controller.toolchain import Artifacts, find_binary
+from controller.topology import Topology, build, load, to_dict
+from mininet_labs import traffic as tr
+from mininet_labs._mininet import MininetMissing, missing as mininet_missing
+
+DEFAULT_DIR = Path("/tmp/srv6-fabric-lab")
+STATE_NAME = "lab-state.json"
+TOPOLOGY_NAME = "topology.yaml"
+CONFIG_NAME = "lab-config.json"
+ENV_MARK = "SRV6_FABRIC_LAB"
+FORMAT = "srv6-fabric-lab/1"
+
+
+class LabError(RuntimeError):
+    """The lab could not be brought up, reached or taken down; one line (plus detail lines)."""
+
+
+def default_topology(planes: int = 2, t1: int = 2, t0: int = 2, hosts: int = 2, *, grpc_base_port: int = 50001,
+                     name: str = "lab") -> Topology:
+    """A regular fabric with switches on 127.0.0.1:grpc_base_port.. (default 2 x 2 x 2 x 2)."""
+    return build(planes, t1, t0, hosts, name=name, grpc_base_port=grpc_base_port)
+
+
+def prerequisites() -> str | None:
+    """None when a lab can run here, else what is missing (root, Mininet, simple_switch_grpc)."""
+    if os.geteuid() != 0:
+        return "a lab needs root (network namespaces, veths)"
+    why = mininet_missing()
+    if why:
+        return why
+    if find_binary("simple_switch_grpc") is None:
+        return "simple_switch_grpc not found (PATH, $SIMPLE_SWITCH_GRPC or $P4_TOOLCHAIN_BIN)"
+    return None
+
+
+# --- state ----------------------------------------------------------------------------------
+
+@dataclass
+class LabState:
+    """What a lab made, as written to lab-state.json."""
+
+    lab_dir: str
+    topology: str
+    program: str
+    tag: str
+    pid: int  # the process holding the Mininet object
+    phase: str = "starting"  # starting | ready | failed | stopping
+    error: str | None = None
+    switches: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> pid, device_id, grpc, log, intfs
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> pid, nics
+    intfs: list[str] = field(default_factory=list)  # root-namespace interfaces (switch ports)
+    timings: dict[str, float] = field(default_factory=dict)
+    format: str = FORMAT
+
+    def write(self, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def read(cls, path: Path) -> LabState:
+        try:
+            doc = json.loads(path.read_text())
+            return cls(**doc)
+        except (OSError, ValueError, TypeError) as e:
+            raise LabError(f"cannot read lab state {path}: {e}") from None
+
+
+# --- hosts ----------------------------------------------------------------------------------
+
+@dataclass
+class LabHost:
+    """A lab host: its shell's PID (its network namespace) and NICs; commands run in its namespace."""
+
+    name: str
+    pid: int
+    nics: tuple[tr.HostNic, ...]
+    lab_dir: str
+    node: Any = None  # the Mininet Host, in the process that runs the lab (None when attached)
+
+    def argv(self, argv: Sequence[str]) -> list[str]:
+        return ["mnexec", "-a", str(self.pid), *argv]
+
+    def popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start a command in this host's namespace (Popen keyword arguments pass through); it
+        carries the lab's mark, so cleanup stops it with the lab."""
+        kwargs["env"] = {**(kwargs.get("env") or os.environ), ENV_MARK: self.lab_dir}
+        return subprocess.Popen(self.argv(argv), **kwargs)
+
+    def run(self, argv: Sequence[str], check: bool = True, timeout: float | None = 60) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(self.argv(argv), capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, ENV_MARK: self.lab_dir})
+        if check and proc.returncode != 0:
+            raise LabError(f"{self.name}: {' '.join(argv)}: exit {proc.returncode}: "
+                           f"{(proc.stderr or proc.stdout).strip()[-500:]}")
+        return proc
+
+    def nic(self, plane: int) -> tr.HostNic:
+        return next(n for n in self.nics if n.plane == plane)
+
+
+def host_script(nics: Iterable[tr.HostNic]) -> str:
+    """Shell commands that give a host its plane addresses: IPv6 on, DAD off, the address without an
+    on-link prefix route, and the plane's prefix via a fake gateway whose neighbour entry is the T0's
+    MAC (the switch never answers ND); the same for IPv4 with a static ARP entry."""
+    lines = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0",
+             "sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0"]
+    for n in nics:
+        i = n.intf
+        lines += [
+            f"sysctl -qw net.ipv6.conf.{i}.disable_ipv6=0 net.ipv6.conf.{i}.accept_dad=0 "
+            f"net.ipv6.conf.{i}.dad_transmits=0 net.ipv6.conf.{i}.router_solicitations=0 net.ipv6.conf.{i}.accept_ra=0",
+            f"ip link set {i} address {n.mac} up",
+            f"ip -6 addr replace {n.v6}/64 dev {i} nodad noprefixroute",
+            f"ip -6 neigh replace {tr.GATEWAY_V6} lladdr {n.gateway_mac} dev {i} nud permanent",
+            f"ip -6 route replace {n.v6_prefix} via {tr.GATEWAY_V6} dev {i}",
+            f"ip addr replace {n.v4}/32 dev {i}",
+            f"ip neigh replace {tr.GATEWAY_V4} lladdr {n.gateway_mac} dev {i} nud permanent",
+            f"ip route replace {n.v4_prefix} via {tr.GATEWAY_V4} dev {i} onlink",
+            f"ethtool -K {i} tx off rx off tso off gso off gro off >/dev/null 2>&1 || true",
+        ]
+    return "\n".join(lines)
+
+
+# --- traffic results ------------------------------------------------------------------------
+
+@dataclass
+class PairPlane:
+    """Packets from one host to another in one plane: sent, and received with a good ICRC."""
+
+    src: str
+    dst: str
+    plane: int
+    sent: int
+    received: int
+
+
+@dataclass
+class TrafficReport:
+    """Every sender's and receiver's result of one run, and per (src, dst, plane) totals."""
+
+    sent: dict[str, tr.SendResult]
+    received: dict[str, tr.RecvResult]
+    seconds: float
+
+    def pairs(self) -> list[PairPlane]:
+        out: dict[tuple[str, str, int], PairPlane] = {}
+        for src, s in self.sent.items():
+            for q in s.qps:
+                for plane, n in q.per_plane.items():
+                    out.setdefault((src, q.dst, plane), PairPlane(src, q.dst, plane, 0, 0)).sent += n
+        for dst, r in self.received.items():
+            for q in r.qps:
+                for plane, n in q.per_plane.items():
+                    out.setdefault((q.sender, dst, plane), PairPlane(q.sender, dst, plane, 0, 0)).received += n
+        return [out[k] for k in sorted(out)]
+
+    def totals(self) -> dict[str, int]:
+        return {"sent": sum(s.sent for s in self.sent.values()), **tr.summarize(self.received.values())}
+
+    def problems(self) -> list[str]:
+        """One line per pair and plane that lost packets, and per QP with duplicates, bad ICRCs or strays."""
+        out = [f"{p.src} -> {p.dst} plane {p.plane}: {p.received} of {p.sent} received"
+               for p in self.pairs() if p.received != p.sent]
+        for dst, r in self.received.items():
+            for q in r.qps:
+                bad = {k: getattr(q, k) for k in ("duplicated", "icrc_bad", "wrong_plane") if getattr(q, k)}
+                if bad:
+                    out.append(f"{q.sender} -> {dst} qp {q.qp:#x}: " + ", ".join(f"{k} {v}" for k, v in bad.items()))
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seconds": self.seconds, "ok": self.ok, "totals": self.totals(), "problems": self.problems(),
+                "pairs": [asdict(p) for p in self.pairs()],
+                "sent": {h: s.to_json() for h, s in self.sent.items()},
+                "received": {h: r.to_json() for h, r in self.received.items()}}
+
+
+# --- the lab --------------------------------------------------------------------------------
+
+class Lab:
+    """One lab of a Topology under `lab_dir`. `up()` runs it in this process (Mininet object in
+    `net`); `Lab.attach(lab_dir)` reaches one another process runs (no `net`, everything else)."""
+
+    def __init__(self, model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, program: str = "srv6_spray",
+                 tag: str = "", pcap: bool = False, log_level: str = "warn", election_id: int = 1,
+                 timeout: float = 10.0) -> None:
+        self.model = model
+        self.dir = Path(lab_dir).resolve()
+        self.program = program
+        self.tag = tag
+        self.pcap = pcap
+        self.log_level = log_level
+        self.election_id = election_id
+        self.timeout = timeout
+        self.net: Any = None
+        self.state = LabState(str(self.dir), str(self.topology_path), program, tag, os.getpid())
+        self._hosts: dict[str, LabHost] = {}
+
+    # --- files -------------------------------------------------------------------------------
+    @property
+    def topology_path(self) -> Path:
+        return self.dir / TOPOLOGY_NAME
+
+    @property
+    def state_path(self) -> Path:
+        return self.dir / STATE_NAME
+
+    @property
+    def failure_state_path(self) -> Path:
+        """Where fabricctl --topology <lab>/topology.yaml keeps the failure set."""
+        return self.dir / ops.STATE_NAME
+
+    # --- up / down ---------------------------------------------------------------------------
+    def up(self, install: bool = True) -> Lab:
+        """Start everything; on any error tear down what was made, then raise LabError."""
+        why = prerequisites()
+        if why:
+            raise LabError(why)
+        from mininet_labs.topo import check
+
+        problems = check(self.model, self.tag)
+        if problems:
+            raise LabError(f"the topology cannot run as a lab: {problems[0]}" +
+                           (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
+        if self.state_path.exists():
+            old = LabState.read(self.state_path)
+            if _alive(old.pid) and old.pid != os.getpid():
+                raise LabError(f"a lab already runs in {self.dir} (pid {old.pid}); 'fabricctl lab down --dir {self.dir}'")
+            cleanup(self.dir)  # the remains of a crashed lab
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "traffic").mkdir(exist_ok=True)
+        self.topology_path.write_text(yaml.safe_dump(to_dict(self.model), sort_keys=False))
+        t0 = time.monotonic()
+        self.state.phase, self.state.error = "starting", None
+        self.state.write(self.state_path)
+        try:
+            self._start_mininet()
+            self.state.timings["switches_s"] = round(time.monotonic() - t0, 2)
+            t1 = time.monotonic()
+            self._configure_hosts()
+            self.state.timings["hosts_s"] = round(time.monotonic() - t1, 2)
+            self.state.write(self.state_path)
+            if install:
+                t2 = time.monotonic()
+                outcomes = self.install(push="missing")
+                bad = [o for o in outcomes.values() if not o.ok]
+                if bad:
+                    raise LabError(f"installing the plan failed on {len(bad)} switches: {bad[0].error}")
+                self.state.timings["install_s"] = round(time.monotonic() - t2, 2)
+            self.state.timings["up_s"] = round(time.monotonic() - t0, 2)
+            self.state.phase = "ready"
+            self.state.write(self.state_path)
+        except BaseException as e:
+            self.state.phase, self.state.error = "failed", f"{type(e).__name__}: {e}"
+            self.down()
+            if isinstance(e, Exception) and not isinstance(e, LabError):
+                raise LabError(f"lab up failed: {type(e).__name__}: {e}") from e
+            raise
+        return self
+
+    def _start_mininet(self) -> None:
+        from mininet_labs.topo import FabricTopo, all_intfs  # imports Mininet (also Debian's)
+
+        from mininet.link import Link
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import Host
+
+        if os.environ.get("SRV6_LAB_VERBOSE") is None:
+            setLogLevel("warning")
+        pcap_dir = self.dir / "pcap" if self.pcap else None
+        topo = FabricTopo(self.model, tag=self.tag, lab_dir=self.dir, pcap_dir=pcap_dir, log_level=self.log_level)
+        self.state.intfs = all_intfs(self.model, self.tag)
+        self.net = Mininet(topo=topo, host=Host, link=Link, controller=None, autoSetMacs=False, build=False,
+                           waitConnected=False)
+        # Host shells and switches inherit the mark that cleanup finds them by; this process must not keep it.
+        saved = _mark(self.dir)
+        try:
+            self.net.build()
+        except BaseException:
+            _unmark(saved)
+            raise
+        self.state.hosts = {h.name: {"pid": h.pid, "nics": []} for h in self.net.hosts}
+        self.state.switches = {s.name: {"pid": None, "shell_pid": s.pid, "device_id": s.device_id,
+                                        "grpc": s.grpc_addr, "log": str(s.log_path)} for s in self.net.switches}
+        self.state.write(self.state_path)
+        try:
+            self.net.start()
+        finally:  # record the switch PIDs even when one did not come up, for cleanup
+            _unmark(saved)
+            for s in self.net.switches:
+                self.state.switches[s.name]["pid"] = s.switch_pid
+            self.state.write(self.state_path)
+
+    def _configure_hosts(self) -> None:
+        procs = []
+        for node in self.net.hosts:
+            host = LabHost(node.name, node.pid, tr.host_nics(self.model, node.name), str(self.dir), node)
+            self._hosts[host.name] = host
+            self.state.hosts[host.name] = {"pid": host.pid, "nics": [asdict(n) for n in host.nics]}
+            procs.append((host, host.popen(["sh", "-ec", host_script(host.nics)], stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, text=True)))
+        for host, proc in procs:
+            out, _ = proc.communicate(timeout=60)
+            if proc.returncode != 0:
+                raise LabError(f"configuring {host.name} failed: {out.strip()[-500:]}")
+
+    def down(self) -> CleanupReport:
+        """Stop the lab (Mininet's stop when this process runs it) and remove whatever is left."""
+        if self.net is not None:
+            self.state.phase = "stopping"
+            if self.state_path.exists():
+                self.state.write(self.state_path)
+            try:
+                self.net.stop()
+            except Exception:  # cleanup below removes what Mininet did not
+                pass
+            self.net = None
+        self._hosts = {}
+        return cleanup(self.dir, self.model, self.tag, signal_owner=self.state.pid != os.getpid())
+
+    def __enter__(self) -> Lab:
+        return self.up() if self.net is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    @classmethod
+    def attach(cls, lab_dir: str | Path = DEFAULT_DIR) -> Lab:
+        """The lab another process runs in lab_dir (LabError when there is none or it failed)."""
+        path = Path(lab_dir).resolve() / STATE_NAME
+        if not path.exists():
+            raise LabError(f"no lab in {Path(lab_dir).resolve()} (no {STATE_NAME}); 'fabricctl lab up' starts one")
+        state = LabState.read(path)
+        lab = cls(load(state.topology), state.lab_dir, program=state.program, tag=state.tag)
+        lab.state = state
+        for name, h in state.hosts.items():
+            lab._hosts[name] = LabHost(name, h["pid"], tuple(tr.HostNic(**n) for n in h["nics"]), state.lab_dir)
+        return lab
+
+    # --- reaching it ---------------------------------------------------------------------------
+    @property
+    def hosts(self) -> list[str]:
+        return sorted(self.model.hosts, key=_natural)
+
+    def host(self, name: str) -> LabHost:
+        try:
+            return self._hosts[name]
+        except KeyError:
+            raise LabError(f"unknown host '{name}' (hosts: {', '.join(self.hosts)})") from None
+
+    def switch(self, name: str) -> Any:
+        """The Mininet Bmv2Switch (only in the process running the lab)."""
+        if self.net is None:
+            raise LabError("the Mininet object lives in the process that ran 'lab up'")
+        return self.net.get(name)
+
+    def client(self, election_id: int | None = None, connect: bool = True) -> FabricClient:
+        """A FabricClient with a connection to every switch (connected unless told not to). Close it
+        (or use `with`) before `install`: two sessions with one election id conflict."""
+        conns = [ops.connection(s, election_id or self.election_id, self.timeout) for s in self.model.switches]
+        client = FabricClient(conns)
+        if connect:
+            result = client.connect_all()
+            if not result.ok:
+                client.close_all()
+                raise LabError(f"cannot reach the switches: {result.summary()}")
+        return client
+
+    def failures(self) -> frozenset[Failure]:
+        """The failure set fabricctl keeps for this lab (empty when none is recorded)."""
+        return ops.load_failures(self.model, self.failure_state_path)
+
+    def install(self, failures: Iterable[Failure] | None = None, *, push: ops.Push = "missing",
+                dry_run: bool = False) -> dict[str, Outcome]:
+        """Reconcile every switch (but those recorded down) to the plan under `failures` (default:
+        the lab's recorded failure set), pushing the pipeline where a switch has none."""
+        failures = self.failures() if failures is None else frozenset(failures)
+        down = ops.down_switches(failures)
+        names = [s.name for s in self.model.switches if s.name not in down]
+        artifacts = Artifacts.of(self.program)
+        p4info = P4Info.load(artifacts.p4info)
+        encoded = ops.encode(make_plan(ops.fabric(self.model, self.program, failures)),  # type: ignore[arg-type]
+                             names, p4info, str(artifacts.p4info))
+        return ops.sync(self.model, encoded, artifacts, p4info, election_id=self.election_id, timeout=self.timeout,
+                        dry_run=dry_run, push=push)
+
+    # --- links ---------------------------------------------------------------------------------
+    def link_down(self, a: str, b: str) -> tuple[str, str]:
+        """Take the T0-T1 link down at both ends (the interfaces; the controller is not told)."""
+        return self._set_link(a, b, "down")
+
+    def link_up(self, a: str, b: str) -> tuple[str, str]:
+        return self._set_link(a, b, "up")
+
+    def _set_link(self, a: str, b: str, how: str) -> tuple[str, str]:
+        from mininet_labs.topo import link_ends
+
+        ends = link_ends(self.model, a, b, self.tag)
+        for end in ends:
+            proc = subprocess.run(["ip", "link", "set", end.intf, how], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise LabError(f"ip link set {end.intf} {how}: {proc.stderr.strip()}")
+        return ends[0].intf, ends[1].intf
+
+    def link_is_up(self, a: str, b: str) -> bool:
+        from mininet_labs.topo import link_ends
+
+        return all(_intf_up(end.intf) for end in link_ends(self.model, a, b, self.tag))
+
+    # --- traffic -------------------------------------------------------------------------------
+    def traffic(self, pairs: Sequence[tuple[str, str]] | None = None, *, qps: int = 4, messages: int = 8,
+                message_size: int = 1024, mtu: int = 1024, verb: tr.Verb = "send", plane_mode: tr.PlaneMode = "packet",
+                planes: Sequence[int] | None = None, rate: float = 1000.0, start_psn: int = 0,
+                timeout: float = 120.0) -> TrafficReport:
+        """Send RoCEv2 from each pair's source to its destination (default: every ordered pair of
+        hosts) with one sender process per source and one receiver per destination, in the hosts'
+        namespaces; returns what each sent and received."""
+        pairs = list(pairs) if pairs is not None else [(a, b) for a in self.hosts for b in self.hosts if a != b]
+        for a, b in pairs:
+            self.host(a), self.host(b)
+            if a == b:
+                raise LabError(f"a pair needs two hosts, got {a} -> {b}")
+        run = self.dir / "traffic" / time.strftime("%Y%m%d-%H%M%S") / str(time.monotonic_ns())
+        run.mkdir(parents=True)
+        dests: dict[str, list[str]] = {}
+        for a, b in pairs:
+            dests.setdefault(a, []).append(b)
+        per_dest = messages * tr.SendSpec("", "", [], message_size=message_size, mtu=mtu).packets_per_message()
+        expect: dict[str, int] = {}
+        for a, b in pairs:
+            expect[b] = expect.get(b, 0) + per_dest
+        py = [sys.executable, "-m", "mininet_labs.traffic"]
+        topo = str(self.topology_path)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                                        os.environ.get("PYTHONPATH")]))}
+        start = time.monotonic()
+        receivers: dict[str, subprocess.Popen[Any]] = {}
+        senders: dict[str, subprocess.Popen[Any]] = {}
+        try:
+            for dst, n in expect.items():
+                receivers[dst] = self.host(dst).popen(
+                    [*py, "recv", "--topology", topo, "--host", dst, "--expect", str(n), "--timeout", str(timeout),
+                     "--ready-file", str(run / f"{dst}.ready"), "--out", str(run / f"recv-{dst}.json")],
+                    env=env, stdout=subprocess.DEVNULL, stderr=open(run / f"recv-{dst}.err", "w"))
+            _wait_files([run / f"{d}.ready" for d in receivers], receivers, 30.0)
+            for src, to in dests.items():
+                argv = [*py, "send", "--topology", topo, "--host", src, "--qps", str(qps), "--messages", str(messages),
+                        "--message-size", str(message_size), "--mtu", str(mtu), "--verb", verb,
+                        "--plane-mode", plane_mode, "--rate", str(rate), "--start-psn", str(start_psn),
+                        "--out", str(run / f"send-{src}.json")]
+                for d in to:
+                    argv += ["--to", d]
+                if planes is not None:
+                    argv += ["--planes", ",".join(map(str, planes))]
+                senders[src] = self.host(src).popen(argv, env=env, stdout=subprocess.DEVNULL,
+                                                    stderr=open(run / f"send-{src}.err", "w"))
+            for src, p in senders.items():
+                if p.wait(timeout=timeout) != 0:
+                    raise LabError(f"sender on {src} failed: {_tail(run / f'send-{src}.err')}")
+            # Receivers stop by themselves once all came; give stragglers a moment, then stop them.
+            grace = time.monotonic() + 3.0
+            for dst, p in receivers.items():
+                try:
+                    p.wait(timeout=max(0.1, grace - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    p.send_signal(signal.SIGTERM)
+                    p.wait(timeout=10)
+                if p.returncode != 0:
+                    raise LabError(f"receiver on {dst} failed: {_tail(run / f'recv-{dst}.err')}")
+        finally:
+            for p in (*senders.values(), *receivers.values()):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        sent = {s: tr.SendResult.from_json(json.loads((run / f"send-{s}.json").read_text())) for s in senders}
+        got = {d: tr.RecvResult.from_json(json.loads((run / f"recv-{d}.json").read_text())) for d in receivers}
+        report = TrafficReport(sent, got, round(time.monotonic() - start, 3))
+        (run / "report.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
+        return report
+
+    # --- status / CLI --------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """Processes and interfaces of the lab as they are now (no switch is contacted)."""
+        st = self.state
+        return {"lab_dir": st.lab_dir, "topology": st.topology, "program": st.program, "phase": st.phase,
+                "error": st.error, "pid": st.pid, "pid_alive": _alive(st.pid), "timings": st.timings,
+                "switches": {n: {**s, "alive": bool(s.get("pid")) and _alive(s["pid"])} for n, s in st.switches.items()},
+                "hosts": {n: {"pid": h["pid"], "alive": _alive(h["pid"]),
+                              "nics": [f"{x['intf']} {x['v6']} plane {x['plane']}" for x in h["nics"]]}
+                          for n, h in st.hosts.items()},
+                "intfs_present": sum(1 for i in st.intfs if _intf_exists(i)), "intfs": len(st.intfs)}
+
+    def cli(self) -> None:
+        """The Mininet CLI on this lab (only in the process running it)."""
+        from mininet.cli import CLI
+
+        if self.net is None:
+            raise LabError("the Mininet CLI needs the process that ran 'lab up' (use 'lab up --cli')")
+        CLI(self.net)
+
+
+# --- cleanup --------------------------------------------------------------------------------
+
+@dataclass
+class CleanupReport:
+    """What cleanup did, and anything of the lab's it found still there afterwards."""
+
+    killed: list[int] = field(default_factory=list)
+    deleted_intfs: list[str] = field(default_factory=list)
+    leftover_pids: list[int] = field(default_factory=list)
+    leftover_intfs: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.leftover_pids and not self.leftover_intfs
+
+
+def marked_pids(lab_dir: str | Path) -> list[int]:
+    """PIDs of every process whose environment carries SRV6_FABRIC_LAB=<lab_dir> (ours, not this one)."""
+    mark = f"{ENV_MARK}={Path(lab_dir).resolve()}".encode()
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if mark in env.split(b"\0") and _alive(int(entry.name)):
+            out.append(int(entry.name))
+    return sorted(out)
+
+
+def cleanup(lab_dir: str | Path = DEFAULT_DIR, model: Topology | None = None, tag: str | None = None, *,
+            signal_owner: bool = True, wait: float = 20.0) -> CleanupReport:
+    """Remove every process and interface a lab in lab_dir made, also after a crash.
+
+    With the state file: ask the process holding the lab to stop (SIGTERM) and wait for it, then
+    kill what remains of the PIDs it recorded. Without it, or in addition: every process marked
+    with SRV6_FABRIC_LAB=<lab_dir> (host shells, so their namespaces and veths go too; switches;
+    commands in hosts), and the root-namespace interfaces of the topology's switch ports (from the
+    state, or the lab's topology.yaml with the tag). Nothing else is touched. Logs stay."""
+    from mininet_labs.switch import stop_process
+
+    lab_dir = Path(lab_dir).resolve()
+    report = CleanupReport()
+    state_path = lab_dir / STATE_NAME
+    state = LabState.read(state_path) if state_path.exists() else None
+    if state is not None and signal_owner and state.pid != os.getpid() and _alive(state.pid) \
+            and ENV_MARK.encode() in _environ(state.pid):
+        os.kill(state.pid, signal.SIGTERM)
+        end = time.monotonic() + wait
+        while _alive(state.pid) and time.monotonic() < end:
+            time.sleep(0.1)
+        if _alive(state.pid):
+            os.kill(state.pid, signal.SIGKILL)
+        report.killed.append(state.pid)
+    for pid in marked_pids(lab_dir):
+        stop_process(pid, grace=2.0)
+        report.killed.append(pid)
+    intfs: list[str] = []
+    if state is not None:
+        intfs = state.intfs
+    else:
+        if model is None and (lab_dir / TOPOLOGY_NAME).exists():
+            model = load(lab_dir / TOPOLOGY_NAME)
+        if model is not None:
+            from mininet_labs.topo import all_intfs
+
+            intfs = all_intfs(model, tag or "")
+    for intf in intfs:
+        if _intf_exists(intf):
+            subprocess.run(["ip", "link", "del", intf], capture_output=True)
+            report.deleted_intfs.append(intf)
+    report.leftover_pids = marked_pids(lab_dir)
+    report.leftover_intfs = [i for i in intfs if _intf_exists(i)]
+    if report.clean:
+        state_path.unlink(missing_ok=True)
+    return report
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+def _mark(lab_dir: Path) -> str | None:
+    saved = os.environ.get(ENV_MARK)
+    os.environ[ENV_MARK] = str(lab_dir)
+    return saved
+
+
+def _unmark(saved: str | None) -> None:
+    if saved is None:
+        os.environ.pop(ENV_MARK, None)
+    else:
+        os.environ[ENV_MARK] = saved
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _environ(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b""
+
+
+def _intf_exists(name: str) -> bool:
+    return Path("/sys/class/net", name).exists()
+
+
+def _intf_up(name: str) -> bool:
+    try:
+        return int(Path("/sys/class/net", name, "flags").read_text(), 16) & 1 == 1
+    except OSError:
+        return False
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    import re
+
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def _tail(path: Path, chars: int = 600) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace")[-chars:].strip().splitlines()[-4:]) or "(no output)"
+    except OSError:
+        return "(no output)"
+
+
+def _wait_files(paths: Sequence[Path], procs: Mapping[str, subprocess.Popen[Any]], timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while not all(p.exists() for p in paths):
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                raise LabError(f"receiver on {name} exited ({proc.returncode}) before listening")
+        if time.monotonic() > end:
+            raise LabError(f"receivers not listening after {timeout:.0f}s")
+        time.sleep(0.02)
+
+
+# --- the headless lab process ----------------------------------------------------------------
+
+def serve(lab_dir: Path) -> int:
+    """Run the lab configured in lab_dir until SIGTERM/SIGINT (what `fabricctl lab up` starts)."""
+    config = json.loads((lab_dir / CONFIG_NAME).read_text())
+    lab = Lab(load(lab_dir / TOPOLOGY_NAME), lab_dir, program=config["program"], tag=config["tag"],
+              pcap=config["pcap"], log_level=config["log_level"], election_id=config["election_id"],
+              timeout=config["timeout"])
+    stop = {"now": False}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop["now"] = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        lab.up(install=config["install"])
+    except KeyboardInterrupt:
+        return 1
+    except LabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        lab.state.write(lab.state_path)  # phase failed, with the error, for 'lab up' to report
+        return 1
+    try:
+        while not stop["now"]:
+            signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        lab.down()
+    return 0
+
+
+def start_headless(model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, program: str = "srv6_spray", tag: str = "",
+                   pcap: bool = False, log_level: str = "warn", election_id: int = 1, timeout: float = 10.0,
+                   install: bool = True, wait: float = 300.0) -> Lab:
+    """Start a lab in a background process (it outlives this one) and wait until it is ready;
+    the attached Lab, or LabError with the background process's error."""
+    lab_dir = Path(lab_dir).resolve()
+    why = prerequisites()
+    if why:
+        raise LabError(why)
+    state_path = lab_dir / STATE_NAME
+    if state_path.exists():
+        old = LabState.read(state_path)
+        if _alive(old.pid):
+            raise LabError(f"a lab already runs in {lab_dir} (pid {old.pid}); 'fabricctl lab down --dir {lab_dir}'")
+        cleanup(lab_dir)
+    lab_dir.mkdir(parents=True, exist_ok=True)
+    (lab_dir / TOPOLOGY_NAME).write_text(yaml.safe_dump(to_dict(model), sort_keys=False))
+    (lab_dir / CONFIG_NAME).write_text(json.dumps({
+        "program": program, "tag": tag, "pcap": pcap, "log_level": log_level, "election_id": election_id,
+        "timeout": timeout, "install": install}) + "\n")
+    env = {**os.environ, ENV_MARK: str(lab_dir),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH")]))}
+    with open(lab_dir / "lab.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "mininet_labs.lab", "serve", str(lab_dir)], env=env,
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    end = time.monotonic() + wait
+    while True:
+        state = LabState.read(state_path) if state_path.exists() else None
+        if state is not None and state.pid == proc.pid and state.phase == "ready":
+            return Lab.attach(lab_dir)
+        if proc.poll() is not None:
+            error = state.error if state is not None and state.pid == proc.pid and state.error else _tail(lab_dir / "lab.log")
+            cleanup(lab_dir)
+            raise LabError(f"lab up failed: {error}")
+        if time.monotonic() > end:
+            cleanup(lab_dir)
+            raise LabError(f"lab not ready after {wait:.0f}s (log: {lab_dir / 'lab.log'})")
+        time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "serve":
+        sys.exit(serve(Path(sys.argv[2])))
+    print("usage: python3 -m mininet_labs.lab serve LAB_DIR  (use 'fabricctl lab up')", file=sys.stderr)
+    sys.exit(2)
