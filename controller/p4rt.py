@@ -20,7 +20,10 @@ from controller.toolchain import Artifacts
 
 ElectionId = int | tuple[int, int]
 
-_GRPC_OPTIONS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+# A refused Write carries one p4.v1.Error per update in its trailing metadata (~90 bytes each):
+# gRPC's default 16 kB metadata limit would replace a large batch's details with a transport error.
+_GRPC_OPTIONS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20),
+                 ("grpc.max_metadata_size", 16 << 20)]
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 
