@@ -26,7 +26,7 @@ from controller.codec import canonical, encode_entity
 from controller.cli import show_entity
 from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, Lpm, TableEntry
 from controller.failover import LinkDown
-from controller.p4rt import NotPrimaryError
+from controller.p4rt import NotPrimaryError, WriteError
 from controller.reconcile import Delta, diff
 from controller.routes import ROUTES_V6, SPRAY_PATHS, SPRAY_SELECTOR, VIA_SPINE
 from controller.toolchain import REPO_ROOT
@@ -356,3 +356,25 @@ def test_fabricctl_install_status_fail_restore(lab: FabricLab) -> None:
     assert status["failures"] == [] and all(s["in_sync"] for s in status["switches"].values())
     # the spine recorded down was not touched: it still holds the healthy plan
     assert differences(lab.snapshot(), want) == []
+
+
+# --- per-update errors of a large batch ------------------------------------------------------
+
+def test_a_batch_with_hundreds_of_refused_updates_names_each_and_only_those(lab: FabricLab) -> None:
+    """bmv2 returns one p4.v1.Error per update in the status details trailer: for 500 updates
+    that is ~40 kB, beyond gRPC's default 16 kB metadata limit."""
+    held = installed(lab)
+    routes = [stale_route(f"2001:db8:e::{i + 1:x}", 128, port=1) for i in range(500)]
+    conn = lab.connection(OTHER_SPINE, election_id=5)
+    try:
+        assert conn.write([("INSERT", e) for e in routes]) == len(routes)
+        new = stale_route("2001:db8:e::ffff", 128, port=2)
+        with pytest.raises(WriteError) as refused:
+            conn.write([("INSERT", e) for e in [*routes, new]], batch_size=len(routes) + 1)
+        assert (refused.value.attempted, refused.value.written) == (len(routes) + 1, 0)
+        assert [(f.update.entity, f.code) for f in refused.value.failures] == [(e, "ALREADY_EXISTS") for e in routes]
+        assert Counter(conn.read_all()) == Counter([*held[OTHER_SPINE], *routes, new])
+        conn.write([("DELETE", e) for e in [*routes, new]])
+    finally:
+        conn.close()
+    assert differences(lab.snapshot(), held) == []
