@@ -397,15 +397,19 @@ class Lab:
         return self.net.get(name)
 
     def client(self, election_id: int | None = None, connect: bool = True) -> FabricClient:
-        """A FabricClient with a connection to every switch (connected unless told not to). Close it
-        (or use `with`) before `install`: two sessions with one election id conflict."""
+        """A FabricClient with a connection to every switch, each with the program's P4Info; unless
+        told not to, connected and checked to run that pipeline. Close it (or use `with`) before
+        `install`: two sessions with one election id conflict."""
+        p4info = P4Info.load(Artifacts.of(self.program).p4info)
         conns = [ops.connection(s, election_id or self.election_id, self.timeout) for s in self.model.switches]
+        for conn in conns:
+            conn.p4info = p4info
         client = FabricClient(conns)
         if connect:
-            result = client.connect_all()
+            result = client.run(lambda c: (c.connect(), c.check_pipeline(p4info)))
             if not result.ok:
                 client.close_all()
-                raise LabError(f"cannot reach the switches: {result.summary()}")
+                raise LabError(f"cannot use the switches: {result.summary()}")
         return client
 
     def failures(self) -> frozenset[Failure]:

@@ -4,7 +4,7 @@ Like Mininet's own switches it stays in the root namespace; its ports are the Mi
 numbers of its links (`-i PORT@INTF`), its P4Runtime server listens on TCP 127.0.0.1:grpc_port,
 and it starts with no program (`--no-p4`): the controller pushes the pipeline with
 SetForwardingPipelineConfig. The CPU port is explicit (`--cpu-port 255`, docs/pipeline.md).
-Everything it writes goes under the lab directory: `<name>.log` (bmv2's log), `<name>.out`
+Everything it writes goes under the lab directory: `<name>.txt` (bmv2's log), `<name>.out`
 (stdout/stderr), and with `pcap_dir` one `<intf>_in.pcap` / `<intf>_out.pcap` per port.
 """
 
@@ -87,7 +87,7 @@ class Bmv2Switch(Switch):
 
     @property
     def log_path(self) -> Path:
-        return self.lab_dir / f"{self.name}.log"
+        return self.lab_dir / f"{self.name}.txt"  # bmv2 appends .txt to --log-file
 
     @property
     def out_path(self) -> Path:
