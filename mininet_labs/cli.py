@@ -1,0 +1,265 @@
+"""`fabricctl lab`: run a Mininet lab of the fabric (up, down, status, traffic).
+
+Nothing here imports Mininet at module level: fabricctl loads this group for every command,
+and only `lab` commands need Mininet (and root, and simple_switch_grpc).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from controller import ops
+from controller.ops import OpError
+
+DEFAULT_DIR = "/tmp/srv6-fabric-lab"  # mininet_labs.lab.DEFAULT_DIR (not imported: keep this module light)
+
+
+def _dir_option(f: Any) -> Any:
+    return click.option("--dir", "lab_dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DIR,
+                        show_default=True, envvar="FABRIC_LAB_DIR", help="The lab directory (env FABRIC_LAB_DIR).")(f)
+
+
+def _json_option(f: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(f)
+
+
+def _global(ctx: click.Context) -> dict[str, Any]:
+    """fabricctl's global options that apply to a lab (program, election id, timeout)."""
+    env = ctx.find_root().obj
+    return {"program": getattr(env, "program", "srv6_spray"), "election_id": getattr(env, "election_id", 1),
+            "timeout": getattr(env, "timeout", 10.0)}
+
+
+def _lab_error(e: Exception) -> OpError:
+    from mininet_labs.lab import prerequisites
+
+    return OpError(str(e), ops.TOOLCHAIN if prerequisites() else ops.SWITCH_ERROR)
+
+
+@click.group()
+def lab() -> None:
+    """Run the fabric as a Mininet lab of bmv2 switches (root, Mininet, simple_switch_grpc).
+
+    `lab up` starts one switch per switch of the topology (default 2 planes x 2 T1 x 2 T0 x 2
+    hosts per T0), hosts with one NIC per plane, pushes the pipelines and installs the plan;
+    it keeps running in the background until `lab down`. The lab's topology file is
+    DIR/topology.yaml, so every other fabricctl command drives the lab with --topology.
+
+    \b
+    Examples:
+      fabricctl lab up                         # default size, in the background
+      fabricctl lab up --planes 4 --hosts 1    # another size
+      fabricctl lab up examples/two_plane_lab.yaml --cli   # the Mininet CLI; exit tears down
+      fabricctl lab traffic                    # RoCEv2 between every host pair, every plane
+      fabricctl --topology /tmp/srv6-fabric-lab/topology.yaml fail link p0-t0-0 p0-t1-1
+      fabricctl lab status
+      fabricctl lab down
+    """
+
+
+@lab.command("up")
+@click.argument("topology_file", metavar="[TOPOLOGY]", required=False,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--planes", type=click.IntRange(1, 16), default=2, show_default=True)
+@click.option("--t1", type=click.IntRange(1), default=2, show_default=True, help="Spines per plane.")
+@click.option("--t0", type=click.IntRange(1), default=2, show_default=True, help="Leaves per plane.")
+@click.option("--hosts", type=click.IntRange(1), default=2, show_default=True, help="Hosts per leaf.")
+@click.option("--grpc-base-port", type=click.IntRange(1, 55000), default=50001, show_default=True,
+              help="gRPC port of the first switch (the others follow; thrift ports are 10000 above).")
+@_dir_option
+@click.option("--tag", default="", help="Prefix of the lab's interface names, to run two labs side by side.")
+@click.option("--pcap", is_flag=True, help="Write a pcap per switch port under DIR/pcap.")
+@click.option("--log-level", type=click.Choice(["trace", "debug", "info", "warn", "error", "off"]), default="warn",
+              show_default=True, help="bmv2's log level (DIR/<switch>.txt); 'debug' logs every packet.")
+@click.option("--no-install", is_flag=True, help="Start switches and hosts only: no pipeline, no plan.")
+@click.option("--cli", "run_cli", is_flag=True, help="Run in this process and open the Mininet CLI; leaving it "
+              "tears the lab down.")
+@_json_option
+@click.pass_context
+def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0: int, hosts: int, grpc_base_port: int,
+       lab_dir: Path, tag: str, pcap: bool, log_level: str, no_install: bool, run_cli: bool, as_json: bool) -> None:
+    """Start a lab: of TOPOLOGY (a topology YAML), or of the size the options give.
+
+    In the background by default: it prints the hosts' addresses and returns once every switch
+    holds its plan; `lab down` stops it. With --cli it runs in this process and leaving the
+    Mininet CLI tears it down. Global options apply: --program, --election-id, --timeout.
+
+    \b
+    Examples:
+      fabricctl lab up
+      fabricctl lab up --planes 4 --t1 2 --t0 3 --hosts 1 --dir /tmp/lab4
+      fabricctl --program eecmp_qp_hash lab up examples/two_plane_lab.yaml --cli
+      fabricctl lab up --pcap --log-level debug      # pcaps and per-packet logs in DIR
+    """
+    from mininet_labs.lab import Lab, LabError, default_topology, start_headless
+
+    if topology_file is not None:
+        model, problems = ops.check_topology(topology_file)
+        if model is None:
+            raise OpError(f"topology {topology_file} is invalid: {problems[0]}", ops.BAD_TOPOLOGY)
+    else:
+        model = default_topology(planes, t1, t0, hosts, grpc_base_port=grpc_base_port)
+    opts = dict(tag=tag, pcap=pcap, log_level=log_level, **_global(ctx))
+    try:
+        if run_cli:
+            running = Lab(model, lab_dir, **opts)  # type: ignore[arg-type]
+            try:
+                running.up(install=not no_install)
+                _print_up(running, as_json)
+                running.cli()
+            finally:
+                running.down()
+            return
+        attached = start_headless(model, lab_dir, install=not no_install, **opts)  # type: ignore[arg-type]
+    except LabError as e:
+        raise _lab_error(e) from None
+    _print_up(attached, as_json)
+
+
+def _print_up(running: Any, as_json: bool) -> None:
+    st = running.state
+    if as_json:
+        click.echo(json.dumps(running.status(), indent=2))
+        return
+    n_sw, n_h = len(st.switches), len(st.hosts)
+    click.echo(f"lab up in {st.timings.get('up_s', 0):.1f}s: {n_sw} switches, {n_h} hosts, {running.program} "
+               f"({', '.join(f'{k} {v}s' for k, v in st.timings.items() if k != 'up_s')})")
+    click.echo(f"  dir: {st.lab_dir} (switch logs <switch>.txt, state {Path(st.lab_dir).name}/lab-state.json)")
+    for name in running.hosts:
+        nics = ", ".join(f"{n.intf} {n.v6}" for n in running.host(name).nics)
+        click.echo(f"  {name}: {nics}")
+    click.echo(f"  export FABRIC_TOPOLOGY={running.topology_path}   # fabricctl status / fail / restore on the lab")
+    if running.net is None:
+        click.echo("  next: fabricctl lab traffic; fabricctl lab down")
+
+
+@lab.command("down")
+@_dir_option
+@_json_option
+def down(lab_dir: Path, as_json: bool) -> None:
+    """Stop the lab in DIR and remove every process and interface it made (also after a crash).
+
+    Stops the lab's process, then anything still carrying the lab's mark (host shells, whose
+    namespaces and veths go with them, switches, commands run in hosts) and the switch-port
+    interfaces the lab names. Nothing else is touched; logs stay in DIR. Exit 1 if something
+    of the lab's is left.
+
+    \b
+    Example:
+      fabricctl lab down --dir /tmp/srv6-fabric-lab
+    """
+    from mininet_labs.lab import cleanup
+
+    report = cleanup(lab_dir)
+    if as_json:
+        click.echo(json.dumps({"clean": report.clean, "killed": report.killed, "deleted_intfs": report.deleted_intfs,
+                               "leftover_pids": report.leftover_pids, "leftover_intfs": report.leftover_intfs}))
+    elif report.clean:
+        click.echo(f"lab down: {len(report.killed)} processes stopped, {len(report.deleted_intfs)} stray interfaces "
+                   f"removed; logs kept in {lab_dir}")
+    if not report.clean:
+        raise OpError(f"lab down left {len(report.leftover_pids)} processes ({report.leftover_pids[:5]}) and "
+                      f"{len(report.leftover_intfs)} interfaces ({report.leftover_intfs[:5]})", ops.SWITCH_ERROR)
+
+
+@lab.command("status")
+@_dir_option
+@click.option("--check", is_flag=True, help="Also read every switch and compare it with the plan.")
+@_json_option
+@click.pass_context
+def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> None:
+    """The lab's processes, hosts and (with --check) whether each switch holds its plan.
+
+    Exit 1 if a switch or host process is gone.
+
+    \b
+    Examples:
+      fabricctl lab status
+      fabricctl lab status --check --json
+    """
+    from mininet_labs.lab import Lab, LabError
+
+    try:
+        running = Lab.attach(lab_dir)
+    except LabError as e:
+        raise OpError(str(e), ops.SWITCH_ERROR) from None
+    doc = running.status()
+    if check:
+        outcomes = running.install(dry_run=True, push="never")
+        doc["plan"] = {n: ({"in_sync": not o.delta, "missing": len(o.delta.inserts), "extra": len(o.delta.deletes),
+                            "differing": len(o.delta.modifies)} if o.ok and o.delta is not None else {"error": o.error})
+                       for n, o in outcomes.items()}
+    dead = [n for n, s in doc["switches"].items() if not s["alive"]] + [n for n, h in doc["hosts"].items() if not h["alive"]]
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        click.echo(f"lab {doc['lab_dir']}: {doc['phase']}, pid {doc['pid']} {'alive' if doc['pid_alive'] else 'gone'}, "
+                   f"{doc['intfs_present']}/{doc['intfs']} switch ports present")
+        for n, s in doc["switches"].items():
+            plan = doc.get("plan", {}).get(n)
+            sync = "" if plan is None else ("  in sync" if plan.get("in_sync") else f"  {plan}")
+            click.echo(f"  {n}: pid {s['pid']} {'up' if s['alive'] else 'DOWN'}, {s['grpc']} device {s['device_id']}{sync}")
+        for n, h in doc["hosts"].items():
+            click.echo(f"  {n}: pid {h['pid']} {'up' if h['alive'] else 'DOWN'}; " + "; ".join(h["nics"]))
+    if dead:
+        raise click.exceptions.Exit(ops.SWITCH_ERROR)
+
+
+@lab.command("traffic")
+@_dir_option
+@click.option("--pair", "pairs", nargs=2, multiple=True, metavar="SRC DST",
+              help="A sender and a receiver (repeatable; default: every ordered pair of hosts).")
+@click.option("--qps", type=click.IntRange(1), default=4, show_default=True, help="QPs per sender and destination.")
+@click.option("--messages", type=click.IntRange(1), default=8, show_default=True,
+              help="Messages per destination, round-robined over the QPs.")
+@click.option("--message-size", type=click.IntRange(1), default=1024, show_default=True)
+@click.option("--mtu", type=click.IntRange(64), default=1024, show_default=True, help="Payload bytes per packet.")
+@click.option("--verb", type=click.Choice(["send", "write"]), default="send", show_default=True)
+@click.option("--plane-mode", type=click.Choice(["packet", "qp"]), default="packet", show_default=True,
+              help="Choose the plane per packet (round-robin) or per QP.")
+@click.option("--planes", help="Comma-separated planes to use (default: all).")
+@click.option("--rate", type=click.FloatRange(0), default=1000.0, show_default=True,
+              help="Packets per second per sender (0: unpaced).")
+@_json_option
+def traffic(lab_dir: Path, pairs: tuple[tuple[str, str], ...], qps: int, messages: int, message_size: int, mtu: int,
+            verb: str, plane_mode: str, planes: str | None, rate: float, as_json: bool) -> None:
+    """Send RoCEv2 RC traffic between lab hosts and report, per pair and plane, what arrived.
+
+    One sender per source host and one receiver per destination run in the hosts' namespaces;
+    each receiver checks every ICRC and counts per sender and QP. Exit 1 when a packet was
+    lost or duplicated, or arrived with a bad ICRC or on another plane.
+
+    \b
+    Examples:
+      fabricctl lab traffic                              # every ordered host pair
+      fabricctl lab traffic --pair h0 h3 --pair h3 h0 --qps 16 --messages 256
+      fabricctl lab traffic --verb write --message-size 4096 --plane-mode qp --json
+    """
+    from mininet_labs.lab import Lab, LabError
+
+    try:
+        running = Lab.attach(lab_dir)
+        report = running.traffic(list(pairs) or None, qps=qps, messages=messages, message_size=message_size, mtu=mtu,
+                                 verb=verb, plane_mode=plane_mode,  # type: ignore[arg-type]
+                                 planes=None if not planes else [int(p) for p in planes.split(",")], rate=rate)
+    except LabError as e:
+        raise OpError(str(e), ops.SWITCH_ERROR) from None
+    except ValueError as e:
+        raise OpError(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        t = report.totals()
+        click.echo(f"traffic: {t['sent']} sent, {t['received']} received, {t['lost']} lost, {t['duplicated']} duplicated, "
+                   f"{t['reordered']} reordered, {t['icrc_bad']} bad ICRC in {report.seconds:.1f}s")
+        for p in report.pairs():
+            mark = "ok" if p.received == p.sent else "LOSS"
+            click.echo(f"  {p.src} -> {p.dst} plane {p.plane}: {p.received}/{p.sent} {mark}")
+        for line in report.problems():
+            click.echo(f"error: {line}", err=True)
+    if not report.ok:
+        raise click.exceptions.Exit(ops.SWITCH_ERROR)
