@@ -818,6 +818,13 @@ def p4_compile(programs: tuple[str, ...], out_dir: Path, as_json: bool) -> None:
                                            "warnings": r.warnings} for r in done})
 
 
+# --- lab (mininet_labs.cli imports Mininet only when a lab command runs) ---------------------
+
+from mininet_labs.cli import lab as _lab  # noqa: E402
+
+cli.add_command(_lab)
+
+
 def main() -> None:
     """The `fabricctl` console script."""
     cli(prog_name="fabricctl")
