@@ -307,8 +307,7 @@ class Lab:
         from mininet.net import Mininet
         from mininet.node import Host
 
-        if os.environ.get("SRV6_LAB_VERBOSE") is None:
-            setLogLevel("warning")
+        setLogLevel(os.environ.get("SRV6_LAB_MININET_LOG", "output"))  # "output": what the CLI prints, no chatter
         pcap_dir = self.dir / "pcap" if self.pcap else None
         topo = FabricTopo(self.model, tag=self.tag, lab_dir=self.dir, pcap_dir=pcap_dir, log_level=self.log_level)
         self.state.intfs = all_intfs(self.model, self.tag)
