@@ -1,0 +1,217 @@
+"""Table entries per second into one simple_switch_grpc: this client's batched writes against
+p4runtime-shell's one update per request and against a raw loop of pre-encoded batched
+WriteRequests on a plain gRPC stub, on the same switch in the same run.
+
+Each case starts from a freshly pushed srv6_spray pipeline (empty tables) and inserts the same
+`--entries` entries, in turn a routes_v6 /128 (set_next_hop), a pinned_path (encap_carrier) and a
+spray_dest /64 (set_spray), since each table holds at most 4096; the switch is read back after
+each case and must hold exactly those entries. Prints one JSON document: entries/s per case, the
+time encoding alone takes, and the ratios (aim: this client >= 10x p4runtime-shell and >= 0.8 of
+the raw loop). Needs root and simple_switch_grpc. Not a test: nothing here asserts a time.
+
+    python3 bench/install_rate.py [--entries 10000] [--batch-size 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import queue
+from collections import Counter
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import grpc  # noqa: E402
+from google.protobuf import __version__ as protobuf_version  # noqa: E402
+from google.protobuf.internal import api_implementation  # noqa: E402
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc  # noqa: E402
+
+from controller import codec  # noqa: E402
+from controller.codec import canonical  # noqa: E402
+from controller.entries import Exact, Lpm, TableEntry  # noqa: E402
+from controller.p4info import P4Info  # noqa: E402
+from controller.p4rt import SwitchConnection  # noqa: E402
+from controller.toolchain import Artifacts, find_binary  # noqa: E402
+from mininet_labs.nsswitch import NetnsSwitch  # noqa: E402
+
+ROUTES = "IngressPipe.routing.routes_v6"  # host /128 -> set_next_hop(port, smac, dmac)
+PINNED = "IngressPipe.headend.pinned_path"  # (dst_addr, dest_qp) -> encap_carrier(carrier, path_index)
+SPRAY_DEST = "IngressPipe.headend.spray_dest"  # leaf /64 -> set_spray(mode, dst_usids)
+TABLES = (ROUTES, PINNED, SPRAY_DEST)  # entry i goes to TABLES[i % 3]
+TABLE_SIZE = 4096  # each of them (srv6_spray.p4); bmv2 refuses an entry beyond it
+PORTS = (1, 2, 3, 4)
+DEVICE_ID = 1
+ELECTION_ID = 1  # every case arbitrates with (high 0, low 1), one case at a time
+HOSTS = int(ipaddress.IPv6Address("fd00:1::"))
+LEAVES = int(ipaddress.IPv6Address("fd00:2::"))
+CARRIER = int(ipaddress.IPv6Address("fcbb:bb00:1001:1403:1fff::"))
+
+
+def v6(value: int) -> str:
+    return str(ipaddress.IPv6Address(value))
+
+
+def fields(i: int) -> tuple[str, dict[str, str], str, dict[str, str]]:
+    """Entry i as strings: (table, match field -> value, action, parameter -> value)."""
+    k = i // len(TABLES)
+    table = TABLES[i % len(TABLES)]
+    if table == ROUTES:
+        port = PORTS[k % len(PORTS)]
+        mac = f"02:bb:00:00:{k >> 8 & 0xFF:02x}:{k & 0xFF:02x}"
+        return table, {"dst_addr": f"{v6(HOSTS + k + 1)}/128"}, "IngressPipe.routing.set_next_hop", {
+            "port": str(port), "smac": f"02:aa:00:00:00:{port:02x}", "dmac": mac}
+    if table == PINNED:
+        return table, {"dst_addr": v6(HOSTS + k + 1), "dest_qp": str(0x100 + k)}, "IngressPipe.headend.encap_carrier", {
+            "carrier": v6(CARRIER | (k & 0xFFFF) << 48), "path_index": str(k & 0xFFFF)}
+    return table, {"dst_addr": f"{v6(LEAVES + (k << 64))}/64"}, "IngressPipe.headend.set_spray", {
+        "mode": str(k % 3), "dst_usids": str(0x1400_1FFF + (k << 16 & 0x3FF0000))}
+
+
+def entries(n: int) -> list[TableEntry]:
+    """The n entries as the controller's planner writes them (addresses and MACs as strings)."""
+    out = []
+    for i in range(n):
+        table, match, action, params = fields(i)
+        keys = tuple((f, Lpm(v.split("/")[0], int(v.split("/")[1])) if "/" in v else Exact(_value(v)))
+                     for f, v in match.items())
+        out.append(TableEntry(table, keys, action, tuple((p, _value(v)) for p, v in params.items())))
+    return out
+
+
+def _value(text: str) -> int | str:
+    return int(text) if text.isdigit() else text
+
+
+def reset(address: str, artifacts: Artifacts) -> None:
+    """A fresh pipeline: the switch's tables are empty."""
+    with SwitchConnection("reset", address, DEVICE_ID, ELECTION_ID) as conn:
+        conn.set_pipeline(artifacts)
+
+
+def held(address: str, p4info: P4Info) -> list:
+    """Every entry the switch holds (in the controller's canonical form)."""
+    with SwitchConnection("check", address, DEVICE_ID, ELECTION_ID, p4info=p4info) as conn:
+        return conn.read_entries()
+
+
+def rate(n: int, seconds: float) -> dict:
+    return {"entries": n, "seconds": round(seconds, 3), "entries_per_s": round(n / seconds, 1)}
+
+
+# --- the three clients -----------------------------------------------------------------------
+
+def this_client(address: str, p4info: P4Info, todo: list[TableEntry], batch_size: int) -> float:
+    """SwitchConnection.write: encoding and checking every entity, then batched WriteRequests."""
+    with SwitchConnection("bench", address, DEVICE_ID, ELECTION_ID, p4info=p4info) as conn:
+        start = time.perf_counter()
+        conn.write([("INSERT", e) for e in todo], batch_size=batch_size)
+        return time.perf_counter() - start
+
+
+def p4runtime_shell(address: str, artifacts: Artifacts, n: int) -> float:
+    """p4runtime-shell's TableEntry API: one entry built and inserted (one WriteRequest) at a time."""
+    import p4runtime_sh.shell as sh
+
+    sh.setup(device_id=DEVICE_ID, grpc_addr=address, election_id=(0, ELECTION_ID), verbose=False,
+             config=sh.FwdPipeConfig(str(artifacts.p4info), str(artifacts.bmv2_json)))
+    try:
+        start = time.perf_counter()
+        for i in range(n):
+            table, match, action, params = fields(i)
+            te = sh.TableEntry(table)(action=action)
+            for name, value in match.items():
+                te.match[name] = value
+            for name, value in params.items():
+                te.action[name] = value
+            te.insert()
+        return time.perf_counter() - start
+    finally:
+        sh.teardown()
+
+
+def raw_loop(address: str, p4info: P4Info, todo: list[TableEntry], batch_size: int) -> float:
+    """Pre-encoded WriteRequests of batch_size updates each, written one after the other on a
+    plain stub (after arbitration on a stream of its own); only the Write loop is timed."""
+    election = p4runtime_pb2.Uint128(high=0, low=ELECTION_ID)
+    updates = [p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT, entity=codec.encode_entity(e, p4info))
+               for e in todo]
+    requests = [p4runtime_pb2.WriteRequest(device_id=DEVICE_ID, election_id=election,
+                                           updates=updates[i:i + batch_size])
+                for i in range(0, len(updates), batch_size)]
+    outgoing: queue.Queue = queue.Queue()
+    with grpc.insecure_channel(address) as channel:
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        stream = stub.StreamChannel(iter(outgoing.get, None))
+        arbitration = p4runtime_pb2.StreamMessageRequest()
+        arbitration.arbitration.device_id = DEVICE_ID
+        arbitration.arbitration.election_id.CopyFrom(election)
+        outgoing.put(arbitration)
+        answer = next(stream)
+        if answer.arbitration.status.code != 0:
+            raise RuntimeError(f"raw loop: not primary: {answer.arbitration.status.message}")
+        try:
+            start = time.perf_counter()
+            for request in requests:
+                stub.Write(request, timeout=60)
+            return time.perf_counter() - start
+        finally:
+            outgoing.put(None)
+            stream.cancel()
+
+
+# --- main ------------------------------------------------------------------------------------
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=10000)
+    parser.add_argument("--batch-size", type=int, default=500, help="updates per WriteRequest (cases 1 and 3)")
+    args = parser.parse_args()
+    if not 0 < args.entries <= len(TABLES) * TABLE_SIZE:
+        parser.error(f"--entries must be 1..{len(TABLES) * TABLE_SIZE} (three tables of {TABLE_SIZE} entries)")
+    if find_binary("simple_switch_grpc") is None or os.geteuid() != 0:
+        print(json.dumps({"skipped": "needs root and simple_switch_grpc"}))
+        return 2
+    artifacts = Artifacts.of("srv6_spray")
+    p4info = P4Info.load(artifacts.p4info)
+    todo = entries(args.entries)
+    expected = Counter(canonical(e, p4info) for e in todo)
+    cases = {
+        "switch_connection_batched": lambda a: this_client(a, p4info, todo, args.batch_size),
+        "p4runtime_shell_one_per_request": lambda a: p4runtime_shell(a, artifacts, args.entries),
+        "raw_grpc_batched": lambda a: raw_loop(a, p4info, todo, args.batch_size),
+    }
+    results: dict = {}
+    with NetnsSwitch(f"inst{os.getpid()}", ports=PORTS, device_id=DEVICE_ID) as switch:
+        address = switch.grpc_address
+        for name, run in cases.items():
+            reset(address, artifacts)
+            seconds = run(address)
+            found = Counter(held(address, p4info))
+            if found != expected:
+                raise SystemExit(f"{name}: the switch holds {sum((found - expected).values())} entries too many "
+                                 f"and lacks {sum((expected - found).values())}")
+            results[name] = rate(args.entries, seconds)
+    start = time.perf_counter()
+    for e in todo:
+        codec.encode_entity(e, p4info)
+    # where this client's time goes: encoding alone, no switch (protobuf's pure-Python messages)
+    results["encode_only_seconds"] = round(time.perf_counter() - start, 3)
+    ours = results["switch_connection_batched"]["entries_per_s"]
+    results["ratio_vs_p4runtime_shell"] = round(ours / results["p4runtime_shell_one_per_request"]["entries_per_s"], 2)
+    results["ratio_vs_raw_grpc"] = round(ours / results["raw_grpc_batched"]["entries_per_s"], 3)
+    results["aim"] = {"ratio_vs_p4runtime_shell": ">= 10", "ratio_vs_raw_grpc": ">= 0.8"}
+    results["config"] = {"entries": args.entries, "batch_size": args.batch_size,
+                         "tables": {t: len(range(i, args.entries, len(TABLES))) for i, t in enumerate(TABLES)},
+                         "program": "srv6_spray", "grpc": "unix socket", "cpus": os.cpu_count(),
+                         "protobuf": f"{protobuf_version} ({api_implementation.Type()})"}
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
