@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import select
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -12,16 +11,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpc
 
 from controller.toolchain import find_binary
 from mininet_labs import netns
+from mininet_labs.bmv2proc import SwitchStartError, stop_process, wait_grpc_ready
 
 CPU_PORT = 255
 
 
-class SwitchStartError(RuntimeError):
-    """simple_switch_grpc did not come up; the message carries the tail of its log."""
 
 
 @dataclass
@@ -88,43 +85,18 @@ class NetnsSwitch:
         return self
 
     def _wait_ready(self, timeout: float) -> None:
-        channel = grpc.insecure_channel(self.grpc_address)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                if self._proc is not None and self._proc.poll() is not None:
-                    raise SwitchStartError(f"simple_switch_grpc exited with {self._proc.returncode}: "
-                                           f"{self._log_tail()}")
-                try:
-                    grpc.channel_ready_future(channel).result(timeout=0.5)
-                    return
-                except grpc.FutureTimeoutError:
-                    if time.monotonic() > deadline:
-                        raise SwitchStartError(f"no gRPC server at {self.grpc_address} after "
-                                               f"{timeout:.0f}s: {self._log_tail()}")
-        finally:
-            channel.close()
+        wait_grpc_ready(self.grpc_address, self._proc, time.monotonic() + timeout, self.ns, self._logs())
 
-    def _log_tail(self) -> str:
+    def _logs(self) -> tuple[Path, ...]:
         assert self.workdir is not None
-        text = ""
-        for name in ("stderr.log", "bmv2.log"):
-            path = self.workdir / name
-            if path.exists():
-                text += path.read_text(errors="replace")[-800:]
-        return " | ".join(text.strip().splitlines()[-5:])
+        return (self.workdir / "stderr.log", self.workdir / "bmv2.log")
 
     def stop(self) -> None:
         for sock in self._socks.values():
             sock.close()
         self._socks = {}
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        if self._proc is not None:
+            stop_process(self._proc.pid, self._proc, grace=5.0)
         self._proc = None
         netns.delete_netns(self.ns)
         if self._own_workdir and self.workdir is not None:

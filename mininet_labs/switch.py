@@ -10,8 +10,6 @@ Everything it writes goes under the lab directory: `<name>.txt` (bmv2's log), `<
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import time
@@ -19,9 +17,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import grpc
 
 from controller.toolchain import find_binary
+from mininet_labs.bmv2proc import SwitchStartError, log_tail, stop_process, wait_grpc_ready
 from mininet_labs._mininet import load
 
 load()
@@ -31,8 +29,6 @@ CPU_PORT = 255
 THRIFT_OFFSET = 10000  # thrift port = gRPC port + this, unless given
 
 
-class SwitchStartError(RuntimeError):
-    """simple_switch_grpc did not come up; the message names the switch and ends with its log's tail."""
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -148,28 +144,10 @@ class Bmv2Switch(Switch):
     def wait_ready(self, deadline: float | None = None) -> None:
         """Wait until the gRPC server accepts connections; SwitchStartError with the log's tail otherwise."""
         deadline = deadline if deadline is not None else time.monotonic() + self.start_timeout
-        channel = grpc.insecure_channel(self.grpc_addr)
-        try:
-            while True:
-                if self.proc is None or self.proc.poll() is not None:
-                    code = None if self.proc is None else self.proc.returncode
-                    raise SwitchStartError(f"{self.name}: simple_switch_grpc exited ({code}): {self.log_tail()}")
-                try:
-                    grpc.channel_ready_future(channel).result(timeout=0.25)
-                    return
-                except grpc.FutureTimeoutError:
-                    if time.monotonic() > deadline:
-                        raise SwitchStartError(f"{self.name}: no gRPC server at {self.grpc_addr} after "
-                                               f"{self.start_timeout:.0f}s: {self.log_tail()}") from None
-        finally:
-            channel.close()
+        wait_grpc_ready(self.grpc_addr, self.proc, deadline, self.name, (self.out_path, self.log_path))
 
     def log_tail(self, lines: int = 5) -> str:
-        text = ""
-        for path in (self.out_path, self.log_path):
-            if path.exists():
-                text += path.read_text(errors="replace")[-1000:]
-        return " | ".join(text.strip().splitlines()[-lines:]) or "(no output)"
+        return log_tail((self.out_path, self.log_path), lines)
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's name)
         """Terminate simple_switch_grpc (SIGTERM, then SIGKILL), then Mininet's own stop."""
@@ -178,33 +156,3 @@ class Bmv2Switch(Switch):
             self.proc = None
         super().stop(deleteIntfs)
 
-
-def stop_process(pid: int, proc: subprocess.Popen[bytes] | None = None, grace: float = 3.0) -> None:
-    """SIGTERM a process, SIGKILL it after `grace` seconds; reap it if it is our child."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    end = time.monotonic() + grace
-    while time.monotonic() < end:
-        if proc is not None:
-            if proc.poll() is not None:
-                return
-        elif not _alive(pid):
-            return
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    if proc is not None:
-        proc.wait()
-
-
-def _alive(pid: int) -> bool:
-    """True while a process exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False

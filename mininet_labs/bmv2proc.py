@@ -1,0 +1,80 @@
+"""The simple_switch_grpc process: waiting for its gRPC server, the tail of its logs, stopping it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import grpc
+
+
+class SwitchStartError(RuntimeError):
+    """simple_switch_grpc did not come up; the message carries the tail of its log."""
+
+
+def log_tail(paths: Iterable[Path], lines: int = 5) -> str:
+    """The last lines of a switch's logs, joined on one line for an error message."""
+    text = ""
+    for path in paths:
+        if path.exists():
+            text += path.read_text(errors="replace")[-1000:]
+    return " | ".join(text.strip().splitlines()[-lines:]) or "(no output)"
+
+
+def wait_grpc_ready(address: str, proc: subprocess.Popen | None, deadline: float, who: str,
+                    logs: Iterable[Path]) -> None:
+    """Return once the gRPC server at `address` accepts connections.
+
+    SwitchStartError, with the logs' tail, if the process exits or `deadline`
+    (time.monotonic()) passes first.
+    """
+    logs = list(logs)
+    channel = grpc.insecure_channel(address)
+    try:
+        while True:
+            if proc is None or proc.poll() is not None:
+                code = None if proc is None else proc.returncode
+                raise SwitchStartError(f"{who}: simple_switch_grpc exited ({code}): {log_tail(logs)}")
+            try:
+                grpc.channel_ready_future(channel).result(timeout=0.25)
+                return
+            except grpc.FutureTimeoutError:
+                if time.monotonic() > deadline:
+                    raise SwitchStartError(f"{who}: no gRPC server at {address}: {log_tail(logs)}") from None
+    finally:
+        channel.close()
+
+
+def alive(pid: int) -> bool:
+    """True while a process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def stop_process(pid: int, proc: subprocess.Popen | None = None, grace: float = 3.0) -> None:
+    """SIGTERM a process, SIGKILL it after `grace` seconds; reap it if it is our child."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        if proc is not None:
+            if proc.poll() is not None:
+                return
+        elif not alive(pid):
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    if proc is not None:
+        proc.wait()
