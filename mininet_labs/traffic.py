@@ -31,7 +31,7 @@ import sys
 import time
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -164,10 +164,24 @@ def roce_frame(smac: str, dmac: str, src: str, dst: str, opcode: int, qp: int, p
     return _mac(dmac) + _mac(smac) + struct.pack("!H", ETH_IPV6) + ip + udp + body + crc
 
 
+def roce_frame_v4(smac: str, dmac: str, src: str, dst: str, opcode: int, qp: int, psn: int, payload: bytes, *,
+                  sport: int = 49152, tos: int = 0, ttl: int = 64, ident: int = 1) -> bytes:
+    """Ethernet / IPv4 (DF) / UDP 4791 (checksum 0, as RoCEv2 NICs send it) / BTH / payload / ICRC."""
+    body = bth(opcode, qp, psn) + payload
+    udp_len = 8 + len(body) + 4
+    s, d = socket.inet_pton(socket.AF_INET, src), socket.inet_pton(socket.AF_INET, dst)
+    ip = struct.pack("!BBHHHBBH", 0x45, tos, 20 + udp_len, ident & 0xFFFF, 0x4000, ttl, 17, 0) + s + d
+    ip = ip[:10] + struct.pack("!H", 0xFFFF - _csum16(ip)) + ip[12:]
+    udp = struct.pack("!HHHH", sport, ROCE_PORT, udp_len, 0)
+    crc = icrc(ip + udp + body + b"\x00" * 4)
+    return _mac(dmac) + _mac(smac) + struct.pack("!H", ETH_IPV4) + ip + udp + body + crc
+
+
 @dataclass(frozen=True)
 class Tag:
     """What the first payload bytes of every packet say: sender, message, packet in it, plane,
-    and the QP's packet total and start PSN (so a receiver knows what to expect)."""
+    the QP's packet total and start PSN (so a receiver knows what to expect), and when it was sent
+    (CLOCK_MONOTONIC ns: one clock for every namespace of a machine)."""
 
     sender: str
     qp: int
@@ -176,20 +190,21 @@ class Tag:
     plane: int
     total: int
     start_psn: int
+    sent_ns: int = 0
 
-    FMT = "!4sB32sIIHBII"
+    FMT = "!4sB32sIIHBIIQ"
     SIZE = struct.calcsize(FMT)
 
     def pack(self) -> bytes:
         return struct.pack(self.FMT, MAGIC, len(self.sender), self.sender.encode()[:32], self.qp, self.msg,
-                           self.index, self.plane, self.total, self.start_psn)
+                           self.index, self.plane, self.total, self.start_psn, self.sent_ns)
 
     @classmethod
     def unpack(cls, data: bytes) -> Tag | None:
         if len(data) < cls.SIZE or data[:4] != MAGIC:
             return None
-        _, n, name, qp, msg, index, plane, total, start = struct.unpack(cls.FMT, data[:cls.SIZE])
-        return cls(name[:n].decode(errors="replace"), qp, msg, index, plane, total, start)
+        _, n, name, qp, msg, index, plane, total, start, sent = struct.unpack(cls.FMT, data[:cls.SIZE])
+        return cls(name[:n].decode(errors="replace"), qp, msg, index, plane, total, start, sent)
 
 
 # --- sending ------------------------------------------------------------------------------------
@@ -212,6 +227,10 @@ class SendSpec:
     qp_base: int = 0x100
     start_psn: int = 0  # QP k starts at start_psn + k * 0x1000 (mod 2**24)
     rate: float = 2000.0  # packets per second at most (0: as fast as possible)
+    sport: int | None = None  # one UDP source port for every QP (None: one per QP, 0xC000 | qp)
+    ipv4: bool = False  # IPv4 RoCEv2 (what eecmp_qp_hash's plan routes) instead of IPv6
+    rehome: bool = False  # plane_mode qp: move a QP off its plane while that NIC has no carrier
+    dead_planes_file: str | None = None  # planes to leave (whitespace-separated), re-read when it changes
 
     def packets_per_message(self) -> int:
         return max(1, -(-self.message_size // self.mtu))
@@ -235,6 +254,9 @@ class SendResult:
     sent: int
     seconds: float
     qps: list[QpSent]
+    start_ns: int = 0  # CLOCK_MONOTONIC when sending began and ended
+    end_ns: int = 0
+    plane_changes: list[dict[str, Any]] = field(default_factory=list)  # {t_ns, live}: when the usable planes changed
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -242,11 +264,17 @@ class SendResult:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> SendResult:
         qps = [QpSent(**{**q, "per_plane": {int(k): v for k, v in q["per_plane"].items()}}) for q in doc["qps"]]
-        return cls(doc["host"], doc["sent"], doc["seconds"], qps)
+        return cls(doc["host"], doc["sent"], doc["seconds"], qps, doc.get("start_ns", 0), doc.get("end_ns", 0),
+                   doc.get("plane_changes", []))
 
 
-def plan_packets(spec: SendSpec, topo: Topology) -> Iterator[tuple[HostNic, bytes, QpSent]]:
-    """Every frame the spec sends, in sending order, with the NIC it leaves from and its QP record."""
+def plan_packets(spec: SendSpec, topo: Topology, *, live: Callable[[], Sequence[int]] | None = None,
+                 pace: Callable[[], None] | None = None) -> Iterator[tuple[HostNic, bytes, QpSent]]:
+    """Every frame the spec sends, in sending order, with the NIC it leaves from and its QP record.
+
+    Frames are built as they are asked for: `pace()` (if given) runs first, so the tag's send time is
+    the packet's. `live()` gives the planes usable now: a QP whose plane is not among them is re-homed
+    onto them (QP k onto live[k % len(live)]), and back once its plane is usable again."""
     mine = {n.plane: n for n in host_nics(topo, spec.host)}
     planes = sorted(mine) if spec.planes is None else list(spec.planes)
     missing = [p for p in planes if p not in mine]
@@ -269,14 +297,25 @@ def plan_packets(spec: SendSpec, topo: Topology) -> Iterator[tuple[HostNic, byte
             q = qps[k]
             q.messages += 1
             for i in range(per_msg):
+                if pace is not None:
+                    pace()
                 opcode = only if per_msg == 1 else first if i == 0 else last if i == per_msg - 1 else middle
                 plane = planes[sent_packets % len(planes)] if spec.plane_mode == "packet" else planes[k % len(planes)]
+                if live is not None:
+                    usable = [p for p in planes if p in live()]
+                    if usable and plane not in usable:
+                        plane = usable[(sent_packets if spec.plane_mode == "packet" else k) % len(usable)]
                 src, peer = mine[plane], theirs[plane]
-                tag = Tag(spec.host, q.qp, m, i, plane, counts[k], q.start_psn).pack()
+                tag = Tag(spec.host, q.qp, m, i, plane, counts[k], q.start_psn, time.monotonic_ns()).pack()
                 reth = struct.pack("!QII", 0x1000 * m, 0x1234, spec.message_size) if opcode in RETH_OPCODES else b""
                 payload = (reth + tag).ljust(spec.mtu if i < per_msg - 1 else _last_len(spec), b"\x00")
-                frame = roce_frame(src.mac, src.gateway_mac, src.v6, peer.v6, opcode, q.qp, psn[k], payload,
-                                   sport=0xC000 | (q.qp & 0x3FFF))
+                sport = spec.sport if spec.sport is not None else 0xC000 | (q.qp & 0x3FFF)
+                if spec.ipv4:
+                    frame = roce_frame_v4(src.mac, src.gateway_mac, src.v4, peer.v4, opcode, q.qp, psn[k], payload,
+                                          sport=sport, ident=sent_packets)
+                else:
+                    frame = roce_frame(src.mac, src.gateway_mac, src.v6, peer.v6, opcode, q.qp, psn[k], payload,
+                                       sport=sport)
                 psn[k] = (psn[k] + 1) & PSN_MASK
                 q.packets += 1
                 q.per_plane[plane] = q.per_plane.get(plane, 0) + 1
@@ -290,6 +329,64 @@ def _last_len(spec: SendSpec) -> int:
     return max(Tag.SIZE + RETH_LEN, -(-rest // 4) * 4)
 
 
+SIOCGIFFLAGS = 0x8913
+IFF_UP, IFF_RUNNING = 0x1, 0x40
+
+
+def carrier(intf: str) -> bool:
+    """Whether a NIC of this namespace is up with carrier (IFF_UP and IFF_RUNNING, by ioctl: /sys shows
+    the namespace it was mounted in, not ours)."""
+    import fcntl
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            res = fcntl.ioctl(s.fileno(), SIOCGIFFLAGS, struct.pack("16sH14x", intf.encode()[:15], 0))
+        except OSError:
+            return False
+    flags = struct.unpack_from("16sH", res)[1]
+    return flags & (IFF_UP | IFF_RUNNING) == IFF_UP | IFF_RUNNING
+
+
+class PlaneWatch:
+    """The planes a sender may use now: those whose NIC has carrier and that no `dead_planes_file`
+    names; looked at most every `every` seconds. Records when the usable set changed."""
+
+    def __init__(self, nics: dict[int, HostNic], dead_planes_file: str | None, every: float = 0.002) -> None:
+        self.nics, self.file, self.every = nics, dead_planes_file, every
+        self._at = -1.0
+        self._mtime: float | None = None
+        self._told: frozenset[int] = frozenset()
+        self._live: tuple[int, ...] = tuple(sorted(nics))
+        self.changes: list[dict[str, Any]] = []
+
+    def _read_told(self) -> None:
+        if not self.file:
+            return
+        try:
+            mtime = os.stat(self.file).st_mtime_ns
+        except OSError:
+            mtime, told = None, frozenset()
+        else:
+            if mtime == self._mtime:
+                return
+            try:
+                told = frozenset(int(x) for x in Path(self.file).read_text().split())
+            except (OSError, ValueError):
+                return
+        self._mtime, self._told = mtime, told
+
+    def __call__(self) -> tuple[int, ...]:
+        now = time.monotonic()
+        if now - self._at >= self.every:
+            self._at = now
+            self._read_told()
+            live = tuple(p for p, n in sorted(self.nics.items()) if p not in self._told and carrier(n.intf))
+            if live != self._live:
+                self._live = live
+                self.changes.append({"t_ns": time.monotonic_ns(), "live": list(live)})
+        return self._live
+
+
 def send(spec: SendSpec) -> SendResult:
     """Send the spec's packets from this namespace's NICs (raw AF_PACKET sockets); paced by spec.rate."""
     from controller.topology import load
@@ -298,25 +395,33 @@ def send(spec: SendSpec) -> SendResult:
     socks: dict[str, socket.socket] = {}
     records: dict[tuple[str, int], QpSent] = {}
     gap = 1.0 / spec.rate if spec.rate > 0 else 0.0
+    watch = None
+    if spec.rehome or spec.dead_planes_file:
+        watch = PlaneWatch({n.plane: n for n in host_nics(topo, spec.host)}, spec.dead_planes_file)
     start = time.monotonic()
+    start_ns = time.monotonic_ns()
     sent = 0
+
+    def pace() -> None:
+        if gap:
+            wait = start + sent * gap - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+
     try:
-        for nic, frame, q in plan_packets(spec, topo):
+        for nic, frame, q in plan_packets(spec, topo, live=watch, pace=pace):
             sock = socks.get(nic.intf)
             if sock is None:
                 sock = socks[nic.intf] = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
                 sock.bind((nic.intf, 0))
-            if gap:
-                wait = start + sent * gap - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
             _send_all(sock, frame)
             records[q.dst, q.qp] = q
             sent += 1
     finally:
         for s in socks.values():
             s.close()
-    return SendResult(spec.host, sent, round(time.monotonic() - start, 3), list(records.values()))
+    return SendResult(spec.host, sent, round(time.monotonic() - start, 3), list(records.values()), start_ns,
+                      time.monotonic_ns(), watch.changes if watch is not None else [])
 
 
 def _send_all(sock: socket.socket, frame: bytes) -> None:
@@ -344,6 +449,7 @@ class RecvSpec:
     expect: int = 0
     timeout: float = 30.0
     ready_file: str | None = None
+    timeline_ms: float = 0.0  # >0: count good packets per plane in bins of this many ms (RecvResult.timeline)
 
 
 @dataclass
@@ -360,6 +466,29 @@ class QpStats:
     icrc_bad: int = 0
     wrong_plane: int = 0  # arrived on another plane's NIC than it was sent on
     per_plane: dict[int, int] = field(default_factory=dict)
+    gaps: list[Gap] = field(default_factory=list)  # runs of lost packets, in sequence order
+
+    @property
+    def loss_window_ms(self) -> float | None:
+        """The longest gap between the last packet before a loss and the first after it (receiver
+        clock); None without a closed gap."""
+        closed = [g.rx_ms for g in self.gaps if g.rx_ms is not None]
+        return max(closed) if closed else None
+
+
+@dataclass
+class Gap:
+    """Lost packets of one QP between two received ones: `missing` packets after sequence position
+    `after` (-1: from the start) up to `before` (None: to the end). rx_ms is the receiver's time
+    between the packet at `after` and the one at `before`; tx_ms the same two packets' send times."""
+
+    after: int
+    before: int | None
+    missing: int
+    last_before_ns: int | None = None
+    first_after_ns: int | None = None
+    rx_ms: float | None = None
+    tx_ms: float | None = None
 
 
 @dataclass
@@ -370,14 +499,24 @@ class RecvResult:
     untagged: int  # RoCEv2 packets without our tag, and other frames to UDP 4791
     seconds: float
     qps: list[QpStats]
+    timeline: dict[str, Any] | None = None  # {"bin_ms": B, "planes": {plane: {bin: packets}}}, bin = t_ns // B ms
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        doc = asdict(self)
+        for q, stats in zip(doc["qps"], self.qps):
+            q["loss_window_ms"] = stats.loss_window_ms
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> RecvResult:
-        qps = [QpStats(**{**q, "per_plane": {int(k): v for k, v in q["per_plane"].items()}}) for q in doc["qps"]]
-        return cls(doc["host"], doc["packets"], doc["icrc_bad"], doc["untagged"], doc["seconds"], qps)
+        qps = [QpStats(**{**{k: v for k, v in q.items() if k != "loss_window_ms"},
+                          "per_plane": {int(k): v for k, v in q["per_plane"].items()},
+                          "gaps": [Gap(**g) for g in q.get("gaps", [])]}) for q in doc["qps"]]
+        timeline = doc.get("timeline")
+        if timeline is not None:
+            timeline = {"bin_ms": timeline["bin_ms"],
+                        "planes": {int(p): {int(b): n for b, n in bins.items()} for p, bins in timeline["planes"].items()}}
+        return cls(doc["host"], doc["packets"], doc["icrc_bad"], doc["untagged"], doc["seconds"], qps, timeline)
 
     def qp(self, sender: str, qp: int) -> QpStats | None:
         return next((q for q in self.qps if q.sender == sender and q.qp == qp), None)
@@ -386,22 +525,44 @@ class RecvResult:
 class _QpTrack:
     def __init__(self, stats: QpStats, start_psn: int) -> None:
         self.stats, self.start = stats, start_psn
-        self.seen: set[int] = set()
+        self.seen: dict[int, tuple[int, int]] = {}  # sequence position -> (received, sent) ns
         self.highest = -1
 
-    def add(self, psn: int, plane: int) -> None:
+    def add(self, psn: int, plane: int, rx_ns: int = 0, tx_ns: int = 0) -> None:
         st = self.stats
         offset = (psn - self.start) & PSN_MASK  # position in the QP's sequence, across the 2**24 wrap
         if offset in self.seen:
             st.duplicated += 1
             return
-        self.seen.add(offset)
+        self.seen[offset] = (rx_ns, tx_ns)
         st.received += 1
         st.per_plane[plane] = st.per_plane.get(plane, 0) + 1
         if offset < self.highest:
             st.reordered += 1
         else:
             self.highest = offset
+
+    def gaps(self) -> list[Gap]:
+        """The runs of missing sequence positions below `expected`, with the times around each."""
+        out: list[Gap] = []
+        prev = -1
+        expected = self.stats.expected
+        for pos in sorted(self.seen):
+            if pos > prev + 1:
+                out.append(self._gap(prev, pos, pos - prev - 1))
+            prev = max(prev, pos)
+        if expected and prev < expected - 1:
+            out.append(self._gap(prev, None, expected - 1 - prev))
+        return out
+
+    def _gap(self, after: int, before: int | None, missing: int) -> Gap:
+        a = self.seen.get(after)
+        b = self.seen.get(before) if before is not None else None
+        g = Gap(after, before, missing, a[0] if a else None, b[0] if b else None)
+        if a and b:
+            g.rx_ms = round((b[0] - a[0]) / 1e6, 3)
+            g.tx_ms = round((b[1] - a[1]) / 1e6, 3)
+        return g
 
 
 def parse_roce(frame: bytes) -> tuple[bytes, int, int, bytes] | None:
@@ -447,6 +608,8 @@ def receive(spec: RecvSpec) -> RecvResult:
     # A bound UDP socket keeps the kernel from answering RoCE packets with port unreachable.
     sink = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     tracks: dict[tuple[str, int], _QpTrack] = {}
+    bin_ns = int(spec.timeline_ms * 1e6)
+    bins: dict[int, dict[int, int]] = {n.plane: {} for n in nics}
     packets = bad = untagged = 0
     start = time.monotonic()
     try:
@@ -471,6 +634,7 @@ def receive(spec: RecvSpec) -> RecvResult:
             for fd in ready:
                 sock, plane = socks[fd]
                 frame, addr = sock.recvfrom(65535)
+                rx_ns = time.monotonic_ns()
                 if addr[2] == PACKET_OUTGOING:
                     continue
                 parsed = parse_roce(frame)
@@ -492,7 +656,10 @@ def receive(spec: RecvSpec) -> RecvResult:
                     continue
                 if tag.plane != plane:
                     track.stats.wrong_plane += 1
-                track.add(psn, plane)
+                track.add(psn, plane, rx_ns, tag.sent_ns)
+                if bin_ns:
+                    b = bins[plane]
+                    b[rx_ns // bin_ns] = b.get(rx_ns // bin_ns, 0) + 1
     finally:
         for s, _ in socks.values():
             s.close()
@@ -503,9 +670,11 @@ def receive(spec: RecvSpec) -> RecvResult:
     for track in tracks.values():
         st = track.stats
         st.lost = max(0, st.expected - st.received)
+        st.gaps = track.gaps()
         stats.append(st)
     stats.sort(key=lambda q: (q.sender, q.qp))
-    return RecvResult(spec.host, packets, bad, untagged, round(time.monotonic() - start, 3), stats)
+    timeline = {"bin_ms": spec.timeline_ms, "planes": bins} if bin_ns else None
+    return RecvResult(spec.host, packets, bad, untagged, round(time.monotonic() - start, 3), stats, timeline)
 
 
 # --- command line -------------------------------------------------------------------------------
@@ -528,6 +697,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--qp-base", type=lambda v: int(v, 0), default=0x100)
     s.add_argument("--start-psn", type=lambda v: int(v, 0), default=0)
     s.add_argument("--rate", type=float, default=2000.0, help="packets per second (0: unpaced)")
+    s.add_argument("--sport", type=int, help="one UDP source port for every QP (default: one per QP)")
+    s.add_argument("--ipv4", action="store_true", help="IPv4 RoCEv2 (eecmp_qp_hash routes IPv4) instead of IPv6")
+    s.add_argument("--rehome", action="store_true",
+                   help="move a QP off its plane while that NIC has no carrier (and back when it returns)")
+    s.add_argument("--dead-planes-file", help="planes to leave, whitespace-separated; re-read when it changes")
     s.add_argument("--out", help="write the JSON result here instead of stdout")
     r = sub.add_parser("recv", help="count RoCEv2 packets per sender and QP, checking each ICRC")
     r.add_argument("--topology", required=True)
@@ -535,6 +709,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--expect", type=int, default=0, help="stop after this many tagged packets (0: never)")
     r.add_argument("--timeout", type=float, default=30.0)
     r.add_argument("--ready-file", help="created once the receiver listens")
+    r.add_argument("--timeline-ms", type=float, default=0.0, help="count packets per plane in bins of this many ms")
     r.add_argument("--out", help="write the JSON result here instead of stdout")
     return p
 
@@ -545,9 +720,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "send":
         planes = None if not args.planes else [int(x) for x in args.planes.split(",")]
         result = send(SendSpec(args.topology, args.host, args.to, args.qps, args.messages, args.message_size,
-                               args.mtu, args.verb, args.plane_mode, planes, args.qp_base, args.start_psn, args.rate))
+                               args.mtu, args.verb, args.plane_mode, planes, args.qp_base, args.start_psn, args.rate,
+                               args.sport, args.ipv4, args.rehome, args.dead_planes_file))
     else:
-        result = receive(RecvSpec(args.topology, args.host, args.expect, args.timeout, args.ready_file))
+        result = receive(RecvSpec(args.topology, args.host, args.expect, args.timeout, args.ready_file,
+                                  args.timeline_ms))
     text = json.dumps(result.to_json())
     if args.out:
         tmp = Path(args.out + ".tmp")
