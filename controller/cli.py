@@ -623,10 +623,8 @@ def _change(env: Env, failure: Failure | None, adding: bool, no_apply: bool, as_
             click.echo(f"nothing to do: {what} is {'already' if adding else 'not'} recorded as down "
                        f"(recorded: {recorded})")
         return
-    new_fabric = ops.fabric(t, env.program, new)  # type: ignore[arg-type]
-    moved = failover.delta(ops.fabric(t, env.program, old), new_fabric)  # type: ignore[arg-type]
-    down = ops.down_switches(new)
-    touched = [s.name for s in t.switches if s.name in moved and s.name not in down]
+    change = ops.failure_change(t, env.program, old, new)  # type: ignore[arg-type]
+    new_fabric, touched = change.fabric, change.touched
     encoded = None
     if not no_apply and touched:
         p4info = env.p4info()

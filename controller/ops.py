@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -101,11 +102,32 @@ def sid_plan(topo: Topology) -> SidPlan:
     return SidPlan() if topo.usid_block is None else SidPlan.from_block(topo.usid_block)
 
 
-def fabric(topo: Topology, program: Program, failures: Iterable[Failure] = ()) -> Fabric:
-    """The fabric of a topology and program, with these failures."""
-    base = Fabric(topo, sid_plan(topo), Options(program=program))
+def fabric(topo: Topology, program: Program, failures: Iterable[Failure] = (), options: Options | None = None) -> Fabric:
+    """The fabric of a topology and program, with these failures (and these Options: hash mode, pins)."""
+    opts = Options(program=program) if options is None else dataclasses.replace(options, program=program)
+    base = Fabric(topo, sid_plan(topo), opts)
     failures = list(failures)
     return failover.with_failures(base, failures) if failures else base
+
+
+@dataclass
+class FailureChange:
+    """Going from one failure set to another: the new fabric, and the switches whose plan changes
+    (none recorded down), which are all `fabricctl fail/restore` reconciles."""
+
+    old: frozenset[Failure]
+    new: frozenset[Failure]
+    fabric: Fabric
+    touched: list[str]
+
+
+def failure_change(topo: Topology, program: Program, old: Iterable[Failure], new: Iterable[Failure],
+                   options: Options | None = None) -> FailureChange:
+    old, new = frozenset(old), frozenset(new)
+    new_fabric = fabric(topo, program, new, options)
+    moved = failover.delta(fabric(topo, program, old, options), new_fabric)
+    down = down_switches(new)
+    return FailureChange(old, new, new_fabric, [s.name for s in topo.switches if s.name in moved and s.name not in down])
 
 
 # --- names -----------------------------------------------------------------------------------
