@@ -29,11 +29,12 @@ from typing import Any
 import yaml
 
 from controller import ops
-from controller.failover import Failure
+from controller.failover import Failure, failure_to_json, save_state
 from controller.fabric_client import FabricClient
 from controller.ops import Outcome
 from controller.p4info import P4Info
 from controller.plan import plan as make_plan
+from controller.routes import Options
 from controller.toolchain import Artifacts, find_binary
 from controller.topology import Topology, build, load, to_dict
 from mininet_labs import traffic as tr
@@ -161,6 +162,22 @@ def host_script(nics: Iterable[tr.HostNic]) -> str:
 # --- traffic results ------------------------------------------------------------------------
 
 @dataclass
+class FailoverResult:
+    """A failure-set change applied to a lab: the new set, the switches reconciled, their outcomes,
+    and how long recording and reconciling took."""
+
+    failures: list[Failure]
+    touched: list[str]
+    outcomes: dict[str, Outcome]
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"failures": [failure_to_json(f) for f in self.failures], "touched": self.touched,
+                "seconds": self.seconds, "changed": {n: len(o.delta) if o.delta is not None else None
+                                                     for n, o in self.outcomes.items()}}
+
+
+@dataclass
 class PairPlane:
     """Packets from one host to another in one plane: sent, and received with a good ICRC."""
 
@@ -216,6 +233,64 @@ class TrafficReport:
                 "received": {h: r.to_json() for h, r in self.received.items()}}
 
 
+class TrafficRun:
+    """Senders and receivers started by Lab.start_traffic: `wait()` for the report; meanwhile the
+    lab can fail links, and `tell_dead_planes` tells senders started with rehome to leave planes."""
+
+    def __init__(self, lab: Lab, run: Path, timeout: float) -> None:
+        self.lab, self.dir, self.timeout = lab, run, timeout
+        self.senders: dict[str, subprocess.Popen[Any]] = {}
+        self.receivers: dict[str, subprocess.Popen[Any]] = {}
+        self.started_ns = 0  # CLOCK_MONOTONIC when the first sender was started
+        self.report: TrafficReport | None = None
+
+    def dead_planes_file(self, host: str) -> Path:
+        return self.dir / f"dead-planes-{host}"
+
+    def tell_dead_planes(self, host: str, planes: Iterable[int]) -> None:
+        """Tell a sender (started with rehome) which planes to leave; an empty set brings it back."""
+        path = self.dead_planes_file(host)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(" ".join(map(str, sorted(planes))) + "\n")
+        tmp.replace(path)
+
+    def running(self) -> bool:
+        return any(p.poll() is None for p in self.senders.values())
+
+    def wait(self) -> TrafficReport:
+        if self.report is not None:
+            return self.report
+        run = self.dir
+        try:
+            for src, p in self.senders.items():
+                if p.wait(timeout=self.timeout) != 0:
+                    raise LabError(f"sender on {src} failed: {_tail(run / f'send-{src}.err')}")
+            # Receivers stop by themselves once all came; give stragglers a moment, then stop them.
+            grace = time.monotonic() + 3.0
+            for dst, p in self.receivers.items():
+                try:
+                    p.wait(timeout=max(0.1, grace - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    p.send_signal(signal.SIGTERM)
+                    p.wait(timeout=10)
+                if p.returncode != 0:
+                    raise LabError(f"receiver on {dst} failed: {_tail(run / f'recv-{dst}.err')}")
+        finally:
+            self.kill()
+        sent = {s: tr.SendResult.from_json(json.loads((run / f"send-{s}.json").read_text())) for s in self.senders}
+        got = {d: tr.RecvResult.from_json(json.loads((run / f"recv-{d}.json").read_text())) for d in self.receivers}
+        seconds = round((time.monotonic_ns() - self.started_ns) / 1e9, 3) if self.started_ns else 0.0
+        self.report = TrafficReport(sent, got, seconds)
+        (run / "report.json").write_text(json.dumps(self.report.to_json(), indent=1) + "\n")
+        return self.report
+
+    def kill(self) -> None:
+        for p in (*self.senders.values(), *self.receivers.values()):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 # --- the lab --------------------------------------------------------------------------------
 
 class Lab:
@@ -234,6 +309,7 @@ class Lab:
         self.election_id = election_id
         self.timeout = timeout
         self.net: Any = None
+        self.options: Options | None = None  # hash mode and pins of the plan install/fail/restore use
         self.state = LabState(str(self.dir), str(self.topology_path), program, tag, os.getpid())
         self._hosts: dict[str, LabHost] = {}
 
@@ -424,10 +500,36 @@ class Lab:
         names = [s.name for s in self.model.switches if s.name not in down]
         artifacts = Artifacts.of(self.program)
         p4info = P4Info.load(artifacts.p4info)
-        encoded = ops.encode(make_plan(ops.fabric(self.model, self.program, failures)),  # type: ignore[arg-type]
+        encoded = ops.encode(make_plan(ops.fabric(self.model, self.program, failures, self.options)),  # type: ignore[arg-type]
                              names, p4info, str(artifacts.p4info))
         return ops.sync(self.model, encoded, artifacts, p4info, election_id=self.election_id, timeout=self.timeout,
                         dry_run=dry_run, push=push)
+
+    def set_failures(self, failures: Iterable[Failure]) -> FailoverResult:
+        """What `fabricctl fail/restore` does, on this lab: record the failure set in the lab's state
+        file, then reconcile the switches whose plan changes (none recorded down)."""
+        t0 = time.monotonic()
+        change = ops.failure_change(self.model, self.program, self.failures(), failures, self.options)  # type: ignore[arg-type]
+        save_state(self.failure_state_path, change.new)
+        outcomes: dict[str, Outcome] = {}
+        if change.touched:
+            artifacts = Artifacts.of(self.program)
+            p4info = P4Info.load(artifacts.p4info)
+            encoded = ops.encode(make_plan(change.fabric), change.touched, p4info, str(artifacts.p4info))
+            outcomes = ops.sync(self.model, encoded, artifacts, p4info, election_id=self.election_id,
+                                timeout=self.timeout, dry_run=False, push="never")
+        result = FailoverResult(sorted(change.new, key=str), change.touched, outcomes, round(time.monotonic() - t0, 4))
+        bad = [o for o in outcomes.values() if not o.ok]
+        if bad:
+            raise LabError(f"reconciling after the failure change failed on {len(bad)} switches: {bad[0].error}")
+        return result
+
+    def fail(self, failure: Failure) -> FailoverResult:
+        return self.set_failures(self.failures() | {failure})
+
+    def restore(self, failure: Failure | None = None) -> FailoverResult:
+        """Remove one failure from the record (None: all) and reconcile what it touches."""
+        return self.set_failures(frozenset() if failure is None else self.failures() - {failure})
 
     # --- links ---------------------------------------------------------------------------------
     def link_down(self, a: str, b: str) -> tuple[str, str]:
@@ -447,24 +549,59 @@ class Lab:
                 raise LabError(f"ip link set {end.intf} {how}: {proc.stderr.strip()}")
         return ends[0].intf, ends[1].intf
 
+    def switch_intfs(self, name: str) -> list[str]:
+        """Every root-namespace interface of a switch (its host ports, uplinks and downlinks)."""
+        from mininet_labs.topo import port_intf
+
+        s = self.model.switch(name)
+        return [port_intf(s, p, self.tag) for p in (*s.host_ports, *s.uplinks, *s.downlinks)]
+
+    def host_port_intf(self, host: str, plane: int) -> str:
+        """The leaf's interface facing a host's NIC in a plane (setting it down takes the NIC's carrier)."""
+        from mininet_labs.topo import port_intf
+
+        nic = self.host(host).nic(plane)
+        leaf = self.model.switch(nic.leaf)
+        return port_intf(leaf, leaf.host_ports[nic.slot], self.tag)
+
+    def set_intfs(self, intfs: Iterable[str], how: str) -> list[str]:
+        """`ip link set <intf> up|down` for root-namespace interfaces of the lab."""
+        done = []
+        for intf in intfs:
+            proc = subprocess.run(["ip", "link", "set", intf, how], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise LabError(f"ip link set {intf} {how}: {proc.stderr.strip()}")
+            done.append(intf)
+        return done
+
     def link_is_up(self, a: str, b: str) -> bool:
         from mininet_labs.topo import link_ends
 
         return all(_intf_up(end.intf) for end in link_ends(self.model, a, b, self.tag))
 
     # --- traffic -------------------------------------------------------------------------------
-    def traffic(self, pairs: Sequence[tuple[str, str]] | None = None, *, qps: int = 4, messages: int = 8,
-                message_size: int = 1024, mtu: int = 1024, verb: tr.Verb = "send", plane_mode: tr.PlaneMode = "packet",
-                planes: Sequence[int] | None = None, rate: float = 1000.0, start_psn: int = 0,
-                timeout: float = 120.0) -> TrafficReport:
+    def traffic(self, pairs: Sequence[tuple[str, str]] | None = None, **kwargs: Any) -> TrafficReport:
         """Send RoCEv2 from each pair's source to its destination (default: every ordered pair of
         hosts) with one sender process per source and one receiver per destination, in the hosts'
-        namespaces; returns what each sent and received."""
+        namespaces; returns what each sent and received. Keywords as `start_traffic`."""
+        return self.start_traffic(pairs, **kwargs).wait()
+
+    def start_traffic(self, pairs: Sequence[tuple[str, str]] | None = None, *, qps: int = 4, messages: int = 8,
+                      message_size: int = 1024, mtu: int = 1024, verb: tr.Verb = "send",
+                      plane_mode: tr.PlaneMode = "packet", planes: Sequence[int] | None = None, rate: float = 1000.0,
+                      start_psn: int = 0, sport: int | None = None, ipv4: bool | None = None,
+                      qp_base: int | Mapping[str, int] = 0x100, rehome: bool = False, timeline_ms: float = 0.0,
+                      timeout: float = 120.0) -> TrafficRun:
+        """Start the senders and receivers of `traffic` and return while they run (TrafficRun.wait()
+        collects the report). `ipv4` defaults to what the program routes (eecmp_qp_hash: IPv4);
+        `qp_base` may differ per sender; `rehome` lets senders move QPs off a plane whose NIC lost
+        carrier or that TrafficRun.tell_dead_planes names; `timeline_ms` bins receptions per plane."""
         pairs = list(pairs) if pairs is not None else [(a, b) for a in self.hosts for b in self.hosts if a != b]
         for a, b in pairs:
             self.host(a), self.host(b)
             if a == b:
                 raise LabError(f"a pair needs two hosts, got {a} -> {b}")
+        ipv4 = self.program == "eecmp_qp_hash" if ipv4 is None else ipv4
         run = self.dir / "traffic" / time.strftime("%Y%m%d-%H%M%S") / str(time.monotonic_ns())
         run.mkdir(parents=True)
         dests: dict[str, list[str]] = {}
@@ -478,50 +615,38 @@ class Lab:
         topo = str(self.topology_path)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
                                                                         os.environ.get("PYTHONPATH")]))}
-        start = time.monotonic()
-        receivers: dict[str, subprocess.Popen[Any]] = {}
-        senders: dict[str, subprocess.Popen[Any]] = {}
+        handle = TrafficRun(self, run, timeout)
         try:
             for dst, n in expect.items():
-                receivers[dst] = self.host(dst).popen(
+                handle.receivers[dst] = self.host(dst).popen(
                     [*py, "recv", "--topology", topo, "--host", dst, "--expect", str(n), "--timeout", str(timeout),
-                     "--ready-file", str(run / f"{dst}.ready"), "--out", str(run / f"recv-{dst}.json")],
+                     "--ready-file", str(run / f"{dst}.ready"), "--out", str(run / f"recv-{dst}.json"),
+                     "--timeline-ms", str(timeline_ms)],
                     env=env, stdout=subprocess.DEVNULL, stderr=open(run / f"recv-{dst}.err", "w"))
-            _wait_files([run / f"{d}.ready" for d in receivers], receivers, 30.0)
+            _wait_files([run / f"{d}.ready" for d in handle.receivers], handle.receivers, 30.0)
+            handle.started_ns = time.monotonic_ns()
             for src, to in dests.items():
+                base = qp_base if isinstance(qp_base, int) else qp_base.get(src, 0x100)
                 argv = [*py, "send", "--topology", topo, "--host", src, "--qps", str(qps), "--messages", str(messages),
                         "--message-size", str(message_size), "--mtu", str(mtu), "--verb", verb,
                         "--plane-mode", plane_mode, "--rate", str(rate), "--start-psn", str(start_psn),
-                        "--out", str(run / f"send-{src}.json")]
+                        "--qp-base", str(base), "--out", str(run / f"send-{src}.json")]
                 for d in to:
                     argv += ["--to", d]
                 if planes is not None:
                     argv += ["--planes", ",".join(map(str, planes))]
-                senders[src] = self.host(src).popen(argv, env=env, stdout=subprocess.DEVNULL,
-                                                    stderr=open(run / f"send-{src}.err", "w"))
-            for src, p in senders.items():
-                if p.wait(timeout=timeout) != 0:
-                    raise LabError(f"sender on {src} failed: {_tail(run / f'send-{src}.err')}")
-            # Receivers stop by themselves once all came; give stragglers a moment, then stop them.
-            grace = time.monotonic() + 3.0
-            for dst, p in receivers.items():
-                try:
-                    p.wait(timeout=max(0.1, grace - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    p.send_signal(signal.SIGTERM)
-                    p.wait(timeout=10)
-                if p.returncode != 0:
-                    raise LabError(f"receiver on {dst} failed: {_tail(run / f'recv-{dst}.err')}")
-        finally:
-            for p in (*senders.values(), *receivers.values()):
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        sent = {s: tr.SendResult.from_json(json.loads((run / f"send-{s}.json").read_text())) for s in senders}
-        got = {d: tr.RecvResult.from_json(json.loads((run / f"recv-{d}.json").read_text())) for d in receivers}
-        report = TrafficReport(sent, got, round(time.monotonic() - start, 3))
-        (run / "report.json").write_text(json.dumps(report.to_json(), indent=1) + "\n")
-        return report
+                if sport is not None:
+                    argv += ["--sport", str(sport)]
+                if ipv4:
+                    argv.append("--ipv4")
+                if rehome:
+                    argv += ["--rehome", "--dead-planes-file", str(handle.dead_planes_file(src))]
+                handle.senders[src] = self.host(src).popen(argv, env=env, stdout=subprocess.DEVNULL,
+                                                           stderr=open(run / f"send-{src}.err", "w"))
+        except BaseException:
+            handle.kill()
+            raise
+        return handle
 
     # --- status / CLI --------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
