@@ -21,6 +21,7 @@ Both print (or write with --out) their result as JSON; `SendResult.from_json` /
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import select
@@ -231,6 +232,7 @@ class SendSpec:
     ipv4: bool = False  # IPv4 RoCEv2 (what eecmp_qp_hash's plan routes) instead of IPv6
     rehome: bool = False  # plane_mode qp: move a QP off its plane while that NIC has no carrier
     dead_planes_file: str | None = None  # planes to leave (whitespace-separated), re-read when it changes
+    start_at_ns: int = 0  # CLOCK_MONOTONIC ns to start sending at (0: at once), so senders start together
 
     def packets_per_message(self) -> int:
         return max(1, -(-self.message_size // self.mtu))
@@ -398,6 +400,8 @@ def send(spec: SendSpec) -> SendResult:
     watch = None
     if spec.rehome or spec.dead_planes_file:
         watch = PlaneWatch({n.plane: n for n in host_nics(topo, spec.host)}, spec.dead_planes_file)
+    if spec.start_at_ns:
+        time.sleep(max(0.0, (spec.start_at_ns - time.monotonic_ns()) / 1e9))
     start = time.monotonic()
     start_ns = time.monotonic_ns()
     sent = 0
@@ -432,7 +436,9 @@ def _send_all(sock: socket.socket, frame: bytes) -> None:
         except BlockingIOError:  # the NIC's queue is full: wait for room, never drop at the source
             select.select([], [sock], [], 0.1)
         except OSError as e:
-            if e.errno != 105:  # ENOBUFS
+            if e.errno in (errno.ENETDOWN, errno.ENXIO, errno.EMSGSIZE):  # the NIC is down: the packet is lost
+                return
+            if e.errno != errno.ENOBUFS:
                 raise
             time.sleep(0.001)
 
@@ -633,7 +639,12 @@ def receive(spec: RecvSpec) -> RecvResult:
                 continue
             for fd in ready:
                 sock, plane = socks[fd]
-                frame, addr = sock.recvfrom(65535)
+                try:
+                    frame, addr = sock.recvfrom(65535)
+                except OSError as e:  # the NIC went down (reported once); it receives again once up
+                    if e.errno != errno.ENETDOWN:
+                        raise
+                    continue
                 rx_ns = time.monotonic_ns()
                 if addr[2] == PACKET_OUTGOING:
                     continue
@@ -702,6 +713,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--rehome", action="store_true",
                    help="move a QP off its plane while that NIC has no carrier (and back when it returns)")
     s.add_argument("--dead-planes-file", help="planes to leave, whitespace-separated; re-read when it changes")
+    s.add_argument("--start-at-ns", type=int, default=0, help="CLOCK_MONOTONIC ns to start sending at")
     s.add_argument("--out", help="write the JSON result here instead of stdout")
     r = sub.add_parser("recv", help="count RoCEv2 packets per sender and QP, checking each ICRC")
     r.add_argument("--topology", required=True)
@@ -721,7 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         planes = None if not args.planes else [int(x) for x in args.planes.split(",")]
         result = send(SendSpec(args.topology, args.host, args.to, args.qps, args.messages, args.message_size,
                                args.mtu, args.verb, args.plane_mode, planes, args.qp_base, args.start_psn, args.rate,
-                               args.sport, args.ipv4, args.rehome, args.dead_planes_file))
+                               args.sport, args.ipv4, args.rehome, args.dead_planes_file, args.start_at_ns))
     else:
         result = receive(RecvSpec(args.topology, args.host, args.expect, args.timeout, args.ready_file,
                                   args.timeline_ms))
