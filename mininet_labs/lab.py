@@ -46,6 +46,7 @@ TOPOLOGY_NAME = "topology.yaml"
 CONFIG_NAME = "lab-config.json"
 ENV_MARK = "SRV6_FABRIC_LAB"
 FORMAT = "srv6-fabric-lab/1"
+CUT_MTU = 68  # a cut port's MTU: below every fabric frame
 
 
 class LabError(RuntimeError):
@@ -312,6 +313,7 @@ class Lab:
         self.options: Options | None = None  # hash mode and pins of the plan install/fail/restore use
         self.state = LabState(str(self.dir), str(self.topology_path), program, tag, os.getpid())
         self._hosts: dict[str, LabHost] = {}
+        self._mtus: dict[str, int] = {}  # MTUs of cut ports, to mend them
 
     # --- files -------------------------------------------------------------------------------
     @property
@@ -556,23 +558,48 @@ class Lab:
         s = self.model.switch(name)
         return [port_intf(s, p, self.tag) for p in (*s.host_ports, *s.uplinks, *s.downlinks)]
 
-    def host_port_intf(self, host: str, plane: int) -> str:
-        """The leaf's interface facing a host's NIC in a plane (setting it down takes the NIC's carrier)."""
-        from mininet_labs.topo import port_intf
+    def host_nic(self, host: str, plane: int, how: str) -> str:
+        """Set a host's NIC in a plane up or down inside its namespace (its leaf port loses carrier)."""
+        intf = self.host(host).nic(plane).intf
+        self.host(host).run(["ip", "link", "set", intf, how])
+        return intf
 
-        nic = self.host(host).nic(plane)
-        leaf = self.model.switch(nic.leaf)
-        return port_intf(leaf, leaf.host_ports[nic.slot], self.tag)
-
-    def set_intfs(self, intfs: Iterable[str], how: str) -> list[str]:
-        """`ip link set <intf> up|down` for root-namespace interfaces of the lab."""
+    def cut(self, intfs: Iterable[str]) -> list[str]:
+        """Cut switch ports without taking them down: the MTU drops to 68, so every frame the fabric
+        carries is dropped at both ends (the sender's packet socket refuses it, the veth drops it on
+        the way in). `ip link set down` on a port is no lab failure: bmv2 (built without
+        WITH_PCAP_FIX) then blocks its one receive thread in libpcap on that port and the whole
+        switch stops forwarding until a frame arrives there. `mend` puts the MTU back."""
         done = []
         for intf in intfs:
-            proc = subprocess.run(["ip", "link", "set", intf, how], capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise LabError(f"ip link set {intf} {how}: {proc.stderr.strip()}")
+            self._mtus.setdefault(intf, int(Path("/sys/class/net", intf, "mtu").read_text()))
+            self._ip_link(intf, "mtu", str(CUT_MTU))
             done.append(intf)
         return done
+
+    def mend(self, intfs: Iterable[str]) -> list[str]:
+        done = []
+        for intf in intfs:
+            self._ip_link(intf, "mtu", str(self._mtus.pop(intf, 1500)))
+            done.append(intf)
+        return done
+
+    def cut_link(self, a: str, b: str) -> list[str]:
+        """Cut a T0-T1 link at both ends (see `cut`); the controller is not told."""
+        from mininet_labs.topo import link_ends
+
+        return self.cut(e.intf for e in link_ends(self.model, a, b, self.tag))
+
+    def mend_link(self, a: str, b: str) -> list[str]:
+        from mininet_labs.topo import link_ends
+
+        return self.mend(e.intf for e in link_ends(self.model, a, b, self.tag))
+
+    @staticmethod
+    def _ip_link(intf: str, *args: str) -> None:
+        proc = subprocess.run(["ip", "link", "set", intf, *args], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise LabError(f"ip link set {intf} {' '.join(args)}: {proc.stderr.strip()}")
 
     def link_is_up(self, a: str, b: str) -> bool:
         from mininet_labs.topo import link_ends
@@ -591,11 +618,13 @@ class Lab:
                       plane_mode: tr.PlaneMode = "packet", planes: Sequence[int] | None = None, rate: float = 1000.0,
                       start_psn: int = 0, sport: int | None = None, ipv4: bool | None = None,
                       qp_base: int | Mapping[str, int] = 0x100, rehome: bool = False, timeline_ms: float = 0.0,
-                      timeout: float = 120.0) -> TrafficRun:
+                      start_delay: float = 0.0, timeout: float = 120.0) -> TrafficRun:
         """Start the senders and receivers of `traffic` and return while they run (TrafficRun.wait()
         collects the report). `ipv4` defaults to what the program routes (eecmp_qp_hash: IPv4);
         `qp_base` may differ per sender; `rehome` lets senders move QPs off a plane whose NIC lost
-        carrier or that TrafficRun.tell_dead_planes names; `timeline_ms` bins receptions per plane."""
+        carrier or that TrafficRun.tell_dead_planes names; `timeline_ms` bins receptions per plane;
+        `start_delay` > 0: every sender starts sending that long after this call (TrafficRun.started_ns),
+        whenever its process came up, so a schedule can be kept."""
         pairs = list(pairs) if pairs is not None else [(a, b) for a in self.hosts for b in self.hosts if a != b]
         for a, b in pairs:
             self.host(a), self.host(b)
@@ -624,7 +653,7 @@ class Lab:
                      "--timeline-ms", str(timeline_ms)],
                     env=env, stdout=subprocess.DEVNULL, stderr=open(run / f"recv-{dst}.err", "w"))
             _wait_files([run / f"{d}.ready" for d in handle.receivers], handle.receivers, 30.0)
-            handle.started_ns = time.monotonic_ns()
+            handle.started_ns = time.monotonic_ns() + int(start_delay * 1e9)
             for src, to in dests.items():
                 base = qp_base if isinstance(qp_base, int) else qp_base.get(src, 0x100)
                 argv = [*py, "send", "--topology", topo, "--host", src, "--qps", str(qps), "--messages", str(messages),
@@ -641,6 +670,8 @@ class Lab:
                     argv.append("--ipv4")
                 if rehome:
                     argv += ["--rehome", "--dead-planes-file", str(handle.dead_planes_file(src))]
+                if start_delay > 0:
+                    argv += ["--start-at-ns", str(handle.started_ns)]
                 handle.senders[src] = self.host(src).popen(argv, env=env, stdout=subprocess.DEVNULL,
                                                            stderr=open(run / f"send-{src}.err", "w"))
         except BaseException:
