@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
+import operator
 import re
+import socket
+import weakref
 from dataclasses import replace
+from typing import Callable, TypeVar
 
 from p4.v1 import p4runtime_pb2
 
@@ -20,9 +24,17 @@ from controller.entries import (
     Ternary,
     Value,
 )
-from controller.p4info import ActionInfo, P4Info, ParamInfo, TableInfo
+from controller.p4info import ActionInfo, ActionProfileInfo, MatchFieldInfo, P4Info, ParamInfo, TableInfo
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+
+
+def _inet(family: int, text: str) -> int | None:
+    """An address read by the C parser (fast), or None to leave the text to ipaddress (and its errors)."""
+    try:
+        return int.from_bytes(socket.inet_pton(family, text), "big")
+    except (OSError, ValueError):
+        return None
 
 
 def to_int(value: Value | bytes) -> int:
@@ -39,11 +51,17 @@ def to_int(value: Value | bytes) -> int:
     if _MAC.match(text):
         return int(text.replace(":", ""), 16)
     if ":" in text:
+        number = _inet(socket.AF_INET6, text)
+        if number is not None:
+            return number
         try:
             return int(ipaddress.IPv6Address(text))
         except ValueError:
             pass
     elif text.count(".") == 3:
+        number = _inet(socket.AF_INET, text)
+        if number is not None:
+            return number
         try:
             return int(ipaddress.IPv4Address(text))
         except ValueError:
@@ -56,7 +74,7 @@ def to_int(value: Value | bytes) -> int:
 
 def checked_int(value: Value | bytes, bitwidth: int, name: str = "value") -> int:
     """A value as an int, checked to fit an unsigned field of `bitwidth` bits (0: unchecked)."""
-    number = to_int(value)
+    number = value if type(value) is int else to_int(value)
     if number < 0:
         raise ValueError(f"{name}: negative value {value!r}")
     if bitwidth and number.bit_length() > bitwidth:
@@ -66,8 +84,12 @@ def checked_int(value: Value | bytes, bitwidth: int, name: str = "value") -> int
 
 def encode_value(value: Value | bytes, bitwidth: int, name: str = "value") -> bytes:
     """The canonical P4Runtime bytestring (spec 8.3: big-endian, shortest, zero is b'\\x00')."""
-    number = checked_int(value, bitwidth, name)
-    return number.to_bytes(max(1, (number.bit_length() + 7) // 8), "big")
+    return int_bytes(checked_int(value, bitwidth, name))
+
+
+def int_bytes(number: int) -> bytes:
+    """The canonical bytestring of a non-negative int already checked against its field's width."""
+    return number.to_bytes((number.bit_length() + 7) // 8 or 1, "big")
 
 
 def decode_value(data: bytes) -> int:
@@ -75,17 +97,104 @@ def decode_value(data: bytes) -> int:
     return int.from_bytes(data, "big")
 
 
+# --- per-P4Info lookups ---------------------------------------------------------------------
+
+_CACHES: dict[int, tuple[weakref.ref, dict]] = {}
+_T = TypeVar("_T")
+
+
+def derived(p4info: P4Info, factory: Callable[[], _T]) -> _T:
+    """The object factory() made for `p4info` on first use; it lives as long as the P4Info.
+
+    For what encoders derive from a P4Info once instead of per entity: a P4Info's indexes do not
+    change after it is built, so neither does anything derived from them.
+    """
+    key = id(p4info)
+    hit = _CACHES.get(key)
+    if hit is None or hit[0]() is not p4info:
+        hit = _CACHES[key] = (weakref.ref(p4info, lambda _ref, key=key: _CACHES.pop(key, None)), {})
+    made = hit[1].get(factory)
+    if made is None:
+        made = hit[1][factory] = factory()
+    return made
+
+
+class _Lookups:
+    """What canonical() looks up for every entity, by the names the entities give; filled on first use.
+
+    A miss asks the P4Info itself, so an unknown name or a refused action raises what it always did.
+    """
+
+    def __init__(self) -> None:
+        self.tables: dict[str, tuple[TableInfo, dict[str, MatchFieldInfo]]] = {}
+        self.table_actions: dict[tuple[int, str, bool], ActionInfo] = {}
+        self.member_actions: dict[tuple[int, str], ActionInfo] = {}
+        self.params: dict[int, dict[str, ParamInfo]] = {}
+
+    def table(self, p4info: P4Info, name: str) -> tuple[TableInfo, dict[str, MatchFieldInfo]]:
+        hit = self.tables.get(name)
+        if hit is None:
+            info = p4info.table(name)
+            hit = self.tables[name] = (info, {f.name: f for f in info.match_fields})
+        return hit
+
+    def table_action(self, p4info: P4Info, table: TableInfo, action: str, default: bool) -> ActionInfo:
+        key = (table.id, action, default)
+        info = self.table_actions.get(key)
+        if info is None:
+            info = self.table_actions[key] = p4info.table_action(table, action, default)
+        return info
+
+    def member_action(self, p4info: P4Info, profile: ActionProfileInfo, action: str) -> ActionInfo:
+        """A member's action, checked to be an entry action of every table the profile implements."""
+        key = (profile.id, action)
+        info = self.member_actions.get(key)
+        if info is None:
+            info = p4info.action(action)
+            for table_id in profile.table_ids:
+                p4info.table_action(p4info.table.by_id(table_id), info.name)
+            self.member_actions[key] = info
+        return info
+
+    def action_params(self, action: ActionInfo) -> dict[str, ParamInfo]:
+        hit = self.params.get(action.id)
+        if hit is None:
+            hit = self.params[action.id] = {p.name: p for p in action.params}
+        return hit
+
+
 # --- canonical form -------------------------------------------------------------------------
 
+_MATCH_KINDS = {"EXACT": Exact, "LPM": Lpm, "TERNARY": Ternary}
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_UINT32 = (0, (1 << 32) - 1)
+
+
+def scalar(value: object, bounds: tuple[int, int], what: str) -> int:
+    """An integer field that no P4Info width covers (priority, member and group ids), checked to its
+    protobuf type's range (int32, uint32, ...), as protobuf checks it when a message is built."""
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{what}: {value!r} is not an integer") from None
+    if not bounds[0] <= number <= bounds[1]:
+        raise ValueError(f"{what}: {value!r} outside {bounds[0]}..{bounds[1]}")
+    return number
+
+
 def _canonical_match(name: str, match: Match, bitwidth: int, match_type: str) -> Match | None:
-    """One match in canonical form, or None for a don't-care (LPM /0, ternary mask 0): P4Runtime omits those."""
-    kind = {"EXACT": Exact, "LPM": Lpm, "TERNARY": Ternary}.get(match_type)
+    """One match in canonical form, or None for a don't-care (LPM /0, ternary mask 0): P4Runtime omits those.
+
+    A match that is canonical already is returned as it is.
+    """
+    kind = _MATCH_KINDS.get(match_type)
     if kind is None or not isinstance(match, kind):
         raise ValueError(f"match field {name} is {match_type}, got {type(match).__name__}")
     value = checked_int(match.value, bitwidth, f"match field {name}")
-    if isinstance(match, Exact):
-        return Exact(value)
-    if isinstance(match, Lpm):
+    same = type(match) is kind and value is match.value
+    if kind is Exact:
+        return match if same else Exact(value)
+    if kind is Lpm:
         if not 0 <= match.prefix_len <= bitwidth:
             raise ValueError(f"match field {name}: prefix length {match.prefix_len} outside 0..{bitwidth}")
         host_bits = bitwidth - match.prefix_len
@@ -93,21 +202,29 @@ def _canonical_match(name: str, match: Match, bitwidth: int, match_type: str) ->
             raise ValueError(
                 f"match field {name}: value {match.value!r} has bits set beyond prefix length {match.prefix_len}"
             )
-        return Lpm(value, match.prefix_len) if match.prefix_len else None
+        if not match.prefix_len:
+            return None
+        return match if same else Lpm(value, match.prefix_len)
     mask = checked_int(match.mask, bitwidth, f"match field {name} mask")
     if value & ~mask:
         raise ValueError(f"match field {name}: value {match.value!r} has bits set outside mask {match.mask!r}")
-    return Ternary(value, mask) if mask else None
+    if not mask:
+        return None
+    return match if same and mask is match.mask else Ternary(value, mask)
 
 
-def _canonical_params(action: ActionInfo, params: tuple[tuple[str, Value], ...]) -> tuple[tuple[str, int], ...]:
+def _canonical_params(
+    action: ActionInfo, params: tuple[tuple[str, Value], ...], lookups: _Lookups
+) -> tuple[tuple[str, int], ...]:
     given = dict(params)
     if len(given) != len(params):
         raise ValueError(f"action {action.name}: a parameter is given twice")
+    known = lookups.action_params(action)
     for name in given:
-        action.param(name)
-    missing = [p.name for p in action.params if p.name not in given]
-    if missing:
+        if name not in known:
+            action.param(name)  # raises UnknownNameError with the close names
+    if len(given) != len(known):
+        missing = [p.name for p in action.params if p.name not in given]
         raise ValueError(f"action {action.name}: missing parameter(s) {', '.join(missing)}")
     return tuple(
         (p.name, checked_int(given[p.name], p.bitwidth, f"{action.name} parameter {p.name}"))
@@ -115,15 +232,16 @@ def _canonical_params(action: ActionInfo, params: tuple[tuple[str, Value], ...])
     )
 
 
-def _canonical_entry(entry: TableEntry, p4info: P4Info) -> TableEntry:
-    table = p4info.table(entry.table)
+def _canonical_entry(entry: TableEntry, p4info: P4Info, lookups: _Lookups) -> TableEntry:
+    table, fields = lookups.table(p4info, entry.table)
     given = dict(entry.match)
     if len(given) != len(entry.match):
         raise ValueError(f"table {table.name}: a match field is given twice")
     if entry.is_default and given:
         raise ValueError(f"table {table.name}: a default entry has no match fields")
     for name in given:
-        table.match_field(name)
+        if name not in fields:
+            table.match_field(name)  # raises UnknownNameError with the close names
     match: list[tuple[str, Match]] = []
     for f in table.match_fields:
         if f.name in given:
@@ -132,7 +250,8 @@ def _canonical_entry(entry: TableEntry, p4info: P4Info) -> TableEntry:
                 match.append((f.name, m))
         elif f.match_type == "EXACT" and not entry.is_default:
             raise ValueError(f"table {table.name}: missing exact match field {f.name}")
-    if not entry.is_default and table.needs_priority != (entry.priority > 0):
+    priority = scalar(entry.priority, _INT32, f"table {table.name}: priority")
+    if not entry.is_default and table.needs_priority != (priority > 0):
         need = "needs a priority > 0" if table.needs_priority else "takes no priority"
         raise ValueError(f"table {table.name}: an entry {need} (priority {entry.priority})")
     chosen = sum(x is not None for x in (entry.action, entry.member_id, entry.group_id))
@@ -140,16 +259,21 @@ def _canonical_entry(entry: TableEntry, p4info: P4Info) -> TableEntry:
         raise ValueError(f"table {table.name}: an entry names exactly one of action, member_id, group_id")
     action: str | None = None
     params: tuple[tuple[str, int], ...] = ()
+    member_id, group_id = entry.member_id, entry.group_id
     if entry.action is not None:
         if table.implementation_id:
             raise ValueError(f"table {table.name} takes members or groups of its action profile, not actions")
-        info = p4info.table_action(table, entry.action, entry.is_default)
-        action, params = info.name, _canonical_params(info, entry.params)
+        info = lookups.table_action(p4info, table, entry.action, entry.is_default)
+        action, params = info.name, _canonical_params(info, entry.params, lookups)
     elif not table.implementation_id:
         raise ValueError(f"table {table.name} has no action profile: name an action, not a member or group")
     elif entry.params:
         raise ValueError(f"table {table.name}: params belong to the member, not the entry")
-    return replace(entry, table=table.name, match=tuple(match), action=action, params=params)
+    elif member_id is not None:
+        member_id = scalar(member_id, _UINT32, f"table {table.name}: member_id")
+    else:
+        group_id = scalar(group_id, _UINT32, f"table {table.name}: group_id")
+    return TableEntry(table.name, tuple(match), action, params, member_id, group_id, priority, entry.is_default)
 
 
 def canonical(entity: Entity, p4info: P4Info) -> Entity:
@@ -157,15 +281,16 @@ def canonical(entity: Entity, p4info: P4Info) -> Entity:
 
     Full names (not aliases); values as ints; match fields and params in P4Info order; don't-care
     matches (LPM /0, ternary mask 0) left out; group members sorted. decode_entity returns this form.
+    Priority, member and group ids (and a group's max_size) are checked to their protobuf types' ranges.
     """
+    lookups = derived(p4info, _Lookups)
     if isinstance(entity, TableEntry):
-        return _canonical_entry(entity, p4info)
+        return _canonical_entry(entity, p4info, lookups)
     if isinstance(entity, ActionProfileMember):
         profile = p4info.action_profile(entity.profile)
-        action = p4info.action(entity.action)
-        for table_id in profile.table_ids:
-            p4info.table_action(p4info.table.by_id(table_id), action.name)
-        return ActionProfileMember(profile.name, entity.member_id, action.name, _canonical_params(action, entity.params))
+        action = lookups.member_action(p4info, profile, entity.action)
+        member_id = scalar(entity.member_id, _UINT32, f"member of {profile.name}: member_id")
+        return ActionProfileMember(profile.name, member_id, action.name, _canonical_params(action, entity.params, lookups))
     if isinstance(entity, ActionProfileGroup):
         profile = p4info.action_profile(entity.profile)
         if not profile.with_selector:
@@ -175,48 +300,54 @@ def canonical(entity: Entity, p4info: P4Info) -> Entity:
                 f"group {entity.group_id} of {profile.name}: {len(entity.members)} members,"
                 f" more than max_group_size {profile.max_group_size}"
             )
-        return ActionProfileGroup(profile.name, entity.group_id, tuple(sorted(set(entity.members))), entity.max_size)
+        what = f"group {entity.group_id!r} of {profile.name}"
+        members = tuple(sorted({scalar(m, _UINT32, f"{what}: member_id") for m in entity.members}))
+        return ActionProfileGroup(
+            profile.name,
+            scalar(entity.group_id, _UINT32, f"{what}: group_id"),
+            members,
+            scalar(entity.max_size, _INT32, f"{what}: max_size"),
+        )
     raise TypeError(f"not an entity: {entity!r}")
 
 
 # --- Entity messages ------------------------------------------------------------------------
 
-def _encode_action(action: ActionInfo, params: tuple[tuple[str, Value], ...]) -> p4runtime_pb2.Action:
-    msg = p4runtime_pb2.Action(action_id=action.id)
+def _fill_action(msg: p4runtime_pb2.Action, action: ActionInfo, params: tuple[tuple[str, int], ...], lookups: _Lookups) -> None:
+    """Fill an Action message in place from canonical (checked) params."""
+    msg.action_id = action.id
+    known = lookups.action_params(action)
     for name, value in params:
-        p: ParamInfo = action.param(name)
-        msg.params.add(param_id=p.id, value=encode_value(value, p.bitwidth, f"{action.name} parameter {name}"))
-    return msg
+        msg.params.add(param_id=known[name].id, value=int_bytes(value))
 
 
-def _encode_match(table: TableInfo, name: str, match: Match) -> p4runtime_pb2.FieldMatch:
-    f = table.match_field(name)
-    msg = p4runtime_pb2.FieldMatch(field_id=f.id)
-    what = f"match field {name}"
+def _fill_match(msg: p4runtime_pb2.FieldMatch, f: MatchFieldInfo, match: Match) -> None:
+    """Fill a FieldMatch message in place from a canonical (checked) match."""
+    msg.field_id = f.id
     if isinstance(match, Exact):
-        msg.exact.value = encode_value(match.value, f.bitwidth, what)
+        msg.exact.value = int_bytes(match.value)
     elif isinstance(match, Lpm):
-        msg.lpm.value = encode_value(match.value, f.bitwidth, what)
+        msg.lpm.value = int_bytes(match.value)
         msg.lpm.prefix_len = match.prefix_len
     else:
-        msg.ternary.value = encode_value(match.value, f.bitwidth, what)
-        msg.ternary.mask = encode_value(match.mask, f.bitwidth, what + " mask")
-    return msg
+        msg.ternary.value = int_bytes(match.value)
+        msg.ternary.mask = int_bytes(match.mask)
 
 
-def encode_entity(entity: Entity, p4info: P4Info) -> p4runtime_pb2.Entity:
-    """A p4runtime Entity message for an entity (canonicalised, hence checked, first)."""
+def fill_entity(msg: p4runtime_pb2.Entity, entity: Entity, p4info: P4Info) -> None:
+    """Fill an (empty) Entity message in place, e.g. an Update's, for an entity (canonicalised, hence checked, first)."""
     entity = canonical(entity, p4info)
-    msg = p4runtime_pb2.Entity()
+    lookups = derived(p4info, _Lookups)
     if isinstance(entity, TableEntry):
-        table = p4info.table(entity.table)
+        table, fields = lookups.table(p4info, entity.table)
         te = msg.table_entry
         te.table_id = table.id
-        te.match.extend(_encode_match(table, name, m) for name, m in entity.match)
+        for name, m in entity.match:
+            _fill_match(te.match.add(), fields[name], m)
         te.priority = entity.priority
         te.is_default_action = entity.is_default
         if entity.action is not None:
-            te.action.action.CopyFrom(_encode_action(p4info.action(entity.action), entity.params))
+            _fill_action(te.action.action, p4info.action(entity.action), entity.params, lookups)
         elif entity.member_id is not None:
             te.action.action_profile_member_id = entity.member_id
         else:
@@ -226,7 +357,7 @@ def encode_entity(entity: Entity, p4info: P4Info) -> p4runtime_pb2.Entity:
         m = msg.action_profile_member
         m.action_profile_id = p4info.action_profile(entity.profile).id
         m.member_id = entity.member_id
-        m.action.CopyFrom(_encode_action(p4info.action(entity.action), entity.params))
+        _fill_action(m.action, p4info.action(entity.action), entity.params, lookups)
     else:
         g = msg.action_profile_group
         g.action_profile_id = p4info.action_profile(entity.profile).id
@@ -234,6 +365,12 @@ def encode_entity(entity: Entity, p4info: P4Info) -> p4runtime_pb2.Entity:
         g.max_size = entity.max_size
         for member_id in entity.members:
             g.members.add(member_id=member_id, weight=1)
+
+
+def encode_entity(entity: Entity, p4info: P4Info) -> p4runtime_pb2.Entity:
+    """A p4runtime Entity message for an entity (canonicalised, hence checked, first)."""
+    msg = p4runtime_pb2.Entity()
+    fill_entity(msg, entity, p4info)
     return msg
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import ipaddress
+import random
+import socket
 from pathlib import Path
 
 import pytest
@@ -9,6 +13,7 @@ from google.protobuf import text_format
 from p4.v1 import p4runtime_pb2
 
 from controller.codec import (
+    _inet,
     canonical,
     counter_read,
     decode_counter,
@@ -288,3 +293,87 @@ def test_round_trip_against_compiled_p4info(program: str) -> None:
         msg = encode_entity(entity, compiled)
         assert decode_entity(msg, compiled) == canonical(entity, compiled), entity
         assert encode_entity(decode_entity(msg, compiled), compiled) == msg
+
+
+# --- the fast paths: same answers as the slow ones -----------------------------------------
+
+def _by_ipaddress(text: str) -> int | None:
+    """to_int's answer before the inet_pton fast path: ipaddress's."""
+    try:
+        return int(ipaddress.IPv6Address(text) if ":" in text else ipaddress.IPv4Address(text))
+    except ValueError:
+        return None
+
+
+def test_fast_address_parsing_agrees_with_ipaddress() -> None:
+    """inet_pton never accepts what ipaddress refuses, and reads the same number (seeded random texts)."""
+    rng = random.Random("addresses")
+    hexdigits = "0123456789abcdefABCDEF"
+    for _ in range(20000):
+        if rng.randrange(2):
+            count = rng.choice([2, 3, 5, 7, 8, 8, 8, 9])
+            groups = ["".join(rng.choice(hexdigits) for _ in range(rng.choice([1, 2, 4, 4, 4, 5]))) for _ in range(count)]
+            for _ in range(rng.choice([0, 0, 1, 1, 2])):  # "::" where the empty groups meet
+                groups[rng.randrange(count)] = ""
+            if rng.randrange(3) == 0:
+                groups[-1] = ".".join(str(rng.choice([0, 1, 255, 256, rng.randint(0, 999)])) for _ in range(rng.choice([3, 4, 4, 5])))
+            text = ":".join(groups)
+            family = socket.AF_INET6
+        else:
+            parts = [rng.choice(["0", "00", "01", "1", "255", "256", "", *[str(rng.randint(0, 300))] * 6])
+                     for _ in range(rng.choice([3, 4, 4, 4, 5]))]
+            text = ".".join(parts)
+            family = socket.AF_INET
+        if rng.randrange(10) == 0:
+            i = rng.randrange(len(text) + 1)
+            text = text[:i] + rng.choice(":.x% 0\x00") + text[i:]
+        fast = _inet(family, text)
+        assert fast is None or fast == _by_ipaddress(text), text
+        if ":" in text or text.count(".") == 3:
+            expected = _by_ipaddress(text)
+            if expected is not None:
+                assert to_int(text) == expected, text
+
+
+@pytest.mark.parametrize(
+    ("entity", "error"),
+    [
+        (TableEntry("punt", (("ether_type", Ternary(1, 1)),), "send_to_cpu", priority=1 << 31),
+         r"^table IngressPipe.cpu.punt: priority: 2147483648 outside -2147483648..2147483647$"),
+        (TableEntry("spray_paths", (), member_id=-1), r"^table IngressPipe.headend.spray_paths: member_id: -1 outside 0..4294967295$"),
+        (ActionProfileMember("spray_selector", 1 << 32, "via_spine", (("spine_usid", 1), ("path_index", 1))),
+         r"^member of IngressPipe.headend.spray_selector: member_id: 4294967296 outside 0..4294967295$"),
+        (ActionProfileGroup("spray_selector", 1, (1,), max_size=-(1 << 31) - 1), r"group 1 of .*: max_size: .* outside"),
+        (ActionProfileGroup("spray_selector", 1, (1 << 32,)), r"group 1 of .*: member_id: 4294967296 outside"),
+    ],
+)
+def test_ids_and_priority_checked_to_their_protobuf_range(p4info: P4Info, entity, error: str) -> None:
+    """What protobuf refused when the message was built, canonical() refuses for both encoders."""
+    with pytest.raises(ValueError, match=error):
+        canonical(entity, p4info)
+
+
+def test_non_integer_ids_refused(p4info: P4Info) -> None:
+    with pytest.raises(TypeError, match=r"^group '1' of IngressPipe.headend.spray_selector: group_id: '1' is not an integer$"):
+        canonical(ActionProfileGroup("spray_selector", "1", (1,)), p4info)
+    with pytest.raises(TypeError, match="priority: 1.0 is not an integer"):
+        canonical(TableEntry("punt", (("ether_type", Ternary(1, 1)),), "send_to_cpu", priority=1.0), p4info)
+
+
+def test_canonical_keeps_canonical_matches(p4info: P4Info) -> None:
+    match = Lpm(0xFCBB << 112, 16)
+    entry = canonical(TableEntry("routes_v6", (("dst_addr", match),), "routing.drop"), p4info)
+    assert entry.match[0][1] is match
+    assert canonical(entry, p4info) == entry
+
+
+def test_lookups_live_as_long_as_the_p4info() -> None:
+    from controller import codec
+
+    info = P4Info.load(MINI)
+    canonical(TableEntry("routes_v6", (), "routing.drop"), info)
+    key = id(info)
+    assert key in codec._CACHES
+    del info
+    gc.collect()
+    assert key not in codec._CACHES
