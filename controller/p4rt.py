@@ -12,7 +12,7 @@ import grpc
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller import codec
+from controller import codec, wire
 from controller.entries import ActionProfileMember, CounterValue, Entity, Exact, Lpm, Match, TableEntry, Value
 from controller.p4info import P4Info, pipeline_differences
 from controller.reconcile import Update, UpdateType
@@ -25,6 +25,23 @@ ElectionId = int | tuple[int, int]
 _GRPC_OPTIONS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20),
                  ("grpc.max_metadata_size", 16 << 20)]
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+def _identity(data: bytes) -> bytes:
+    """Write requests are wire bytes already (controller.wire)."""
+    return data
+
+
+class _Stub(p4runtime_pb2_grpc.P4RuntimeStub):
+    """The P4Runtime stub, but Write takes the WriteRequest as wire bytes (controller.wire.write_request)."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        super().__init__(channel)
+        self.Write = channel.unary_unary(
+            "/p4.v1.P4Runtime/Write",
+            request_serializer=_identity,
+            response_deserializer=p4runtime_pb2.WriteResponse.FromString,
+        )
 
 
 class P4RuntimeError(Exception):
@@ -125,7 +142,7 @@ class SwitchConnection:
     timeout: float = 10.0
     pipeline_timeout: float = 60.0
     _channel: grpc.Channel | None = field(default=None, init=False, repr=False)
-    _stub: p4runtime_pb2_grpc.P4RuntimeStub | None = field(default=None, init=False, repr=False)
+    _stub: _Stub | None = field(default=None, init=False, repr=False)
     _requests: queue.Queue = field(default_factory=queue.Queue, init=False, repr=False)
     _packets: queue.Queue = field(default_factory=queue.Queue, init=False, repr=False)
     _arbitrated: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
@@ -153,7 +170,7 @@ class SwitchConnection:
         except grpc.FutureTimeoutError:
             self.close()
             raise P4RuntimeError(f"{self.name}: no P4Runtime server at {self.address} within {timeout}s") from None
-        self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        self._stub = _Stub(self._channel)
         self._arbitrated.clear()
         self._stream = self._stub.StreamChannel(self._outgoing())
         self._reader = threading.Thread(target=self._read_stream, name=f"p4rt-{self.name}", daemon=True)
@@ -211,7 +228,7 @@ class SwitchConnection:
             relation = f"{ours} {'<' if ours < theirs else '>'} {theirs}"
         return NotPrimaryError(f"not primary for device {self.device_id} on {self.address} (election id {relation})")
 
-    def _require_primary(self) -> p4runtime_pb2_grpc.P4RuntimeStub:
+    def _require_primary(self) -> _Stub:
         if self._stub is None:
             raise P4RuntimeError(f"{self.name}: not connected to {self.address}")
         if self._stream_error is not None:
@@ -323,31 +340,27 @@ class SwitchConnection:
         """Write updates, `batch_size` per WriteRequest, stopping at the first failed request.
 
         Every entity is encoded (and checked) before anything is sent. Returns how many were written;
-        raises WriteError (per-update codes) or NotPrimaryError.
+        raises WriteError (per-update codes) or NotPrimaryError. The requests go out as wire bytes
+        (controller.wire: the messages codec.encode_entity builds, without building them).
         """
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         p4info = self.require_p4info()
         todo = [Update(UpdateType(kind), entity) for kind, entity in updates]
-        messages = [
-            p4runtime_pb2.Update(type=p4runtime_pb2.Update.Type.Value(u.type.value), entity=codec.encode_entity(u.entity, p4info))
-            for u in todo
-        ]
+        encoded = [wire.update_bytes(u.type.value, u.entity, p4info) for u in todo]
         stub = self._require_primary()
-        election = _uint128(election_int(self.election_id))
+        election = election_int(self.election_id)
         written = 0
         for start in range(0, len(todo), batch_size):
-            request = p4runtime_pb2.WriteRequest(
-                device_id=self.device_id, election_id=election, updates=messages[start : start + batch_size]
-            )
+            batch = encoded[start : start + batch_size]
             try:
-                stub.Write(request, timeout=self.timeout)
+                stub.Write(wire.write_request(self.device_id, election, batch), timeout=self.timeout)
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.PERMISSION_DENIED:
                     raise self._not_primary() from None
                 failures = _update_errors(e, todo[start : start + batch_size])
-                raise WriteError(self.name, failures, len(request.updates), written) from None
-            written += len(request.updates)
+                raise WriteError(self.name, failures, len(batch), written) from None
+            written += len(batch)
         return written
 
     # --- read ------------------------------------------------------------------------------
