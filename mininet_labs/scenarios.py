@@ -113,7 +113,7 @@ class ScenarioResult:
             "loss_window_ms": {"median": round(statistics.median(windows), 2) if windows else None,
                                "max": round(max(windows), 2) if windows else None, "qps_with_gap": len(windows)},
             "qp_packet_interval_ms": round(interval, 2) if interval else None,
-            "controller_s": {e.what: e.seconds for e in self.events if e.seconds},
+            "took_s": {e.what: e.seconds for e in self.events if e.seconds},
             "tables_ok": self.tables.get("ok"), "uplink_recovered": self.uplink.get("recovered"),
         }
 
@@ -325,7 +325,8 @@ def run_failure(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[s
             counts["at_fail"] = read_cells(lab, cells)
             t = time.monotonic_ns()
             intfs = down()
-            events.append(Event(f"{kind} down ({len(intfs)} interfaces)", _ms(run, t), detail={"intfs": intfs}))
+            events.append(Event(f"{kind} down ({len(intfs)} interfaces)", _ms(run, t),
+                                round((time.monotonic_ns() - t) / 1e9, 4), {"intfs": intfs}))
             t = time.monotonic_ns()
             result = lab.fail(failure)
             for s in tell:
