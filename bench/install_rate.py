@@ -1,6 +1,7 @@
 """Table entries per second into one simple_switch_grpc: this client's batched writes against
 p4runtime-shell's one update per request and against a raw loop of pre-encoded batched
-WriteRequests on a plain gRPC stub, on the same switch in the same run.
+WriteRequests on a plain gRPC stub, on the same switch in the same run; and, as a floor, the
+same requests serialised beforehand and sent as bytes (transport and switch only).
 
 Each case starts from a freshly pushed srv6_spray pipeline (empty tables) and inserts the same
 `--entries` entries, in turn a routes_v6 /128 (set_next_hop), a pinned_path (encap_carrier) and a
@@ -31,7 +32,7 @@ from google.protobuf import __version__ as protobuf_version  # noqa: E402
 from google.protobuf.internal import api_implementation  # noqa: E402
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc  # noqa: E402
 
-from controller import codec  # noqa: E402
+from controller import codec, wire  # noqa: E402
 from controller.codec import canonical  # noqa: E402
 from controller.entries import Exact, Lpm, TableEntry  # noqa: E402
 from controller.p4info import P4Info  # noqa: E402
@@ -99,6 +100,12 @@ def held(address: str, p4info: P4Info) -> list:
         return conn.read_entries()
 
 
+def timed(work) -> float:
+    start = time.perf_counter()
+    work()
+    return round(time.perf_counter() - start, 3)
+
+
 def rate(n: int, seconds: float) -> dict:
     return {"entries": n, "seconds": round(seconds, 3), "entries_per_s": round(n / seconds, 1)}
 
@@ -134,18 +141,26 @@ def p4runtime_shell(address: str, artifacts: Artifacts, n: int) -> float:
         sh.teardown()
 
 
-def raw_loop(address: str, p4info: P4Info, todo: list[TableEntry], batch_size: int) -> float:
+def raw_loop(address: str, p4info: P4Info, todo: list[TableEntry], batch_size: int, pre_serialised: bool) -> float:
     """Pre-encoded WriteRequests of batch_size updates each, written one after the other on a
-    plain stub (after arbitration on a stream of its own); only the Write loop is timed."""
+    plain stub (after arbitration on a stream of its own); only the Write loop is timed.
+
+    pre_serialised=False: the requests are messages, which the stub serialises in the loop (this
+    is "the raw loop" of the aim). True: they are serialised before the timer starts and go out as
+    bytes: what the transport and the switch alone take (a floor, no client can go below it)."""
     election = p4runtime_pb2.Uint128(high=0, low=ELECTION_ID)
     updates = [p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT, entity=codec.encode_entity(e, p4info))
                for e in todo]
     requests = [p4runtime_pb2.WriteRequest(device_id=DEVICE_ID, election_id=election,
                                            updates=updates[i:i + batch_size])
                 for i in range(0, len(updates), batch_size)]
+    if pre_serialised:
+        requests = [r.SerializeToString() for r in requests]
     outgoing: queue.Queue = queue.Queue()
     with grpc.insecure_channel(address) as channel:
         stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        write = channel.unary_unary("/p4.v1.P4Runtime/Write", request_serializer=lambda b: b,
+                                    response_deserializer=p4runtime_pb2.WriteResponse.FromString) if pre_serialised else stub.Write
         stream = stub.StreamChannel(iter(outgoing.get, None))
         arbitration = p4runtime_pb2.StreamMessageRequest()
         arbitration.arbitration.device_id = DEVICE_ID
@@ -157,7 +172,7 @@ def raw_loop(address: str, p4info: P4Info, todo: list[TableEntry], batch_size: i
         try:
             start = time.perf_counter()
             for request in requests:
-                stub.Write(request, timeout=60)
+                write(request, timeout=60)
             return time.perf_counter() - start
         finally:
             outgoing.put(None)
@@ -183,7 +198,8 @@ def main() -> int:
     cases = {
         "switch_connection_batched": lambda a: this_client(a, p4info, todo, args.batch_size),
         "p4runtime_shell_one_per_request": lambda a: p4runtime_shell(a, artifacts, args.entries),
-        "raw_grpc_batched": lambda a: raw_loop(a, p4info, todo, args.batch_size),
+        "raw_grpc_batched": lambda a: raw_loop(a, p4info, todo, args.batch_size, pre_serialised=False),
+        "raw_bytes_batched": lambda a: raw_loop(a, p4info, todo, args.batch_size, pre_serialised=True),
     }
     results: dict = {}
     with NetnsSwitch(f"inst{os.getpid()}", ports=PORTS, device_id=DEVICE_ID) as switch:
@@ -196,15 +212,17 @@ def main() -> int:
                 raise SystemExit(f"{name}: the switch holds {sum((found - expected).values())} entries too many "
                                  f"and lacks {sum((expected - found).values())}")
             results[name] = rate(args.entries, seconds)
-    start = time.perf_counter()
-    for e in todo:
-        codec.encode_entity(e, p4info)
-    # where this client's time goes: encoding alone, no switch (protobuf's pure-Python messages)
-    results["encode_only_seconds"] = round(time.perf_counter() - start, 3)
+    # where this client's time goes: encoding (and checking) alone, no switch; write() sends the wire
+    # bytes, encode_entity builds the same requests as protobuf's (pure-Python) messages
+    results["encode_only_seconds"] = {
+        "wire_update_bytes": timed(lambda: [wire.update_bytes("INSERT", e, p4info) for e in todo]),
+        "message_encode_entity": timed(lambda: [codec.encode_entity(e, p4info) for e in todo]),
+    }
     ours = results["switch_connection_batched"]["entries_per_s"]
     results["ratio_vs_p4runtime_shell"] = round(ours / results["p4runtime_shell_one_per_request"]["entries_per_s"], 2)
     results["ratio_vs_raw_grpc"] = round(ours / results["raw_grpc_batched"]["entries_per_s"], 3)
-    results["aim"] = {"ratio_vs_p4runtime_shell": ">= 10", "ratio_vs_raw_grpc": ">= 0.8"}
+    results["ratio_vs_raw_bytes"] = round(ours / results["raw_bytes_batched"]["entries_per_s"], 3)
+    results["aim"] = {"ratio_vs_p4runtime_shell": ">= 10", "ratio_vs_raw_grpc": ">= 0.8"}  # raw bytes: no aim, a floor
     results["config"] = {"entries": args.entries, "batch_size": args.batch_size,
                          "tables": {t: len(range(i, args.entries, len(TABLES))) for i, t in enumerate(TABLES)},
                          "program": "srv6_spray", "grpc": "unix socket", "cpus": os.cpu_count(),
