@@ -1,0 +1,173 @@
+"""Failure, cross-plane and balance scenarios on one lab: counts and tables are asserted, never times
+(the loss windows go to bench/loss_window.py and the README).
+
+The first tests need no lab (gaps, IPv4 frames, re-homing, pins, the plot's missing-matplotlib error).
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import pytest
+
+from controller.routes import Pin
+from controller.topology import build
+from mininet_labs import traffic as tr
+from mininet_labs.roce import icrc_ok, roce_v4
+
+
+# --- without a lab -------------------------------------------------------------------------------
+
+def test_gaps_name_the_lost_run_and_the_receiver_times_around_it():
+    track = tr._QpTrack(tr.QpStats("h0", 0x100, expected=10), start_psn=0xFFFFFE)
+    for pos in (0, 1, 2, 6, 7, 8):  # 3, 4, 5 lost; 9 lost at the end
+        track.add((0xFFFFFE + pos) & tr.PSN_MASK, 0, rx_ns=1_000_000 * pos, tx_ns=500_000 * pos)
+    gaps = track.gaps()
+    assert [(g.after, g.before, g.missing) for g in gaps] == [(2, 6, 3), (8, None, 1)]
+    assert gaps[0].rx_ms == 4.0 and gaps[0].tx_ms == 2.0 and gaps[1].rx_ms is None
+    track.stats.gaps = gaps
+    assert track.stats.loss_window_ms == 4.0
+    result = tr.RecvResult("h2", 6, 0, 0, 1.0, [track.stats], {"bin_ms": 5, "planes": {0: {7: 6}}})
+    again = tr.RecvResult.from_json(__import__("json").loads(__import__("json").dumps(result.to_json())))
+    assert again.qps[0].gaps == gaps and again.timeline == {"bin_ms": 5, "planes": {0: {7: 6}}}
+
+
+def test_ipv4_frames_match_scapy_but_for_the_zero_udp_checksum():
+    payload = bytes(range(96))
+    ours = tr.roce_frame_v4("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "10.16.2.2", 4, 0x123, 5, payload,
+                            sport=50000, ident=1)
+    theirs = bytes(roce_v4("10.0.0.1", "10.16.2.2", 0x123, 5, sport=50000, payload=payload))
+    assert len(ours) == len(theirs) and ours[:40] == theirs[:40] and ours[42:] == theirs[42:]
+    assert ours[40:42] == b"\x00\x00" and icrc_ok(ours)
+
+
+def test_a_fixed_source_port_and_rehoming_off_a_dead_plane():
+    topo = build(2, 2, 2, 2)
+    dead = {"planes": (0, 1)}
+    spec = tr.SendSpec("", "h0", ["h3"], qps=4, messages=8, plane_mode="qp", sport=4242, ipv4=True)
+    planes = []
+    for n, (nic, frame, q) in enumerate(tr.plan_packets(spec, topo, live=lambda: dead["planes"])):
+        if n == 3:
+            dead["planes"] = (1,)  # plane 0's NIC lost carrier: its QPs (0 and 2) move to plane 1
+        ip, qp, psn, body = tr.parse_roce(frame)
+        assert frame[12:14] == b"\x08\x00" and int.from_bytes(ip[20:22], "big") == 4242
+        planes.append((qp - 0x100, nic.plane, tr.Tag.unpack(body).plane))
+    assert planes[:3] == [(0, 0, 0), (1, 1, 1), (2, 0, 0)]
+    assert all(p == t == 1 for _, p, t in planes[3:])
+
+
+def test_even_pins_spread_each_planes_qps_over_its_spines():
+    from mininet_labs.scenarios import even_pins
+
+    class FakeLab:
+        model = build(2, 2, 2, 2)
+
+        def host(self, name):
+            class H:
+                nics = tr.host_nics(FakeLab.model, name)
+            return H()
+
+    pins = even_pins(FakeLab(), [("h0", "h2")], qps=4)
+    assert pins == tuple(sorted({Pin(0, 0, 1, 0, 0x100, 0), Pin(0, 0, 1, 0, 0x102, 1),
+                                 Pin(1, 0, 1, 0, 0x101, 0), Pin(1, 0, 1, 0, 0x103, 1)}))
+
+
+def test_plots_say_clearly_when_matplotlib_is_missing(monkeypatch, tmp_path):
+    from mininet_labs import plot
+
+    real = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError("No module named 'matplotlib'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(plot.PlotUnavailable, match=r"srv6-fabric\[lab\]"):
+        plot.balance({"modes": []}, tmp_path / "x.png")
+
+
+# --- on the lab ----------------------------------------------------------------------------------
+
+FAST = dict(seconds=4.0, fail_at=1.0, restore_at=2.0, rate=300.0, qps=4)  # 2 s of traffic after the repair
+
+
+def _schedule():
+    from mininet_labs.scenarios import Schedule
+
+    return Schedule(**FAST)
+
+
+def _check_failure_result(r, lab):
+    s = r.summary()
+    # QPs pinned through the failed link lost packets; every other QP lost nothing, duplicated nothing.
+    assert s["qps_on_failure"] == 4 and s["qps_elsewhere"] == 12
+    assert s["lost_on_failure"] > 0
+    assert [(q.sender, q.dst, q.qp, q.lost) for q in r.unaffected if q.lost] == []
+    assert s["duplicated"] == 0
+    assert r.report["totals"]["icrc_bad"] == 0 and r.report["totals"]["wrong_plane"] == 0
+    # The failed segments were pulled from every touched switch and are back after the restore.
+    t = r.tables
+    assert t["segments"] and all(n > 0 for n in t["segments"].values())
+    assert all(n == 0 for n in t["present_after_fail"].values())
+    assert t["present_after_restore"] == t["segments"]
+    # Nothing went onto the failed uplink(s) while down; traffic is back on them after the restore.
+    assert all(v == 0 for v in r.uplink["failed_phase"].values())
+    assert all(v > 0 for v in r.uplink["after_restore"].values())
+    # The lab is healthy again: no failure recorded, every switch holds its (default) plan.
+    assert lab.failures() == frozenset()
+    assert not any(o.delta for o in lab.install(dry_run=True, push="never").values())
+
+
+def test_link_failure_pulls_the_segments_and_spares_the_other_qps(lab):
+    from mininet_labs.scenarios import link_failure
+
+    r = link_failure(lab, "p0-t0-0", "p0-t1-1", schedule=_schedule())
+    assert set(r.tables["segments"]) == {"p0-t0-0", "p0-t0-1", "p0-t1-1"}
+    assert {(q.sender, q.dst) for q in r.affected} == {("h0", "h2"), ("h1", "h3"), ("h2", "h0"), ("h3", "h1")}
+    assert all(q.plane == 0 and q.qp == 0x102 for q in r.affected)  # plane 0, pinned to spine 1
+    _check_failure_result(r, lab)
+    assert r.timeline["planes"] and r.to_json()["summary"]["loss_window_ms"]["qps_with_gap"] >= 1
+
+
+def test_switch_failure_takes_every_link_of_the_t1(lab):
+    from mininet_labs.scenarios import switch_failure
+
+    r = switch_failure(lab, "p0-t1-1", schedule=_schedule())
+    assert set(r.tables["segments"]) == {"p0-t0-0", "p0-t0-1"}  # the spine itself is not contacted while down
+    assert len(r.uplink["cells"]) == 4  # path_packets and port_tx of both leaves' uplinks to it
+    _check_failure_result(r, lab)
+
+
+def test_cross_plane_keeps_the_hosts_qps_delivered_on_the_other_plane(lab):
+    from mininet_labs.scenarios import cross_plane
+
+    r = cross_plane(lab, "h0", 0, schedule=_schedule())
+    moved = r.affected
+    assert {(q.sender, q.dst) for q in moved} == {("h0", "h2"), ("h2", "h0")} and len(moved) == 4
+    for q in moved:  # sent on plane 0, carried on plane 1 while the NIC was down, back on plane 0 after
+        assert q.per_plane.get(1, 0) > 0 and q.per_plane.get(0, 0) > 0
+        assert q.received + q.lost == q.expected and q.duplicated == 0
+    assert sum(q.lost for q in r.unaffected) == 0
+    assert r.tables["present_after_fail"] == {"p0-t0-0": 0}
+    assert r.tables["present_after_restore"] == r.tables["segments"]
+    assert lab.failures() == frozenset()
+
+
+def test_balance_reads_every_mode_from_the_counters(lab):
+    from mininet_labs.balance import balance
+
+    r = balance(lab, qps=4, messages=32, rate=400.0)
+    by = {(m.program, m.mode): m for m in r.modes}
+    assert list(by) == [("srv6_spray", "FLOW"), ("srv6_spray", "QP"), ("srv6_spray", "PACKET"),
+                        ("srv6_spray", "PINNED"), ("eecmp_qp_hash", "FIVE_TUPLE"), ("eecmp_qp_hash", "QP"),
+                        ("eecmp_qp_hash", "PIN")]
+    for m in r.modes:
+        assert m.lost == 0
+        # 8 cross-leaf pairs x 32 packets, each crossing one uplink of its source leaf: all counted.
+        assert len(m.uplinks) == 8 and sum(m.uplinks.values()) == 8 * 32, (m.program, m.mode, m.uplinks)
+    assert by["srv6_spray", "PINNED"].max_over_mean == 1.0  # pins spread the QPs evenly by construction
+    assert by["eecmp_qp_hash", "PIN"].max_over_mean == 1.0
+    # The lab is back on its program and plan.
+    assert lab.program == "srv6_spray"
+    assert not any(o.delta for o in lab.install(dry_run=True, push="never").values())
