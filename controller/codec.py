@@ -234,6 +234,9 @@ def _canonical_params(
 
 def _canonical_entry(entry: TableEntry, p4info: P4Info, lookups: _Lookups) -> TableEntry:
     table, fields = lookups.table(p4info, entry.table)
+    if not isinstance(entry.is_default, int):  # bool is an int; protobuf takes both for a bool field
+        raise TypeError(f"table {table.name}: is_default {entry.is_default!r} is not a bool")
+    is_default = bool(entry.is_default)
     given = dict(entry.match)
     if len(given) != len(entry.match):
         raise ValueError(f"table {table.name}: a match field is given twice")
@@ -273,7 +276,7 @@ def _canonical_entry(entry: TableEntry, p4info: P4Info, lookups: _Lookups) -> Ta
         member_id = scalar(member_id, _UINT32, f"table {table.name}: member_id")
     else:
         group_id = scalar(group_id, _UINT32, f"table {table.name}: group_id")
-    return TableEntry(table.name, tuple(match), action, params, member_id, group_id, priority, entry.is_default)
+    return TableEntry(table.name, tuple(match), action, params, member_id, group_id, priority, is_default)
 
 
 def canonical(entity: Entity, p4info: P4Info) -> Entity:

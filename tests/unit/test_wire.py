@@ -297,6 +297,7 @@ _BAD = [
     TableEntry("spray_paths", (), group_id=-1),
     TableEntry("spray_paths", (), member_id=1, group_id=2),
     TableEntry("nowhere", (), "NoAction"),
+    TableEntry("routes_v6", (), "routing.drop", is_default="yes"),
     ActionProfileMember("spray_selector", 1, "routing.set_next_hop", (("port", 1), ("smac", 0), ("dmac", 0))),
     ActionProfileMember("spray_selector", 1 << 32, "via_spine", (("spine_usid", 1), ("path_index", 1))),
     ActionProfileMember("spray_selector", 1, "via_spine", (("spine_usid", 1 << 16), ("path_index", 1))),
