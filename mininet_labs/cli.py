@@ -351,7 +351,12 @@ def fail_scenario() -> None:
 @_schedule_options
 def fail_link_scenario(t0: str, t1: str, lab_dir: Path, rate: float, qps: int, seconds: float, fail_at: float,
                        restore_at: float, png: Path | None, as_json: bool) -> None:
-    """A T0-T1 link down mid-traffic, then restored."""
+    """A T0-T1 link down mid-traffic, then restored.
+
+    \b
+    Example:
+      fabricctl lab fail-scenario link p0-t0-0 p0-t1-1 --png link.png
+    """
     from mininet_labs import scenarios
 
     _run_scenario(lab_dir, lambda lab, sch: scenarios.link_failure(lab, t0, t1, schedule=sch), seconds, fail_at,
@@ -363,7 +368,12 @@ def fail_link_scenario(t0: str, t1: str, lab_dir: Path, rate: float, qps: int, s
 @_schedule_options
 def fail_switch_scenario(name: str, lab_dir: Path, rate: float, qps: int, seconds: float, fail_at: float,
                          restore_at: float, png: Path | None, as_json: bool) -> None:
-    """Every link of a T1 down mid-traffic, then restored."""
+    """Every link of a T1 down mid-traffic, then restored (the spine is not contacted while down).
+
+    \b
+    Example:
+      fabricctl lab fail-scenario switch p0-t1-1 --json > switch.json
+    """
     from mininet_labs import scenarios
 
     _run_scenario(lab_dir, lambda lab, sch: scenarios.switch_failure(lab, name, schedule=sch), seconds, fail_at,
