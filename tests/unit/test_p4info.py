@@ -132,8 +132,6 @@ _NAMES = {
 
 def _compiled(program: str) -> P4Info:
     path = Artifacts.of(program).p4info
-    if not path.exists():
-        pytest.skip(f"{path} not compiled yet")
     return P4Info.load(path)
 
 

@@ -310,8 +310,6 @@ _BAD = [
 
 def _srv6_spray() -> P4Info:
     path = BUILD / "srv6_spray.p4info.txtpb"
-    if not path.exists():
-        pytest.skip(f"{path} not compiled yet")
     return P4Info.load(path)
 
 
