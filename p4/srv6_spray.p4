@@ -292,7 +292,18 @@ control Endpoint(inout headers_t hdr,
                 meta.drop_reason = DROP_DECAP_INVALID;
                 return;
             }
+            /* RFC 6040 4.2 (normal mode): congestion marked on the outer header must
+             * reach the receiving NIC (DCQCN reacts to CE); the ICRC masks the Traffic
+             * Class, so the RoCE packet stays valid. CE over Not-ECT is dropped. */
+            bit<2> outer_ecn = hdr.ipv6.traffic_class[1:0];
             hdr.ipv6 = hdr.inner_ipv6;
+            if (outer_ecn == ECN_CE) {
+                if (hdr.ipv6.traffic_class[1:0] == ECN_NOT_ECT) {
+                    meta.drop_reason = DROP_ECN_NOT_ECT;
+                    return;
+                }
+                hdr.ipv6.traffic_class[1:0] = ECN_CE;
+            }
             hdr.inner_ipv6.setInvalid();
             hdr.routing.setInvalid();
             hdr.srh.setInvalid();

@@ -62,6 +62,7 @@ const drop_reason_t DROP_CONTROLLER        = 14;
 const drop_reason_t DROP_NO_PATH           = 15;
 const drop_reason_t DROP_DECAP_INVALID     = 16;
 const drop_reason_t DROP_NOT_IP            = 17;
+const drop_reason_t DROP_ECN_NOT_ECT       = 18;
 #define DROP_REASON_COUNT 32
 
 /* Where the parser was when it failed, to name the truncated header. */
@@ -71,6 +72,10 @@ const parser_stage_t STAGE_L3  = 1;
 const parser_stage_t STAGE_SRH = 2;
 const parser_stage_t STAGE_L4  = 3;
 const parser_stage_t STAGE_BTH = 4;
+
+/* ECN codepoints, RFC 3168 5: the low two bits of the IPv6 Traffic Class. */
+const bit<2> ECN_NOT_ECT = 0;
+const bit<2> ECN_CE      = 3;
 
 #define PORT_COUNT 512
 

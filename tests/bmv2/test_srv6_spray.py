@@ -261,3 +261,33 @@ def test_plain_ipv6_is_routed_by_lpm_with_hop_limit_decremented(spray):
     assert (port, frame) == (UP_B, bytes(expected))
     assert spray.counter("IngressPipe.port_rx", UP_A).packets == 1
     assert spray.counter("FabricEgress.port_tx", UP_B).packets == 1
+
+
+@pytest.mark.parametrize("outer_ecn,inner_ecn,delivered_ecn", [
+    (0b11, 0b10, 0b11),  # CE on the outer header reaches the receiving NIC (RFC 6040 4.2)
+    (0b11, 0b01, 0b11),
+    (0b10, 0b01, 0b01),  # no congestion: the inner ECN field is kept as sent
+    (0b00, 0b10, 0b10),
+])
+def test_decapsulation_propagates_congestion_experienced(spray, outer_ecn, inner_ecn, delivered_ecn):
+    spray.install(my_sid(carrier(DST_LEAF, DST_DX6), 64, "end_dx6",
+                         (("port", HOST), ("smac", sw_mac(HOST)), ("dmac", nbr_mac(HOST)))))
+    sent = roce_v6(SRC_HOST, DST_HOST, qp=0x31, psn=100, tc=0x68 | inner_ecn)
+    arriving = outer(carrier(DST_LEAF, DST_DX6), bytes(sent[IPv6]), UP_A, fl=1, tc=0x68 | outer_ecn)
+    spray.switch.send(UP_A, bytes(arriving))
+
+    (port, frame), = spray.switch.receive(count=1)
+    delivered = sent.copy()
+    delivered[Ether].src, delivered[Ether].dst = sw_mac(HOST), nbr_mac(HOST)
+    delivered[IPv6].tc = 0x68 | delivered_ecn
+    assert (port, frame) == (HOST, bytes(delivered))
+    assert icrc_ok(frame)  # the ICRC masks the Traffic Class
+
+
+def test_congestion_experienced_over_not_ect_is_dropped(spray):
+    spray.install(my_sid(carrier(DST_LEAF, DST_DX6), 64, "end_dx6",
+                         (("port", HOST), ("smac", sw_mac(HOST)), ("dmac", nbr_mac(HOST)))))
+    sent = roce_v6(SRC_HOST, DST_HOST, qp=0x31, psn=100, tc=0x68)
+    spray.switch.send(UP_A, bytes(outer(carrier(DST_LEAF, DST_DX6), bytes(sent[IPv6]), UP_A, fl=1, tc=0x6B)))
+    assert spray.switch.receive(timeout=1.0) == []
+    assert spray.counter("IngressPipe.drop_reasons", 18).packets == 1  # ECN_NOT_ECT
