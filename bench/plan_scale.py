@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controller.failover import LinkDown, delta, with_failures  # noqa: E402
+from controller.failover import LinkDown, SwitchDown, delta, with_failures  # noqa: E402
 from controller.plan import count_entities, count_switch, plan, totals  # noqa: E402
 from controller.routes import Fabric, Options, Program, switch_entities  # noqa: E402
 from controller.topology import Topology, build  # noqa: E402
@@ -95,6 +95,17 @@ def _one_link_delta(fabric: Fabric, topo: Topology, runs: int = 7) -> dict[str, 
             "repair_updates": sum(len(x) for x in repair.values())}
 
 
+def _one_spine_delta(fabric: Fabric, topo: Topology) -> dict[str, Any]:
+    """Fail one whole T1 once: every leaf of its plane loses a member of its shared group."""
+    spine = topo.t1(topo.planes // 2, len(topo.t1s(0)) // 2)
+    broken = with_failures(fabric, [SwitchDown(spine.name)])
+    start = time.perf_counter()
+    d = delta(fabric, broken)
+    seconds = time.perf_counter() - start
+    return {"failure": spine.name, "ms": round(seconds * 1000, 1), "switches_changed": len(d),
+            "updates": sum(len(x) for x in d.values())}
+
+
 def run(size: dict[str, int], program: Program, workers: int, generate: bool) -> dict[str, Any]:
     """Plan one fabric size: build, count, (generate everything), one-link delta."""
     t0 = time.perf_counter()
@@ -114,6 +125,7 @@ def run(size: dict[str, int], program: Program, workers: int, generate: bool) ->
         "entities_per_switch": {"t0": counts[topo.t0(0, 0).name], "t1": counts[topo.t1(0, 0).name]},
     }
     out["delta_one_link"] = _one_link_delta(fabric, topo)
+    out["delta_one_spine"] = _one_spine_delta(fabric, topo)
     if generate:
         gen = _generate_all(fabric, workers)
         out["generate_all"] = gen
