@@ -134,7 +134,10 @@ class LabHost:
         return proc
 
     def nic(self, plane: int) -> tr.HostNic:
-        return next(n for n in self.nics if n.plane == plane)
+        for n in self.nics:
+            if n.plane == plane:
+                return n
+        raise LabError(f"{self.name} has no NIC in plane {plane} (planes: {', '.join(str(n.plane) for n in self.nics)})")
 
 
 def host_script(nics: Iterable[tr.HostNic]) -> str:
