@@ -281,12 +281,17 @@ def _prepare(lab: Lab, pinned: bool, pairs: Sequence[tuple[str, str]], qps: int)
     if lab.failures():
         raise LabError("the lab has recorded failures ('fabricctl restore all' first): a scenario starts healthy")
     before = lab.options
-    pins = even_pins(lab, pairs, qps) if pinned else ()
-    lab.options = Options(mode=QP, pins=pins) if pinned else before
-    if pinned:
+    if not pinned:
+        return before, ()
+    pins = even_pins(lab, pairs, qps)
+    lab.options = Options(mode=QP, pins=pins)
+    try:
         bad = [o for o in lab.install().values() if not o.ok]
         if bad:
             raise LabError(f"installing the pins failed: {bad[0].error}")
+    except BaseException:
+        _finish(lab, before, pinned)  # the lab's own options and plan back, as after a run
+        raise
     return before, pins
 
 
