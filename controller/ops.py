@@ -316,14 +316,14 @@ def _not_primary(conn: SwitchConnection) -> NotPrimaryError:
 def _pipeline(conn: SwitchConnection, artifacts: Artifacts, p4info: P4Info, push: Push, dry_run: bool) -> str:
     """Keep the device's pipeline if it is ours, else push it where `push` allows; the action taken."""
     theirs = conn.get_pipeline_p4info()
-    if theirs is not None and not pipeline_differences(p4info, theirs):
+    differences = pipeline_differences(p4info, theirs) if theirs is not None else []
+    if theirs is not None and not differences:
         conn.p4info = p4info
         return "kept"
     if theirs is None and push == "never":
         raise PipelineMismatchError(f"{conn.name}: device {conn.device_id} on {conn.address} has no pipeline "
                                     f"(run 'fabricctl install {conn.name}')")
     if theirs is not None and push != "force":
-        differences = pipeline_differences(p4info, theirs)
         more = f"; +{len(differences) - 1} more" if len(differences) > 1 else ""
         hint = ("--force-pipeline replaces it and clears its tables" if push == "missing" else
                 f"'fabricctl install --force-pipeline {conn.name}' replaces it and clears its tables")
@@ -331,7 +331,7 @@ def _pipeline(conn: SwitchConnection, artifacts: Artifacts, p4info: P4Info, push
                                     f"({differences[0]}{more}); {hint}")
     if dry_run:
         return "would push"
-    conn.set_pipeline(artifacts)
+    conn.set_pipeline(artifacts, p4info=p4info)
     return "pushed"
 
 

@@ -270,15 +270,18 @@ class SwitchConnection:
 
     # --- pipeline --------------------------------------------------------------------------
 
-    def set_pipeline(self, artifacts: Artifacts | str | Path, bmv2_json: str | Path | None = None) -> None:
-        """Push a P4Info and bmv2 JSON with VERIFY_AND_COMMIT (this resets the device's tables)."""
+    def set_pipeline(self, artifacts: Artifacts | str | Path, bmv2_json: str | Path | None = None, *,
+                     p4info: P4Info | None = None) -> None:
+        """Push a P4Info and bmv2 JSON with VERIFY_AND_COMMIT (this resets the device's tables).
+        `p4info`: the artifacts' P4Info when the caller has it loaded already (it is not read again)."""
         if isinstance(artifacts, Artifacts):
             p4info_path, bmv2_json = artifacts.p4info, artifacts.bmv2_json
         else:
             p4info_path = Path(artifacts)
         if bmv2_json is None:
             raise ValueError(f"{self.name}: set_pipeline needs the bmv2 JSON as well as the P4Info")
-        p4info = P4Info.load(p4info_path)
+        if p4info is None:
+            p4info = P4Info.load(p4info_path)
         stub = self._require_primary()
         request = p4runtime_pb2.SetForwardingPipelineConfigRequest(
             device_id=self.device_id,
@@ -331,7 +334,7 @@ class SwitchConnection:
         if theirs is not None and not pipeline_differences(ours, theirs):
             self.p4info = ours
             return False
-        self.set_pipeline(artifacts, bmv2_json)
+        self.set_pipeline(artifacts, bmv2_json, p4info=ours)
         return True
 
     # --- write -----------------------------------------------------------------------------
