@@ -34,7 +34,7 @@ from controller.fabric_client import FabricClient
 from controller.ops import Outcome
 from controller.p4info import P4Info
 from controller.plan import plan as make_plan
-from controller.routes import Options
+from controller.routes import Fabric, Options
 from controller.toolchain import Artifacts, find_binary
 from controller.topology import Topology, build, load, to_dict
 from mininet_labs import traffic as tr
@@ -317,6 +317,7 @@ class Lab:
         self.state = LabState(str(self.dir), str(self.topology_path), program, tag, os.getpid())
         self._hosts: dict[str, LabHost] = {}
         self._mtus: dict[str, int] = {}  # MTUs of cut ports, to mend them
+        self._p4infos: dict[str, P4Info] = {}  # per program, read once
 
     # --- files -------------------------------------------------------------------------------
     @property
@@ -480,7 +481,7 @@ class Lab:
         """A FabricClient with a connection to every switch, each with the program's P4Info; unless
         told not to, connected and checked to run that pipeline. Close it (or use `with`) before
         `install`: two sessions with one election id conflict."""
-        p4info = P4Info.load(Artifacts.of(self.program).p4info)
+        p4info = self.p4info()
         conns = [ops.connection(s, election_id or self.election_id, self.timeout) for s in self.model.switches]
         for conn in conns:
             conn.p4info = p4info
@@ -491,6 +492,12 @@ class Lab:
                 client.close_all()
                 raise LabError(f"cannot use the switches: {result.summary()}")
         return client
+
+    def p4info(self) -> P4Info:
+        """The current program's P4Info (read once per program)."""
+        if self.program not in self._p4infos:
+            self._p4infos[self.program] = P4Info.load(Artifacts.of(self.program).p4info)
+        return self._p4infos[self.program]
 
     def failures(self) -> frozenset[Failure]:
         """The failure set fabricctl keeps for this lab (empty when none is recorded)."""
@@ -503,10 +510,14 @@ class Lab:
         failures = self.failures() if failures is None else frozenset(failures)
         down = ops.down_switches(failures)
         names = [s.name for s in self.model.switches if s.name not in down]
-        artifacts = Artifacts.of(self.program)
-        p4info = P4Info.load(artifacts.p4info)
-        encoded = ops.encode(make_plan(ops.fabric(self.model, self.program, failures, self.options)),  # type: ignore[arg-type]
-                             names, p4info, str(artifacts.p4info))
+        return self._sync(ops.fabric(self.model, self.program, failures, self.options), names,  # type: ignore[arg-type]
+                          push=push, dry_run=dry_run)
+
+    def _sync(self, fabric: Fabric, names: Sequence[str], *, push: ops.Push, dry_run: bool = False
+              ) -> dict[str, Outcome]:
+        """Reconcile the named switches to the plan of `fabric` (ops.encode, then ops.sync)."""
+        artifacts, p4info = Artifacts.of(self.program), self.p4info()
+        encoded = ops.encode(make_plan(fabric), names, p4info, str(artifacts.p4info))
         return ops.sync(self.model, encoded, artifacts, p4info, election_id=self.election_id, timeout=self.timeout,
                         dry_run=dry_run, push=push)
 
@@ -518,11 +529,7 @@ class Lab:
         save_state(self.failure_state_path, change.new)
         outcomes: dict[str, Outcome] = {}
         if change.touched:
-            artifacts = Artifacts.of(self.program)
-            p4info = P4Info.load(artifacts.p4info)
-            encoded = ops.encode(make_plan(change.fabric), change.touched, p4info, str(artifacts.p4info))
-            outcomes = ops.sync(self.model, encoded, artifacts, p4info, election_id=self.election_id,
-                                timeout=self.timeout, dry_run=False, push="never")
+            outcomes = self._sync(change.fabric, change.touched, push="never")
         result = FailoverResult(sorted(change.new, key=str), change.touched, outcomes, round(time.monotonic() - t0, 4))
         bad = [o for o in outcomes.values() if not o.ok]
         if bad:

@@ -31,10 +31,8 @@ from typing import Any
 from controller import ops
 from controller.entries import entity_key
 from controller.failover import Failure, HostPortDown, LinkDown, SwitchDown
-from controller.p4info import P4Info
 from controller.plan import plan as make_plan
 from controller.routes import EECMP, QP, Options, Pin
-from controller.toolchain import Artifacts
 from mininet_labs.lab import Lab, LabError, TrafficReport, TrafficRun
 
 PATH_PACKETS = "IngressPipe.headend.path_packets"
@@ -172,7 +170,7 @@ def qp_path(lab: Lab, sender: str, dst: str, k: int, plane: int, pins: dict[tupl
 def failed_segments(lab: Lab, failures: Sequence[Failure]) -> dict[str, list[Any]]:
     """Per switch the failure touches, the canonical entities of the healthy plan that the failure plan
     deletes or changes: what the controller must pull out (and put back on restore)."""
-    p4info = P4Info.load(Artifacts.of(lab.program).p4info)
+    p4info = lab.p4info()
     change = ops.failure_change(lab.model, lab.program, (), failures, lab.options)  # type: ignore[arg-type]
     healthy = ops.fabric(lab.model, lab.program, (), lab.options)  # type: ignore[arg-type]
     names = change.touched
