@@ -66,15 +66,6 @@ def compile_all(out_dir: Path = BUILD_DIR) -> list[CompileResult]:
     return [compile_program(program, out_dir) for program in PROGRAMS]
 
 
-def p4c_version() -> str | None:
-    """p4c's own version line, or None without p4c."""
-    p4c = find_binary("p4c")
-    if p4c is None:
-        return None
-    proc = subprocess.run([p4c, "--version"], capture_output=True, text=True)
-    return proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 else None
-
-
 def main() -> int:
     """`python3 -m controller.p4compile`: regenerate p4/build/ from p4/*.p4."""
     try:

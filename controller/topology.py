@@ -142,13 +142,6 @@ class Topology:
                     nics.setdefault(host, []).append(Nic(plane, leaf.index, slot))
         return {h: tuple(sorted(n, key=lambda nic: nic.plane)) for h, n in nics.items()}
 
-    def iter_leaf_slots(self) -> Iterator[tuple[Switch, int]]:
-        """Every (leaf, host slot) of the fabric."""
-        for plane in range(self.planes):
-            for leaf in self._t0[plane]:
-                for slot in range(len(leaf.host_ports)):
-                    yield leaf, slot
-
     @cached_property
     def graph(self) -> nx.Graph:
         """Switches and hosts as nodes (role, plane, index); links as edges with `ports` {node: port}."""

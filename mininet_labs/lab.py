@@ -38,7 +38,7 @@ from controller.routes import Fabric, Options
 from controller.toolchain import Artifacts, find_binary
 from controller.topology import Topology, build, load, to_dict
 from mininet_labs import traffic as tr
-from mininet_labs._mininet import MininetMissing, missing as mininet_missing
+from mininet_labs._mininet import missing as mininet_missing
 
 DEFAULT_DIR = Path("/tmp/srv6-fabric-lab")
 STATE_NAME = "lab-state.json"
@@ -611,11 +611,6 @@ class Lab:
         if proc.returncode != 0:
             raise LabError(f"ip link set {intf} {' '.join(args)}: {proc.stderr.strip()}")
 
-    def link_is_up(self, a: str, b: str) -> bool:
-        from mininet_labs.topo import link_ends
-
-        return all(_intf_up(end.intf) for end in link_ends(self.model, a, b, self.tag))
-
     # --- traffic -------------------------------------------------------------------------------
     def traffic(self, pairs: Sequence[tuple[str, str]] | None = None, **kwargs: Any) -> TrafficReport:
         """Send RoCEv2 from each pair's source to its destination (default: every ordered pair of
@@ -824,13 +819,6 @@ def _environ(pid: int) -> bytes:
 
 def _intf_exists(name: str) -> bool:
     return Path("/sys/class/net", name).exists()
-
-
-def _intf_up(name: str) -> bool:
-    try:
-        return int(Path("/sys/class/net", name, "flags").read_text(), 16) & 1 == 1
-    except OSError:
-        return False
 
 
 def _natural(name: str) -> tuple[Any, ...]:

@@ -44,9 +44,3 @@ def icrc_ok(frame: bytes | Packet) -> bool:
     rebuilt = bth.copy()
     rebuilt.icrc = None
     return rebuilt.compute_icrc(b"") == received
-
-
-def bth_of(frame: bytes) -> BTH | None:
-    """The BTH of a frame (inner one for encapsulated frames), or None."""
-    pkt = Ether(frame)
-    return pkt[BTH] if BTH in pkt else None
