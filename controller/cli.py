@@ -21,7 +21,7 @@ from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, 
 from controller.failover import Failure, failure_to_json
 from controller.ops import OpError, Outcome
 from controller.p4info import P4Info
-from controller.p4rt import describe
+from controller.p4rt import describe, show_value
 from controller.plan import Plan, count_switch, entity_to_json, plan as make_plan, totals
 from controller.reconcile import Delta
 from controller.toolchain import BUILD_DIR, PROGRAMS, Artifacts
@@ -480,14 +480,10 @@ def _outcome_json(o: Outcome, encoded: ops.Encoded, dry_run: bool) -> dict[str, 
     return doc
 
 
-def _value(v: Value) -> str:
-    return v if isinstance(v, str) else (hex(v) if v > 255 else str(v))
-
-
 def show_entity(e: Entity) -> str:
     """One line for an entity: what identifies it, then what it does."""
     def call(action: str | None, params: tuple[tuple[str, Value], ...]) -> str:
-        return f"{(action or '?').rsplit('.', 1)[-1]}({', '.join(f'{n}={_value(v)}' for n, v in params)})"
+        return f"{(action or '?').rsplit('.', 1)[-1]}({', '.join(f'{n}={show_value(v)}' for n, v in params)})"
 
     if isinstance(e, TableEntry):
         if e.group_id is not None:
@@ -691,7 +687,7 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
         _print_json({"topology": t.name, "program": env.program, "state": str(env.state_path()),
                      "failures": _failures_json(t, failures),
                      "unreachable": {str(p): v for p, v in per_plane.items()},
-                     "switches": {} if offline else {n: _status_json(n, outcomes, down) for n in chosen}})
+                     "switches": {} if offline else {n: _status_json(n, outcomes) for n in chosen}})
         raise click.exceptions.Exit(code)
     click.echo(f"{t.name} ({env.program}), state {env.state_path()}: {_n(len(failures), 'failure')}")
     for f in _sorted(failures):
@@ -719,7 +715,7 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
     raise click.exceptions.Exit(code)
 
 
-def _status_json(name: str, outcomes: Mapping[str, Outcome], down: set[str]) -> dict[str, Any]:
+def _status_json(name: str, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
     o = outcomes.get(name)
     if o is None:
         return {"down": True}

@@ -68,16 +68,17 @@ def _uint128(value: int) -> p4runtime_pb2.Uint128:
     return p4runtime_pb2.Uint128(high=value >> 64, low=value & ((1 << 64) - 1))
 
 
-def _show(value: Value) -> str:
+def show_value(value: Value) -> str:
+    """A field or parameter value for people: text as given, ints above 255 in hex."""
     return value if isinstance(value, str) else (hex(value) if value > 255 else str(value))
 
 
 def _show_match(match: Match) -> str:
     if isinstance(match, Exact):
-        return _show(match.value)
+        return show_value(match.value)
     if isinstance(match, Lpm):
-        return f"{_show(match.value)}/{match.prefix_len}"
-    return f"{_show(match.value)}&&&{_show(match.mask)}"
+        return f"{show_value(match.value)}/{match.prefix_len}"
+    return f"{show_value(match.value)}&&&{show_value(match.mask)}"
 
 
 def describe(entity: Entity) -> str:
