@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from controller import failover, ops
+from controller.atomic import write_atomic
 from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, Value
 from controller.failover import Failure, failure_to_json
 from controller.ops import OpError, Outcome
@@ -355,10 +354,7 @@ def plan_cmd(env: Env, switch_names: tuple[str, ...], export: str | None, health
 def _write_atomic(path: Path, text: str) -> None:
     """Write a file whole or not at all."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
+        write_atomic(path, text)
     except OSError as e:
         raise OpError(f"cannot write {path}: {e.strerror or e}") from None
 

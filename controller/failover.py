@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 from typing import Union
 
+from controller.atomic import write_atomic
 from controller.entries import Entity
 from controller.reconcile import Delta, diff
 from controller.routes import (
@@ -241,12 +240,7 @@ def failure_from_json(d: dict[str, object]) -> Failure:
 def save_state(path: str | FilePath, failures: Iterable[Failure]) -> None:
     """Write the failure set atomically (sorted, so equal sets give equal files)."""
     doc = {"failures": [failure_to_json(f) for f in sorted(set(failures), key=_order)]}
-    path = FilePath(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(doc, indent=1) + "\n")
 
 
 def load_state(path: str | FilePath) -> frozenset[Failure]:

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from controller import ops
+from controller.atomic import write_atomic
 from controller.failover import Failure, failure_to_json, save_state
 from controller.fabric_client import FabricClient
 from controller.ops import Outcome
@@ -91,9 +92,7 @@ class LabState:
     format: str = FORMAT
 
     def write(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1) + "\n")
-        tmp.replace(path)
+        write_atomic(path, json.dumps(asdict(self), indent=1) + "\n")
 
     @classmethod
     def read(cls, path: Path) -> LabState:
@@ -253,10 +252,7 @@ class TrafficRun:
 
     def tell_dead_planes(self, host: str, planes: Iterable[int]) -> None:
         """Tell a sender (started with rehome) which planes to leave; an empty set brings it back."""
-        path = self.dead_planes_file(host)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(" ".join(map(str, sorted(planes))) + "\n")
-        tmp.replace(path)
+        write_atomic(self.dead_planes_file(host), " ".join(map(str, sorted(planes))) + "\n")
 
     def running(self) -> bool:
         return any(p.poll() is None for p in self.senders.values())
