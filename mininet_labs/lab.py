@@ -552,9 +552,7 @@ class Lab:
 
         ends = link_ends(self.model, a, b, self.tag)
         for end in ends:
-            proc = subprocess.run(["ip", "link", "set", end.intf, how], capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise LabError(f"ip link set {end.intf} {how}: {proc.stderr.strip()}")
+            self._ip_link(end.intf, how)
         return ends[0].intf, ends[1].intf
 
     def switch_intfs(self, name: str) -> list[str]:
@@ -643,8 +641,7 @@ class Lab:
             expect[b] = expect.get(b, 0) + per_dest
         py = [sys.executable, "-m", "mininet_labs.traffic"]
         topo = str(self.topology_path)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
-                                                                        os.environ.get("PYTHONPATH")]))}
+        env = _with_repo_path(os.environ)
         handle = TrafficRun(self, run, timeout)
         try:
             for dst, n in expect.items():
@@ -817,6 +814,12 @@ def _intf_exists(name: str) -> bool:
     return Path("/sys/class/net", name).exists()
 
 
+def _with_repo_path(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with this repository first on PYTHONPATH, for `python3 -m mininet_labs...` in child processes."""
+    repo = str(Path(__file__).resolve().parents[1])
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [repo, env.get("PYTHONPATH")]))}
+
+
 def _natural(name: str) -> tuple[Any, ...]:
     import re
 
@@ -897,9 +900,7 @@ def start_headless(model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, progra
     (lab_dir / CONFIG_NAME).write_text(json.dumps({
         "program": program, "tag": tag, "pcap": pcap, "log_level": log_level, "election_id": election_id,
         "timeout": timeout, "install": install}) + "\n")
-    env = {**os.environ, ENV_MARK: str(lab_dir),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
-                                                       os.environ.get("PYTHONPATH")]))}
+    env = _with_repo_path({**os.environ, ENV_MARK: str(lab_dir)})
     with open(lab_dir / "lab.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "mininet_labs.lab", "serve", str(lab_dir)], env=env,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
