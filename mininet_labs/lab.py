@@ -645,11 +645,12 @@ class Lab:
         handle = TrafficRun(self, run, timeout)
         try:
             for dst, n in expect.items():
-                handle.receivers[dst] = self.host(dst).popen(
-                    [*py, "recv", "--topology", topo, "--host", dst, "--expect", str(n), "--timeout", str(timeout),
-                     "--ready-file", str(run / f"{dst}.ready"), "--out", str(run / f"recv-{dst}.json"),
-                     "--timeline-ms", str(timeline_ms)],
-                    env=env, stdout=subprocess.DEVNULL, stderr=open(run / f"recv-{dst}.err", "w"))
+                with open(run / f"recv-{dst}.err", "w") as err:
+                    handle.receivers[dst] = self.host(dst).popen(
+                        [*py, "recv", "--topology", topo, "--host", dst, "--expect", str(n), "--timeout", str(timeout),
+                         "--ready-file", str(run / f"{dst}.ready"), "--out", str(run / f"recv-{dst}.json"),
+                         "--timeline-ms", str(timeline_ms)],
+                        env=env, stdout=subprocess.DEVNULL, stderr=err)
             _wait_files([run / f"{d}.ready" for d in handle.receivers], handle.receivers, 30.0)
             handle.started_ns = time.monotonic_ns() + int(start_delay * 1e9)
             for src, to in dests.items():
@@ -670,8 +671,8 @@ class Lab:
                     argv += ["--rehome", "--dead-planes-file", str(handle.dead_planes_file(src))]
                 if start_delay > 0:
                     argv += ["--start-at-ns", str(handle.started_ns)]
-                handle.senders[src] = self.host(src).popen(argv, env=env, stdout=subprocess.DEVNULL,
-                                                           stderr=open(run / f"send-{src}.err", "w"))
+                with open(run / f"send-{src}.err", "w") as err:
+                    handle.senders[src] = self.host(src).popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
         except BaseException:
             handle.kill()
             raise
