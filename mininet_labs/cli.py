@@ -181,12 +181,7 @@ def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> Non
       fabricctl lab status
       fabricctl lab status --check --json
     """
-    from mininet_labs.lab import Lab, LabError
-
-    try:
-        running = Lab.attach(lab_dir)
-    except LabError as e:
-        raise OpError(str(e), ops.SWITCH_ERROR) from None
+    running = _attach(lab_dir)
     doc = running.status()
     if check:
         outcomes = running.install(dry_run=True, push="never")
@@ -239,10 +234,10 @@ def traffic(lab_dir: Path, pairs: tuple[tuple[str, str], ...], qps: int, message
       fabricctl lab traffic --pair h0 h3 --pair h3 h0 --qps 16 --messages 256
       fabricctl lab traffic --verb write --message-size 4096 --plane-mode qp --json
     """
-    from mininet_labs.lab import Lab, LabError
+    from mininet_labs.lab import LabError
 
+    running = _attach(lab_dir)
     try:
-        running = Lab.attach(lab_dir)
         report = running.traffic(list(pairs) or None, qps=qps, messages=messages, message_size=message_size, mtu=mtu,
                                  verb=verb, plane_mode=plane_mode,  # type: ignore[arg-type]
                                  planes=None if not planes else [int(p) for p in planes.split(",")], rate=rate)
