@@ -20,6 +20,7 @@ from controller.routes import (
     leaf_dest,
     leaf_dests,
     leaf_local,
+    leaf_uplinks,
     spine_entities,
     spray_leaf_pins,
 )
@@ -147,10 +148,8 @@ def unreachable(f: Fabric) -> list[Unreachable]:
 
 
 def _changed_leaves(old: Fabric, new: Fabric, plane: int) -> list[int]:
-    """Leaves of a plane whose own entities may differ between two healths."""
-    n = len(new.topo.t0s(plane))
-    if old.base(plane) != new.base(plane):
-        return list(range(n))
+    """Leaves of a plane whose own entities may differ between two healths, beyond what a
+    change of the plane's spines does to every leaf (see delta)."""
     ho, hn = old.health, new.health
     candidates = ho.cut_leaves(plane) | hn.cut_leaves(plane)
     candidates |= {i for (p, i, _) in ho.slots | hn.slots if p == plane}
@@ -169,23 +168,38 @@ def delta(old: Fabric, new: Fabric) -> dict[str, Delta]:
     topo = new.topo
     for p in range(topo.planes):
         changed = _changed_leaves(old, new, p)
-        if not changed and old.base(p) == new.base(p):
+        spines_changed = old.base(p) != new.base(p)
+        if not changed and not spines_changed:
             continue
         leaves = topo.t0s(p)
         spines: set[int] = {j for (q, j) in old.health.spines ^ new.health.spines if q == p}
+        if spines_changed:
+            # A spine failing (or coming back) changes every leaf's uplink entities, but not
+            # its host entities, nor its slices towards leaves with no failure of their own
+            # (both before and after, they use the shared group). So leaves left with no
+            # uplink at all are re-planned in full; the others get their uplink entities and
+            # their slices towards the failure-special leaves re-diffed.
+            changed = sorted(set(changed) | {i for i in range(len(leaves))
+                                             if not old.live(p, i) or not new.live(p, i)})
         changed_set = set(changed)
+        towards = sorted(changed_set | old.health.cut_leaves(p) | new.health.cut_leaves(p)) \
+            if spines_changed else changed
         for i in changed:
             spines |= old.live(p, i) ^ new.live(p, i)
             _put(out, leaves[i].name, _leaf_all(new, leaves[i]), _leaf_all(old, leaves[i]))
         for x in leaves:
             if x.index in changed_set:
                 continue
-            slices_new = [e for d in changed for e in leaf_dest(new, x, d)]
-            slices_old = [e for d in changed for e in leaf_dest(old, x, d)]
-            if new.options.program == SPRAY and new.shared.pins.get((p, x.index)):
+            slices_new = [e for d in towards for e in leaf_dest(new, x, d)]
+            slices_old = [e for d in towards for e in leaf_dest(old, x, d)]
+            if spines_changed:
+                spines |= old.live(p, x.index) ^ new.live(p, x.index)
+                slices_new += leaf_uplinks(new, x)
+                slices_old += leaf_uplinks(old, x)
+            elif new.options.program == SPRAY and new.shared.pins.get((p, x.index)):
                 slices_new += spray_leaf_pins(new, x)
                 slices_old += spray_leaf_pins(old, x)
-            _put(out, x.name, slices_new, slices_old, memo)
+            _put(out, x.name, slices_new, slices_old, None if spines_changed else memo)
         for j in sorted(spines):
             spine = topo.t1(p, j)
             _put(out, spine.name, spine_entities(new, spine), spine_entities(old, spine))

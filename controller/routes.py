@@ -295,11 +295,8 @@ class Fabric:
 
 def spray_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
     """host_port, my_sid, routes_v6, the via_spine members and the shared spray group of a leaf."""
-    p, i, sids, sh, h = leaf.plane, leaf.index, f.sids, f.shared, f.health
-    live = sorted(f.live(p, i))
-    out: list[Entity] = [sh.via_spine(p, j) for j in live]
-    if live:
-        out.append(sh.group(SPRAY_SELECTOR, SHARED_GROUP, tuple(j + 1 for j in live), len(leaf.uplinks)))
+    p, i, sids, h = leaf.plane, leaf.index, f.sids, f.health
+    out = _spray_uplink_members(f, leaf)
     un = sids.t0_usid(p, i)
     out.append(TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.un_prefix(un)), UN_LEN)),), USID_UN))
     out.append(TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.local_sid(un, sids.dt6_usid(p))),
@@ -317,12 +314,27 @@ def spray_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
                               (("port", port), ("smac", mac), ("dmac", host_mac))))
         out.append(TableEntry(ROUTES_V6, (("dst_addr", Lpm(sids.host_v6_text(p, i, k), 128)),), SET_NEXT_HOP_V6,
                               (("port", port), ("smac", mac), ("dmac", host_mac))))
-    spines = f.topo.t1s(p)
-    for j in live:
-        out.append(TableEntry(ROUTES_V6, (("dst_addr", sh.un_match(p, j)),), SET_NEXT_HOP_V6,
-                              (("port", leaf.uplinks[j]), ("smac", mac), ("dmac", spines[j].mac))))
-    out.append(sh.block_drop)
+    out += _spray_uplink_routes(f, leaf)
+    out.append(f.shared.block_drop)
     return out
+
+
+def _spray_uplink_members(f: Fabric, leaf: Switch) -> list[Entity]:
+    """The via_spine member of each live uplink and the shared spray group over them."""
+    p, sh = leaf.plane, f.shared
+    live = sorted(f.live(p, leaf.index))
+    out: list[Entity] = [sh.via_spine(p, j) for j in live]
+    if live:
+        out.append(sh.group(SPRAY_SELECTOR, SHARED_GROUP, tuple(j + 1 for j in live), len(leaf.uplinks)))
+    return out
+
+
+def _spray_uplink_routes(f: Fabric, leaf: Switch) -> list[Entity]:
+    """A /48 route to each live spine's uN."""
+    p, spines = leaf.plane, f.topo.t1s(leaf.plane)
+    return [TableEntry(ROUTES_V6, (("dst_addr", f.shared.un_match(p, j)),), SET_NEXT_HOP_V6,
+                       (("port", leaf.uplinks[j]), ("smac", leaf.mac), ("dmac", spines[j].mac)))
+            for j in sorted(f.live(p, leaf.index))]
 
 
 def _dest_spines(f: Fabric, leaf: Switch, dst: int) -> tuple[frozenset[int], frozenset[int]]:
@@ -377,16 +389,11 @@ def spray_spine(f: Fabric, spine: Switch) -> list[Entity]:
 def ecmp_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
     """Uplink and host members, the uplink group, host routes, the plane route, hash policy."""
     p, i, sids, sh, h = leaf.plane, leaf.index, f.sids, f.shared, f.health
-    live = sorted(f.live(p, i))
     n_up, mac = len(leaf.uplinks), leaf.mac
-    spines = f.topo.t1s(p)
-    out: list[Entity] = [ActionProfileMember(ECMP_SELECTOR, j + 1, SET_NEXT_HOP, (
-        ("port", leaf.uplinks[j]), ("smac", mac), ("dmac", spines[j].mac), ("member_index", j))) for j in live]
+    out = _ecmp_uplink_members(f, leaf)
     out.append(sh.drop_member)
-    plane_match = (("l3_dst", Lpm(fmt_mapped(sids.plane_v4(p)), MAPPED_LEN + V4_PLANE_LEN)),)
-    if live:
-        out.append(sh.group(ECMP_SELECTOR, SHARED_GROUP, tuple(j + 1 for j in live), n_up))
-        out.append(TableEntry(ECMP_ROUTES, plane_match, group_id=SHARED_GROUP))
+    out += _ecmp_uplink_group(f, leaf)
+    plane_match = _ecmp_plane_match(f, p)
     dead = h.dead_slots(p, i)
     leaf_down = (p, i) in h.leaves
     for k, port in enumerate(leaf.host_ports):
@@ -408,6 +415,35 @@ def ecmp_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
             out.append(TableEntry(HASH_POLICY, (("l3_dst", Lpm(fmt_mapped(sids.host_v4(p, pin.dst, pin.slot)), 128)),),
                                   SET_PIN, (("host_index", pin.host_index),)))
     return out
+
+
+def _ecmp_plane_match(f: Fabric, plane: int) -> tuple[tuple[str, Lpm], ...]:
+    return (("l3_dst", Lpm(fmt_mapped(f.sids.plane_v4(plane)), MAPPED_LEN + V4_PLANE_LEN)),)
+
+
+def _ecmp_uplink_members(f: Fabric, leaf: Switch) -> list[Entity]:
+    """The next-hop member of each live uplink."""
+    spines = f.topo.t1s(leaf.plane)
+    return [ActionProfileMember(ECMP_SELECTOR, j + 1, SET_NEXT_HOP, (
+        ("port", leaf.uplinks[j]), ("smac", leaf.mac), ("dmac", spines[j].mac), ("member_index", j)))
+        for j in sorted(f.live(leaf.plane, leaf.index))]
+
+
+def _ecmp_uplink_group(f: Fabric, leaf: Switch) -> list[Entity]:
+    """The shared uplink group and the plane route to it (none when no uplink is live)."""
+    live = sorted(f.live(leaf.plane, leaf.index))
+    if not live:
+        return []
+    return [f.shared.group(ECMP_SELECTOR, SHARED_GROUP, tuple(j + 1 for j in live), len(leaf.uplinks)),
+            TableEntry(ECMP_ROUTES, _ecmp_plane_match(f, leaf.plane), group_id=SHARED_GROUP)]
+
+
+def leaf_uplinks(f: Fabric, leaf: Switch) -> list[Entity]:
+    """The part of a leaf's own entities that depends on which of its uplinks are live (and,
+    for srv6_spray, its pins): all that a spine failing changes on a leaf not failed itself."""
+    if f.options.program == SPRAY:
+        return _spray_uplink_members(f, leaf) + _spray_uplink_routes(f, leaf) + spray_leaf_pins(f, leaf)
+    return _ecmp_uplink_members(f, leaf) + _ecmp_uplink_group(f, leaf)
 
 
 def ecmp_leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:

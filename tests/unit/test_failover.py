@@ -168,3 +168,18 @@ def test_bad_failures(failure, message: str) -> None:  # type: ignore[no-untyped
     with pytest.raises(FailoverError) as err:
         with_failures(Fabric(TOPO), [failure])
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize("program", [SPRAY, EECMP])
+@pytest.mark.parametrize("seed", range(15))
+def test_spine_failure_delta_equals_whole_plan_diff_with_other_failures_around(program: str, seed: int) -> None:
+    """A T1 failing (or repaired) among other failures: the targeted delta is the whole-plan diff."""
+    rnd = random.Random(500 + seed)
+    base = Fabric(TOPO, options=Options(program=program, pins=(Pin(0, 0, 3, 1, 5, 2),)))  # type: ignore[arg-type]
+    others = _random_failures(rnd, TOPO, rnd.randint(0, 4))
+    spine = SwitchDown(TOPO.t1(rnd.randrange(TOPO.planes), rnd.randrange(4)).name)
+    before = with_failures(base, others)
+    after = with_failures(base, [*others, spine])
+    old, new = dict(plan(before).items()), dict(plan(after).items())
+    assert delta(before, after) == diff_plans(new, old)
+    assert delta(after, before) == diff_plans(old, new)
