@@ -6,7 +6,6 @@ import gc
 import ipaddress
 import random
 import socket
-from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
@@ -37,12 +36,8 @@ from controller.entries import (
 )
 from controller.p4info import P4Info, UnknownNameError
 
-MINI = Path(__file__).parent / "data" / "mini.p4info.txtpb"
+from tests.unit.conftest import MINI
 
-
-@pytest.fixture
-def p4info() -> P4Info:
-    return P4Info.load(MINI)
 
 
 def _entity(text: str) -> p4runtime_pb2.Entity:

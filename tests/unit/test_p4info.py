@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from controller.p4info import P4Info, UnknownNameError, pipeline_differences, same_pipeline
 from controller.toolchain import PROGRAMS, Artifacts
 
-MINI = Path(__file__).parent / "data" / "mini.p4info.txtpb"
+from tests.unit.conftest import MINI
 
-
-@pytest.fixture
-def p4info() -> P4Info:
-    return P4Info.load(MINI)
 
 
 def test_table_by_full_name_and_alias(p4info: P4Info) -> None:

@@ -27,12 +27,8 @@ from controller.p4rt import (
 from controller.reconcile import Update, UpdateType
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
 
-MINI = Path(__file__).parent / "data" / "mini.p4info.txtpb"
+from tests.unit.conftest import MINI
 
-
-@pytest.fixture
-def p4info() -> P4Info:
-    return P4Info.load(MINI)
 
 
 @pytest.fixture

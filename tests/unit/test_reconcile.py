@@ -17,12 +17,7 @@ from controller.p4rt import P4RuntimeError, SwitchConnection, WriteError
 from controller.reconcile import Delta, Update, UpdateType, apply, diff, ordered_updates
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
 
-MINI = Path(__file__).parent / "data" / "mini.p4info.txtpb"
 
-
-@pytest.fixture
-def p4info() -> P4Info:
-    return P4Info.load(MINI)
 
 
 def _member(i: int, spine: int = 0xE000) -> ActionProfileMember:
