@@ -4,7 +4,7 @@ the loss window of each QP whose pinned path used the link (receiver time from t
 before its gap to the first after), the controller's record-and-reconcile time, and what every
 other QP lost (aim: 0). Median over the runs; aim <= 100 ms.
 
-    P4_TOOLCHAIN_BIN=/opt/p4/bin python3 bench/loss_window.py --runs 5
+    P4_TOOLCHAIN_BIN=/opt/p4-toolchain/bin .venv/bin/python bench/loss_window.py --runs 5
 
 Not a test: bmv2 on two cores and Python senders and receivers limit the rate (--rate packets/s
 per sender, default 400: a QP's packets 10 ms apart with 4 QPs per sender), and that spacing is the

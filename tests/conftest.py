@@ -1,7 +1,12 @@
-"""Test tiers: tests under tests/unit are `unit`, tests/bmv2 `bmv2`, tests/mininet `mininet`."""
+"""Test tiers: tests under tests/unit are `unit`, tests/bmv2 `bmv2`, tests/mininet `mininet`.
+
+SRV6_FABRIC_REQUIRE_TIERS=bmv2,mininet (set by .ci/run where the P4 toolchain is at hand) turns a
+skip in those tiers into a failure, so a missing binary or privilege cannot pass CI silently.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,9 +14,28 @@ import pytest
 _TIERS = ("unit", "bmv2", "mininet")
 
 
+def _required() -> set[str]:
+    return {t.strip() for t in os.environ.get("SRV6_FABRIC_REQUIRE_TIERS", "").split(",") if t.strip()}
+
+
+def _tier(item: pytest.Item) -> str | None:
+    parts = Path(str(item.fspath)).parts
+    return next((t for t in _TIERS if t in parts), None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        parts = Path(str(item.fspath)).parts
-        for tier in _TIERS:
-            if tier in parts:
-                item.add_marker(getattr(pytest.mark, tier))
+        tier = _tier(item)
+        if tier is not None:
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    tier = _tier(item)
+    if report.skipped and tier in _required() and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"the {tier} tier is required here (SRV6_FABRIC_REQUIRE_TIERS) but skipped: {reason}"
