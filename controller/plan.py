@@ -31,6 +31,7 @@ from controller.routes import (
     SPRAY_PATHS,
     SPRAY_SELECTOR,
     Fabric,
+    leaf_blocks,
     spray_leaf_pins,
     switch_entities,
 )
@@ -139,6 +140,12 @@ def _dest_counts(f: Fabric, leaf: Switch) -> tuple[int, int, int]:
     return n - dead, exc, dead
 
 
+def _own_mode_dests(f: Fabric, leaf: Switch) -> int:
+    """Reachable destination leaves (not the leaf itself) with a hash mode of their own."""
+    p, live = leaf.plane, f.live(leaf.plane, leaf.index)
+    return sum(1 for d in f.shared.mode_dests.get(p, ()) if d != leaf.index and live & f.live(p, d))
+
+
 def count_switch(f: Fabric, sw: Switch) -> dict[str, int]:
     """The entity counts of one switch, from the path math alone (equal to count_entities of it)."""
     p, h = sw.plane, f.health
@@ -153,10 +160,13 @@ def count_switch(f: Fabric, sw: Switch) -> dict[str, int]:
     reach, exc, dead = _dest_counts(f, sw)
     has_group = 1 if live else 0
     if spray:
+        blocks = len(leaf_blocks(len(f.topo.t0s(p)))) if live else 0
+        own_modes = _own_mode_dests(f, sw) if live else 0
         return _nonzero({
             f"{SPRAY_SELECTOR}/members": live, f"{SPRAY_SELECTOR}/groups": has_group + exc,
             HOST_PORT: slots, MY_SID: 2 + slots, ROUTES_V6: slots + live + 1,
-            SPRAY_DEST: reach, SPRAY_PATHS: reach, PINNED_PATH: len(spray_leaf_pins(f, sw))})
+            SPRAY_DEST: blocks + has_group + (dead if live else 0) + own_modes, SPRAY_PATHS: blocks + exc,
+            PINNED_PATH: len(spray_leaf_pins(f, sw))})
     opts = f.options
     return _nonzero({
         f"{ECMP_SELECTOR}/members": live + 1 + slots, f"{ECMP_SELECTOR}/groups": has_group + exc,

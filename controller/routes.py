@@ -50,6 +50,9 @@ MY_SID = "IngressPipe.endpoint.my_sid"
 ROUTES_V6 = "IngressPipe.routing.routes_v6"
 SET_HEADEND = "IngressPipe.headend.set_headend"
 SET_SPRAY = "IngressPipe.headend.set_spray"
+DERIVE_SPRAY = "IngressPipe.headend.derive_spray"
+LOCAL_LEAF = "IngressPipe.headend.local_leaf"
+NO_PATH = "IngressPipe.headend.no_path"
 VIA_SPINE = "IngressPipe.headend.via_spine"
 USID_UN = "IngressPipe.endpoint.usid_un"
 END_DX6 = "IngressPipe.endpoint.end_dx6"
@@ -68,6 +71,18 @@ ECMP_DROP = "IngressPipe.ecmp.drop"
 SHARED_GROUP = 1  # a source leaf's one spray set / uplink group
 DROP_MEMBER = 0xFFFF  # eecmp: the member routes to unreachable destinations point to
 MAPPED_LEN = 96  # IPv4 prefixes become ::ffff:a.b.c.d/(96 + len)
+LEAF_FIELD_END = 48  # host IPv6 <base 16>:<plane 16>:<leaf 16>: a block of 2^b leaves is a /(48 - b)
+
+
+def leaf_blocks(leaves: int) -> list[tuple[int, int]]:
+    """(first leaf, log2 size) of the aligned power-of-two blocks that exactly cover 0..leaves-1
+    (as prefixes of the leaf field they never overlap a leaf's own /64, a longer prefix)."""
+    out, start = [], 0
+    for bits in range(leaves.bit_length() - 1, -1, -1):
+        if leaves >> bits & 1:
+            out.append((start, bits))
+            start += 1 << bits
+    return out
 
 
 def exception_group(dst_leaf: int) -> int:
@@ -196,6 +211,10 @@ class Shared:
         self._members: dict[tuple[int, int], ActionProfileMember] = {}
         self._groups: dict[tuple[str, int, tuple[int, ...], int], ActionProfileGroup] = {}
         self._dest: dict[tuple[int, int, int], tuple[TableEntry, ...]] = {}
+        self._aggregate: dict[int, tuple[TableEntry, ...]] = {}
+        self.mode_dests: dict[int, frozenset[int]] = {}
+        for p, d, _ in options.dest_modes:
+            self.mode_dests[p] = self.mode_dests.get(p, frozenset()) | {d}
         self._spine_routes: dict[tuple[int, int], Lpm] = {}
         self._ids: dict[frozenset[int], tuple[int, ...]] = {}
 
@@ -229,18 +248,43 @@ class Shared:
             m = self._spine_routes[key] = Lpm(fmt_v6(self.sids.un_prefix(self.sids.t1_usid(plane, spine))), UN_LEN)
         return m
 
-    def spray_dest(self, plane: int, dst: int, group_id: int) -> tuple[TableEntry, ...]:
-        """spray_dest and spray_paths (-> group_id) for a destination leaf, the same at every source."""
-        key = (plane, dst, group_id)
+    def leaf_match(self, plane: int, leaf: int) -> tuple[tuple[str, Lpm], ...]:
+        """The /64 of a leaf's hosts as a dst_addr match."""
+        return (("dst_addr", Lpm(fmt_v6(self.sids.leaf_v6(plane, leaf)), V6_LEAF_LEN)),)
+
+    def derive(self, plane: int, match: tuple[tuple[str, Lpm], ...], mode: int) -> TableEntry:
+        """spray_dest: derive the destination leaf's uSIDs from the address (plane's uN base, DT6)."""
+        return TableEntry(SPRAY_DEST, match, DERIVE_SPRAY, (
+            ("mode", mode), ("t0_usid_base", self.sids.t0_usid(plane, 0)), ("decap_usid", self.sids.dt6_usid(plane))))
+
+    def spray_aggregate(self, plane: int) -> tuple[TableEntry, ...]:
+        """spray_dest (derive) and spray_paths (-> group 1) for every leaf of a plane: one pair per
+        prefix of the exact cover of leaf numbers 0..L-1 (popcount(L) prefixes; 1 for 512 leaves)."""
+        out = self._aggregate.get(plane)
+        if out is None:
+            entries: list[TableEntry] = []
+            for start, bits in leaf_blocks(len(self.topo.t0s(plane))):
+                match = (("dst_addr", Lpm(fmt_v6(self.sids.leaf_v6(plane, start)), LEAF_FIELD_END - bits)),)
+                entries += (self.derive(plane, match, self.options.mode),
+                            TableEntry(SPRAY_PATHS, match, group_id=SHARED_GROUP))
+            out = self._aggregate[plane] = tuple(entries)
+        return out
+
+    def spray_dest(self, plane: int, dst: int, group_id: int | None, reachable: bool = True) -> tuple[TableEntry, ...]:
+        """What a source leaf needs for one destination leaf beyond the aggregate, the same at every
+        source: no_path when unreachable; else its own hash mode (derive_spray), if it has one, and
+        spray_paths to an exception group (group_id, None: the shared group of the aggregate)."""
+        key = (plane, dst, -2 if not reachable else -1 if group_id is None else group_id)
         out = self._dest.get(key)
         if out is None:
-            sids = self.sids
-            match = (("dst_addr", Lpm(fmt_v6(sids.leaf_v6(plane, dst)), V6_LEAF_LEN)),)
-            usids = sids.t0_usid(plane, dst) << 16 | sids.dt6_usid(plane)
-            mode = self.modes.get((plane, dst), self.options.mode)
-            out = self._dest[key] = (
-                TableEntry(SPRAY_DEST, match, SET_SPRAY, (("mode", mode), ("dst_usids", usids))),
-                TableEntry(SPRAY_PATHS, match, group_id=group_id))
+            match = self.leaf_match(plane, dst)
+            if not reachable:
+                out = (TableEntry(SPRAY_DEST, match, NO_PATH),)
+            else:
+                mode = self.modes.get((plane, dst))
+                out = (*(() if mode is None else (self.derive(plane, match, mode),)),
+                       *(() if group_id is None else (TableEntry(SPRAY_PATHS, match, group_id=group_id),)))
+            self._dest[key] = out
         return out
 
     def ecmp_dest(self, plane: int, dst: int, group_id: int | None) -> TableEntry:
@@ -316,6 +360,9 @@ def spray_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
                               (("port", port), ("smac", mac), ("dmac", host_mac))))
     out += _spray_uplink_routes(f, leaf)
     out.append(f.shared.block_drop)
+    if f.live(p, i):  # a leaf with no uplink sprays nothing: no aggregate, as before no destination
+        out += f.shared.spray_aggregate(p)
+        out.append(TableEntry(SPRAY_DEST, f.shared.leaf_match(p, i), LOCAL_LEAF))
     return out
 
 
@@ -346,13 +393,17 @@ def _dest_spines(f: Fabric, leaf: Switch, dst: int) -> tuple[frozenset[int], fro
 
 
 def spray_leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
-    """A source leaf's entities for one destination leaf (none when unreachable or itself)."""
+    """A source leaf's entities for one destination leaf beyond its plane aggregate: no_path when
+    unreachable, the leaf's own hash mode if it has one, an exception group when its path set is
+    smaller than the source's (none for itself, nor from a leaf with no uplink)."""
     p = leaf.plane
     live, both = _dest_spines(f, leaf, dst)
-    if not both:
+    if not live:
         return ()
+    if not both:
+        return f.shared.spray_dest(p, dst, None, reachable=False)
     if both == live:
-        return f.shared.spray_dest(p, dst, SHARED_GROUP)
+        return f.shared.spray_dest(p, dst, None)
     gid = exception_group(dst)
     group = f.shared.group(SPRAY_SELECTOR, gid, f.shared.member_ids(both), len(leaf.uplinks))
     return (group, *f.shared.spray_dest(p, dst, gid))
@@ -491,8 +542,9 @@ def spine_entities(f: Fabric, spine: Switch) -> list[Entity]:
 
 def leaf_dests(f: Fabric, leaf: Switch) -> Iterator[Entity]:
     """The per-destination slices of a leaf. A destination leaf with no failure of its own has
-    every up spine, a superset of the source's spines, so it gets the prebuilt shared entries
-    (srv6_spray) or nothing (eecmp: the plane route); only cut leaves need leaf_dest."""
+    every up spine, a superset of the source's spines, so the plane aggregate (srv6_spray) or
+    the plane route (eecmp) serves it; only cut leaves (and srv6_spray leaves with their own hash
+    mode) need leaf_dest."""
     p, i = leaf.plane, leaf.index
     if not f.live(p, i):
         return
@@ -501,10 +553,9 @@ def leaf_dests(f: Fabric, leaf: Switch) -> Iterator[Entity]:
         for d in sorted(special):
             yield from ecmp_leaf_dest(f, leaf, d)
         return
-    common = f.shared.spray_dest
-    for d in range(len(f.topo.t0s(p))):
+    for d in sorted(special | f.shared.mode_dests.get(p, frozenset())):
         if d != i:
-            yield from (spray_leaf_dest(f, leaf, d) if d in special else common(p, d, SHARED_GROUP))
+            yield from spray_leaf_dest(f, leaf, d)
 
 
 def switch_entities(f: Fabric, sw: Switch) -> SwitchEntities:

@@ -55,11 +55,29 @@ control Headend(inout headers_t hdr,
         size = 512;
     }
 
-    /* Per destination prefix (one per destination leaf): the hash mode, and the two
-     * uSIDs that end every carrier towards it (the leaf's uN, then its decap uSID). */
+    /* Per destination prefix: the hash mode, and the two uSIDs that end every carrier
+     * towards it (the destination leaf's uN, then its decap uSID), given whole. */
     action set_spray(bit<2> mode, bit<32> dst_usids) {
         meta.hash_mode = mode;
         meta.dst_usids = dst_usids;
+    }
+
+    /* The same two uSIDs read from the destination address itself, so one entry serves
+     * every leaf of a plane (docs/sid-plan.md): host addresses are <base>:<plane>:<leaf>::/64
+     * and leaf i's uN is the plane's first leaf uN + i (RFC 9800 6: the locator plan is the
+     * operator's; the entry carries it), its End.DT6 uSID the same on every leaf. */
+    action derive_spray(bit<2> mode, bit<16> t0_usid_base, bit<16> decap_usid) {
+        meta.hash_mode = mode;
+        meta.dst_usids = (t0_usid_base + hdr.ipv6.dst_addr[95:80]) ++ decap_usid;
+    }
+
+    /* The destination is behind this leaf: not encapsulated, its host route delivers it. */
+    action local_leaf() {
+    }
+
+    /* A destination leaf with no path left in this plane (RFC 8986 5.1 has no path to push). */
+    action no_path() {
+        meta.drop_reason = DROP_NO_PATH;
     }
 
     table spray_dest {
@@ -68,6 +86,9 @@ control Headend(inout headers_t hdr,
         }
         actions = {
             set_spray;
+            derive_spray;
+            local_leaf;
+            no_path;
             @defaultonly NoAction;
         }
         const default_action = NoAction();
@@ -182,8 +203,12 @@ control Headend(inout headers_t hdr,
         if (!host_port.apply().hit) {
             return;
         }
-        if (!spray_dest.apply().hit) {
-            return;
+        switch (spray_dest.apply().action_run) {
+            set_spray: {}
+            derive_spray: {}
+            default: {
+                return;  /* unknown, local or unreachable destination */
+            }
         }
         if (meta.hash_mode == HASH_PACKET) {
             hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,

@@ -291,3 +291,62 @@ def test_congestion_experienced_over_not_ect_is_dropped(spray):
     spray.switch.send(UP_A, bytes(outer(carrier(DST_LEAF, DST_DX6), bytes(sent[IPv6]), UP_A, fl=1, tc=0x6B)))
     assert spray.switch.receive(timeout=1.0) == []
     assert spray.counter("IngressPipe.drop_reasons", 18).packets == 1  # ECN_NOT_ECT
+
+
+# --- destinations aggregated per plane: the carrier is read from the destination address -------
+
+PLANE1_T0_BASE, PLANE1_DT6 = 0x1400, 0x1FFF  # plane 1: leaf i's uN is 0x1400 + i (docs/sid-plan.md)
+OWN_LEAF, DEAD_LEAF = 5, 7
+
+
+def aggregate_entries(mode: int) -> list:
+    """A plane-1 source leaf (leaf 5) with no per-leaf entry: leaves 0..511 are fd00:1::/39."""
+    profile = "IngressPipe.headend.spray_selector"
+    return [
+        TableEntry("IngressPipe.headend.host_port", (("ingress_port", Exact(HOST)),),
+                   "IngressPipe.headend.set_headend", (("src_addr", LEAF_SRC), ("usid_block", BLOCK))),
+        TableEntry("IngressPipe.headend.spray_dest", (("dst_addr", Lpm("fd00:1::", 39)),),
+                   "IngressPipe.headend.derive_spray",
+                   (("mode", mode), ("t0_usid_base", PLANE1_T0_BASE), ("decap_usid", PLANE1_DT6))),
+        TableEntry("IngressPipe.headend.spray_dest", (("dst_addr", Lpm(f"fd00:1:{OWN_LEAF:x}::", 64)),),
+                   "IngressPipe.headend.local_leaf"),
+        TableEntry("IngressPipe.headend.spray_dest", (("dst_addr", Lpm(f"fd00:1:{DEAD_LEAF:x}::", 64)),),
+                   "IngressPipe.headend.no_path"),
+        ActionProfileMember(profile, 1, "IngressPipe.headend.via_spine", (("spine_usid", 0x1001), ("path_index", 0))),
+        ActionProfileGroup(profile, 1, (1,), max_size=16),
+        TableEntry("IngressPipe.headend.spray_paths", (("dst_addr", Lpm("fd00:1::", 39)),), group_id=1),
+        route(carrier(0x1001), 48, UP_A),
+        route(f"fd00:1:{OWN_LEAF:x}::2", 128, UP_B),  # a host of this leaf (stands for its host port)
+    ]
+
+
+@pytest.mark.parametrize("leaf", [0, 0x1A3, 511])
+def test_a_leaf_with_no_entry_of_its_own_gets_the_carrier_derived_from_its_address(spray, leaf):
+    spray.install(*aggregate_entries(mode=1))
+    sent = roce_v6(f"fd00:1:{OWN_LEAF:x}::1", f"fd00:1:{leaf:x}::3", qp=0x77, psn=9, tc=0x68)
+    spray.switch.send(HOST, bytes(sent))
+
+    (port, frame), = spray.switch.receive(count=1)
+    expected = outer(carrier(0x1001, PLANE1_T0_BASE + leaf, PLANE1_DT6), bytes(sent[IPv6]), UP_A,
+                     fl=spray_hash(sent[IPv6], 1), tc=0x68)
+    assert (port, frame) == (UP_A, bytes(expected))
+    assert icrc_ok(frame)
+    assert spray.counter("IngressPipe.headend.path_packets", 0).packets == 1
+
+
+def test_the_own_leaf_is_not_encapsulated_and_an_unreachable_leaf_is_dropped_as_no_path(spray):
+    spray.install(*aggregate_entries(mode=2))
+    local = roce_v6(f"fd00:1:{OWN_LEAF:x}::1", f"fd00:1:{OWN_LEAF:x}::2", qp=3, psn=1)
+    spray.switch.send(HOST, bytes(local))
+    (port, frame), = spray.switch.receive(count=1)
+    routed = local.copy()
+    routed[Ether].src, routed[Ether].dst = sw_mac(UP_B), nbr_mac(UP_B)
+    routed[IPv6].hlim -= 1
+    assert (port, frame) == (UP_B, bytes(routed))
+
+    spray.switch.send(HOST, bytes(roce_v6(f"fd00:1:{OWN_LEAF:x}::1", f"fd00:1:{DEAD_LEAF:x}::1", qp=3, psn=2)))
+    spray.switch.send(HOST, bytes(roce_v6(f"fd00:1:{OWN_LEAF:x}::1", "fd00:1:200::1", qp=3, psn=3)))  # leaf 512
+    assert spray.switch.receive(timeout=1.0) == []
+    assert spray.counter("IngressPipe.drop_reasons", 15).packets == 1  # NO_PATH: leaf 7
+    assert spray.counter("IngressPipe.drop_reasons", 7).packets == 1  # NO_ROUTE: beyond the plane's leaves
+    assert spray.counter("IngressPipe.headend.path_packets", 0).packets == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from controller.entries import Entity, entity_key
+from controller.entries import Entity, Lpm, entity_key
 from controller.failover import (
     FailoverError,
     HostPortDown,
@@ -124,10 +124,12 @@ def test_one_remote_link_makes_exception_groups_only_for_that_destination() -> N
     d = delta(base, with_failures(base, [LinkDown("p0-t0-3", "p0-t1-1")]))
     assert set(d) == {"p0-t0-0", "p0-t0-1", "p0-t0-2", "p0-t0-3", "p0-t0-4", "p0-t0-5", "p0-t1-1"}
     other = d["p0-t0-0"]
-    assert [type(e).__name__ for e in other.inserts] == ["ActionProfileGroup"]
+    assert [type(e).__name__ for e in other.inserts] == ["ActionProfileGroup", "TableEntry"]
     assert other.inserts[0].members == (1, 3, 4)  # type: ignore[union-attr]
-    assert [(e.table, e.group_id) for e in other.modifies] == [(SPRAY_PATHS, 5)]  # type: ignore[union-attr]
-    assert not other.deletes
+    # the destination's /64 goes to the exception group, ahead of the plane aggregate (group 1)
+    assert [(e.table, e.match, e.group_id) for e in other.inserts[1:]] == [  # type: ignore[union-attr]
+        (SPRAY_PATHS, (("dst_addr", Lpm("fd00:0:3::", 64)),), 5)]
+    assert not other.deletes and not other.modifies
     own = d["p0-t0-3"]  # drops member 2 from its shared group, and its route to p0-t1-1
     assert len(own.deletes) == 2 and [e.members for e in own.modifies] == [(1, 3, 4)]  # type: ignore[union-attr]
 

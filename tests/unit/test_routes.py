@@ -12,7 +12,10 @@ from controller.entries import ActionProfileGroup, ActionProfileMember, Lpm, Tab
 from controller.failover import LinkDown, SwitchDown, HostPortDown, with_failures
 from controller.plan import Plan, count_entities, plan
 from controller.routes import (
+    DERIVE_SPRAY,
     EECMP,
+    LOCAL_LEAF,
+    NO_PATH,
     PINNED_PATH,
     QP,
     SPRAY,
@@ -22,6 +25,7 @@ from controller.routes import (
     Fabric,
     Options,
     Pin,
+    leaf_blocks,
     paths,
 )
 from controller.sids import SidPlan, fmt_v6
@@ -40,14 +44,38 @@ def test_paths_and_carriers() -> None:
     ps = list(paths(topo, 1, 0, 2))
     assert [(p.spine, p.dst) for p in ps] == [(0, 2), (1, 2), (2, 2)]
     assert fmt_v6(ps[2].carrier(sids)) == "fcbb:bb00:1003:1402:1fff::"
-    # what the switch builds: block | spine_usid (member) | dst_usids (spray_dest) | 0
+    # what the switch builds: block | spine_usid (member) | t0_usid_base + leaf field of the
+    # destination address | decap_usid (derive_spray of the plane aggregate) | 0
     f = Fabric(topo)
     leaf = plan(f)["p1-t0-0"]
-    dest = next(e for e in leaf if isinstance(e, TableEntry) and e.table == SPRAY_DEST
-                and e.match[0][1] == Lpm("fd00:1:2::", 64))
+    (dest,) = [e for e in leaf if isinstance(e, TableEntry) and e.table == SPRAY_DEST and e.action == DERIVE_SPRAY]
+    assert dest.match == (("dst_addr", Lpm("fd00:1::", 46)),)  # leaves 0..3
     member = next(e for e in leaf if isinstance(e, ActionProfileMember) and _params(e)["path_index"] == 2)
-    built = sids.block << 96 | int(_params(member)["spine_usid"]) << 80 | int(_params(dest)["dst_usids"]) << 48  # type: ignore[call-overload]
+    leaf_field = sids.host_v6(1, 2, 0) >> 80 & 0xFFFF
+    dst_usids = (int(_params(dest)["t0_usid_base"]) + leaf_field) << 16 | int(_params(dest)["decap_usid"])  # type: ignore[call-overload]
+    built = sids.block << 96 | int(_params(member)["spine_usid"]) << 80 | dst_usids << 48  # type: ignore[call-overload]
     assert built == ps[2].carrier(sids)
+
+
+@pytest.mark.parametrize(("leaves", "blocks"), [(1, [(0, 0)]), (6, [(0, 2), (4, 1)]), (512, [(0, 9)]),
+                                                (7, [(0, 2), (4, 1), (6, 0)])])
+def test_leaf_blocks_cover_the_leaves_exactly(leaves: int, blocks: list[tuple[int, int]]) -> None:
+    assert leaf_blocks(leaves) == blocks
+    covered = [i for start, bits in leaf_blocks(leaves) for i in range(start, start + (1 << bits))]
+    assert covered == list(range(leaves))
+
+
+def test_own_leaf_unreachable_and_exception_destinations_beyond_the_aggregate() -> None:
+    f = with_failures(Fabric(build(1, 2, 3, 1)), [LinkDown("p0-t0-1", "p0-t1-0"), LinkDown("p0-t0-2", "p0-t1-1")])
+    dest = {(e.match[0][1].value, e.match[0][1].prefix_len): (e.action, e.group_id)  # type: ignore[union-attr]
+            for e in plan(f)["p0-t0-0"] if isinstance(e, TableEntry) and e.table in (SPRAY_DEST, SPRAY_PATHS)
+            and e.action != DERIVE_SPRAY}
+    assert dest == {("fd00::", 47): (None, 1), ("fd00:0:2::", 48): (None, 1),  # spray_paths aggregate
+                    ("fd00:0:1::", 64): (None, 3), ("fd00:0:2::", 64): (None, 4),  # exception groups
+                    ("fd00::", 64): (LOCAL_LEAF, None)}
+    cut = {(e.match[0][1].value, e.action) for e in plan(f)["p0-t0-1"]  # type: ignore[union-attr]
+           if isinstance(e, TableEntry) and e.table == SPRAY_DEST and e.action != DERIVE_SPRAY}
+    assert cut == {("fd00:0:1::", LOCAL_LEAF), ("fd00:0:2::", NO_PATH)}  # p0-t0-1 and -2 share no spine
 
 
 def test_lab_leaf_entities() -> None:
@@ -56,7 +84,7 @@ def test_lab_leaf_entities() -> None:
     assert counts["p0-t0-0"] == {
         "IngressPipe.headend.spray_selector/members": 2, "IngressPipe.headend.spray_selector/groups": 1,
         "IngressPipe.headend.host_port": 2, "IngressPipe.endpoint.my_sid": 4, "IngressPipe.routing.routes_v6": 5,
-        "IngressPipe.headend.spray_dest": 1, "IngressPipe.headend.spray_paths": 1}
+        "IngressPipe.headend.spray_dest": 2, "IngressPipe.headend.spray_paths": 1}
     assert counts["p1-t1-1"] == {"IngressPipe.endpoint.my_sid": 1, "IngressPipe.routing.routes_v6": 3}
 
 
@@ -86,11 +114,10 @@ def test_entities_grow_with_ports_not_leaf_pairs(program: str) -> None:
     for key in small:
         if key.endswith(("/members", "/groups")):
             assert small[key] == big[key], key  # one shared group, one member per uplink/host port
-    if program == SPRAY:
-        assert big[SPRAY_PATHS] == 15 and big[SPRAY_DEST] == 15  # one per destination leaf prefix
+    if program == SPRAY:  # one aggregate prefix for 4 or 16 leaves, and the leaf's own /64
+        assert big[SPRAY_PATHS] == 1 and big[SPRAY_DEST] == 2
         assert big["IngressPipe.headend.spray_selector/groups"] == 1
-    else:
-        assert sum(big.values()) == sum(small.values())  # one plane route serves every leaf
+    assert big == small  # eecmp: one plane route serves every leaf
 
 
 @pytest.mark.parametrize("program", [SPRAY, EECMP])
@@ -114,9 +141,9 @@ def test_pins_and_modes() -> None:
     pinned = [e for e in leaf if isinstance(e, TableEntry) and e.table == PINNED_PATH]
     assert len(pinned) == 1 and pinned[0].action == VIA_SPINE
     assert dict(pinned[0].match)["dst_addr"].value == "fd00:0:2::2"  # type: ignore[union-attr]
-    modes = {e.match[0][1].value: _params(e)["mode"] for e in leaf  # type: ignore[union-attr]
-             if isinstance(e, TableEntry) and e.table == SPRAY_DEST}
-    assert modes == {"fd00:0:1::": QP, "fd00:0:2::": 0}
+    modes = {(e.match[0][1].value, e.match[0][1].prefix_len): _params(e)["mode"] for e in leaf  # type: ignore[union-attr]
+             if isinstance(e, TableEntry) and e.table == SPRAY_DEST and e.action == DERIVE_SPRAY}
+    assert modes == {("fd00::", 47): QP, ("fd00:0:2::", 48): QP, ("fd00:0:2::", 64): 0}
     cut = with_failures(f, [LinkDown("p0-t0-2", "p0-t1-2")])
     assert not [e for e in plan(cut)["p0-t0-0"] if isinstance(e, TableEntry) and e.table == PINNED_PATH]
 
