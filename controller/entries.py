@@ -10,15 +10,20 @@ from typing import Union
 # the canonical P4Runtime bytestring using the width from the P4Info.
 Value = Union[int, str]
 
+# Entities and matches are values: hashed and compared by their fields, shared between switches
+# and plans, never changed after construction (nothing in the controller assigns to one). They
+# are not frozen=True because a frozen dataclass's __init__ goes through object.__setattr__ per
+# field: 3.1 us against 0.35 us for a TableEntry here, and a full MRC plan builds 6.3 million.
 
-@dataclass(frozen=True, slots=True, order=True)
+
+@dataclass(slots=True, order=True, unsafe_hash=True)
 class Exact:
     """Exact match on one field."""
 
     value: Value
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(slots=True, order=True, unsafe_hash=True)
 class Lpm:
     """Longest-prefix match: value/prefix_len."""
 
@@ -26,7 +31,7 @@ class Lpm:
     prefix_len: int
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(slots=True, order=True, unsafe_hash=True)
 class Ternary:
     """Ternary match: value &&& mask (needs a priority on the entry)."""
 
@@ -37,7 +42,7 @@ class Ternary:
 Match = Union[Exact, Lpm, Ternary]
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(slots=True, order=True, unsafe_hash=True)
 class TableEntry:
     """One table entry; the action is direct, or a member/group of the table's action profile."""
 
@@ -56,7 +61,7 @@ class TableEntry:
         return ("table", self.table, self.match, self.priority, self.is_default)
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(slots=True, order=True, unsafe_hash=True)
 class ActionProfileMember:
     """A member of an action profile/selector: one action with its parameters."""
 
@@ -70,7 +75,7 @@ class ActionProfileMember:
         return ("member", self.profile, self.member_id)
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(slots=True, order=True, unsafe_hash=True)
 class ActionProfileGroup:
     """A group of an action selector: the members the hash chooses between."""
 

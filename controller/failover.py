@@ -11,6 +11,7 @@ from typing import Union
 
 from controller.atomic import write_atomic
 from controller.entries import Entity
+from controller.gcpause import gc_paused
 from controller.reconcile import Delta, diff
 from controller.routes import (
     SPRAY,
@@ -163,6 +164,11 @@ def delta(old: Fabric, new: Fabric) -> dict[str, Delta]:
     """Per switch, the Delta taking plan(old) to plan(new), computing only what the health
     change touches: changed leaves in full, one destination slice per changed leaf elsewhere in
     the plane, and the spines whose downlinks changed. Equal to plan.diff_plans of whole plans."""
+    with gc_paused():  # acyclic values only: the collector would re-walk the whole topology
+        return _delta(old, new)
+
+
+def _delta(old: Fabric, new: Fabric) -> dict[str, Delta]:
     out: dict[str, Delta] = {}
     memo: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Delta, list[Entity], list[Entity]]] = {}
     topo = new.topo
@@ -186,9 +192,24 @@ def delta(old: Fabric, new: Fabric) -> dict[str, Delta]:
             if spines_changed else changed
         for i in changed:
             spines |= old.live(p, i) ^ new.live(p, i)
-            _put(out, leaves[i].name, _leaf_all(new, leaves[i]), _leaf_all(old, leaves[i]))
+            if _only_uplinks_changed(old, new, p, i):
+                _put(out, leaves[i].name, [*leaf_uplinks(new, leaves[i]), *leaf_dests(new, leaves[i])],
+                     [*leaf_uplinks(old, leaves[i]), *leaf_dests(old, leaves[i])])
+            else:
+                _put(out, leaves[i].name, _leaf_all(new, leaves[i]), _leaf_all(old, leaves[i]))
+        by_live: dict[tuple[frozenset[int], int], Delta | None] = {}
         for x in leaves:
             if x.index in changed_set:
+                continue
+            # With the plane's spines unchanged, x's own spines are too (x is not changed), and
+            # its slices towards the changed leaves are a function of them and its uplink count
+            # alone (x is not one of those leaves): leaves alike share one diff.
+            pinned = new.options.program == SPRAY and bool(new.shared.pins.get((p, x.index)))
+            key = (new.live(p, x.index), len(x.uplinks))
+            if not spines_changed and not pinned and key in by_live:
+                hit = by_live[key]
+                if hit:
+                    out[x.name] = hit
                 continue
             slices_new = [e for d in towards for e in leaf_dest(new, x, d)]
             slices_old = [e for d in towards for e in leaf_dest(old, x, d)]
@@ -196,14 +217,25 @@ def delta(old: Fabric, new: Fabric) -> dict[str, Delta]:
                 spines |= old.live(p, x.index) ^ new.live(p, x.index)
                 slices_new += leaf_uplinks(new, x)
                 slices_old += leaf_uplinks(old, x)
-            elif new.options.program == SPRAY and new.shared.pins.get((p, x.index)):
+            elif pinned:
                 slices_new += spray_leaf_pins(new, x)
                 slices_old += spray_leaf_pins(old, x)
             _put(out, x.name, slices_new, slices_old, None if spines_changed else memo)
+            if not spines_changed and not pinned:
+                by_live[key] = out.get(x.name)
         for j in sorted(spines):
             spine = topo.t1(p, j)
             _put(out, spine.name, spine_entities(new, spine), spine_entities(old, spine))
     return out
+
+
+def _only_uplinks_changed(old: Fabric, new: Fabric, plane: int, leaf: int) -> bool:
+    """The leaf is up with some live uplink before and after, with the same host ports up: of its
+    own entities only those of leaf_uplinks (and its destination slices) can differ."""
+    ho, hn = old.health, new.health
+    return (bool(old.live(plane, leaf)) and bool(new.live(plane, leaf))
+            and ho.dead_slots(plane, leaf) == hn.dead_slots(plane, leaf)
+            and (plane, leaf) not in ho.leaves and (plane, leaf) not in hn.leaves)
 
 
 def _leaf_all(f: Fabric, leaf) -> list[Entity]:  # type: ignore[no-untyped-def]

@@ -32,7 +32,7 @@ from controller.sids import (
     fmt_mapped,
     fmt_v6,
 )
-from controller.topology import Switch, Topology
+from controller.topology import Switch, Topology, host_mac_prefix, host_mac_suffix
 
 Program = Literal["srv6_spray", "eecmp_qp_hash"]
 SPRAY: Program = "srv6_spray"
@@ -212,11 +212,55 @@ class Shared:
         self._groups: dict[tuple[str, int, tuple[int, ...], int], ActionProfileGroup] = {}
         self._dest: dict[tuple[int, int, int], tuple[TableEntry, ...]] = {}
         self._aggregate: dict[int, tuple[TableEntry, ...]] = {}
+        self._port_matches: dict[int, tuple[tuple[str, Exact], ...]] = {}
+        self._sorted: dict[frozenset[int], tuple[int, ...]] = {}
+        self._via: dict[tuple[int, frozenset[int]], tuple[ActionProfileMember, ...]] = {}
+        self._un_matches: dict[int, list[tuple[tuple[str, Lpm], ...]]] = {}
+        self._spine_macs: dict[int, list[str]] = {}
+        self._dx6: dict[int, list[str]] = {}
+        self._slot_texts: list[str] = []
+        self._mac_suffixes: list[str] = []
+        self._leaf_un: dict[tuple[int, int], tuple[tuple[str, Lpm], ...]] = {}
         self.mode_dests: dict[int, frozenset[int]] = {}
         for p, d, _ in options.dest_modes:
             self.mode_dests[p] = self.mode_dests.get(p, frozenset()) | {d}
         self._spine_routes: dict[tuple[int, int], Lpm] = {}
         self._ids: dict[frozenset[int], tuple[int, ...]] = {}
+
+    def port_match(self, port: int) -> tuple[tuple[str, Exact], ...]:
+        """host_port's match on an ingress port (the same ports repeat on every leaf)."""
+        m = self._port_matches.get(port)
+        if m is None:
+            m = self._port_matches[port] = (("ingress_port", Exact(port)),)
+        return m
+
+    def dx6_texts(self, plane: int, slots: int) -> list[str]:
+        """'<DX6 uSID of slot k>::' for k < slots: the tail of each host port's local SID text."""
+        out = self._dx6.get(plane)
+        if out is None or len(out) < slots:
+            out = self._dx6[plane] = [f"{self.sids.dx6_usid(plane, k):x}::" for k in range(slots)]
+        return out
+
+    def slot_texts(self, slots: int) -> list[str]:
+        """'::<k + 1>' for k < slots: the tail of each host's address text."""
+        if len(self._slot_texts) < slots:
+            self._slot_texts = [f"::{k + 1:x}" for k in range(slots)]
+        return self._slot_texts
+
+    def mac_suffixes(self, slots: int) -> list[str]:
+        """The last two octets of the derived MAC of each host slot k < slots."""
+        if len(self._mac_suffixes) < slots:
+            self._mac_suffixes = [host_mac_suffix(k) for k in range(slots)]
+        return self._mac_suffixes
+
+    def leaf_un_match(self, plane: int, leaf: int) -> tuple[tuple[str, Lpm], ...]:
+        """A spine's route match for a leaf's uN /48 (the same on every spine of the plane)."""
+        key = (plane, leaf)
+        m = self._leaf_un.get(key)
+        if m is None:
+            m = self._leaf_un[key] = (("dst_addr", Lpm(fmt_v6(self.sids.un_prefix(self.sids.t0_usid(plane, leaf))),
+                                                        UN_LEN)),)
+        return m
 
     def via_spine(self, plane: int, spine: int) -> ActionProfileMember:
         key = (plane, spine)
@@ -226,6 +270,35 @@ class Shared:
                 SPRAY_SELECTOR, spine + 1, VIA_SPINE,
                 (("spine_usid", self.sids.t1_usid(plane, spine)), ("path_index", spine)))
         return m
+
+    def sorted_spines(self, spines: frozenset[int]) -> tuple[int, ...]:
+        """A spine set in order; cached, sets repeat across leaves (the full set on most)."""
+        out = self._sorted.get(spines)
+        if out is None:
+            out = self._sorted[spines] = tuple(sorted(spines))
+        return out
+
+    def via_spines(self, plane: int, spines: frozenset[int]) -> tuple[ActionProfileMember, ...]:
+        """The via_spine members of a spine set, by spine."""
+        key = (plane, spines)
+        out = self._via.get(key)
+        if out is None:
+            out = self._via[key] = tuple(self.via_spine(plane, j) for j in self.sorted_spines(spines))
+        return out
+
+    def spine_un_matches(self, plane: int) -> list[tuple[tuple[str, Lpm], ...]]:
+        """Per spine of a plane, a leaf's route match for its uN /48."""
+        out = self._un_matches.get(plane)
+        if out is None:
+            out = self._un_matches[plane] = [(("dst_addr", self.un_match(plane, j)),)
+                                             for j in range(len(self.topo.t1s(plane)))]
+        return out
+
+    def spine_macs(self, plane: int) -> list[str]:
+        out = self._spine_macs.get(plane)
+        if out is None:
+            out = self._spine_macs[plane] = [s.mac for s in self.topo.t1s(plane)]
+        return out
 
     def member_ids(self, spines: frozenset[int]) -> tuple[int, ...]:
         """The member ids (spine + 1, sorted) of a spine set; cached, sets repeat across leaves."""
@@ -345,19 +418,8 @@ def spray_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
     out.append(TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.un_prefix(un)), UN_LEN)),), USID_UN))
     out.append(TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.local_sid(un, sids.dt6_usid(p))),
                                                      LOCAL_SID_LEN)),), END_DT6))
-    mac, block, dead = leaf.mac, sids.block, h.dead_slots(p, i)
-    leaf_down = (p, i) in h.leaves
-    for k, port in enumerate(leaf.host_ports):
-        if leaf_down or k in dead:
-            continue
-        host_mac = f.topo.host_mac(leaf, k)
-        sid = sids.local_sid_text(un, sids.dx6_usid(p, k))
-        out.append(TableEntry(HOST_PORT, (("ingress_port", Exact(port)),), SET_HEADEND,
-                              (("src_addr", sid), ("usid_block", block))))
-        out.append(TableEntry(MY_SID, (("dst_addr", Lpm(sid, LOCAL_SID_LEN)),), END_DX6,
-                              (("port", port), ("smac", mac), ("dmac", host_mac))))
-        out.append(TableEntry(ROUTES_V6, (("dst_addr", Lpm(sids.host_v6_text(p, i, k), 128)),), SET_NEXT_HOP_V6,
-                              (("port", port), ("smac", mac), ("dmac", host_mac))))
+    if (p, i) not in h.leaves:
+        out += _spray_host_entities(f, leaf, un)
     out += _spray_uplink_routes(f, leaf)
     out.append(f.shared.block_drop)
     if f.live(p, i):  # a leaf with no uplink sprays nothing: no aggregate, as before no destination
@@ -366,22 +428,49 @@ def spray_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
     return out
 
 
+def _spray_host_entities(f: Fabric, leaf: Switch, un: int) -> list[Entity]:
+    """Per host port that is up: host_port (set_headend with its DX6 SID), my_sid End.DX6 and
+    the host's /128 route. The hot loop of a plan (a quarter million ports at MRC scale): the
+    address and MAC texts are a per-leaf prefix plus a per-slot suffix built once (Shared)."""
+    p, i, sids, sh = leaf.plane, leaf.index, f.sids, f.shared
+    mac, block, dead, n = leaf.mac, sids.block, f.health.dead_slots(p, i), len(leaf.host_ports)
+    sid_prefix, host_prefix = sids.un_text(un), sids.leaf_v6_text(p, i)
+    local_sids = [sid_prefix + t for t in sh.dx6_texts(p, n)[:n]]
+    hosts = ([sids.host_v6_text(p, i, k) for k in range(n)] if host_prefix is None
+             else [host_prefix + t for t in sh.slot_texts(n)[:n]])
+    if leaf.host_macs is None:
+        mac_prefix = host_mac_prefix(p, i)
+        macs = [mac_prefix + t for t in sh.mac_suffixes(n)[:n]]
+    else:
+        macs = list(leaf.host_macs)
+    out: list[Entity] = []
+    append = out.append
+    for k, port, sid, host, host_mac in zip(range(n), leaf.host_ports, local_sids, hosts, macs):
+        if dead and k in dead:
+            continue
+        hop = (("port", port), ("smac", mac), ("dmac", host_mac))
+        append(TableEntry(HOST_PORT, sh.port_match(port), SET_HEADEND, (("src_addr", sid), ("usid_block", block))))
+        append(TableEntry(MY_SID, (("dst_addr", Lpm(sid, LOCAL_SID_LEN)),), END_DX6, hop))
+        append(TableEntry(ROUTES_V6, (("dst_addr", Lpm(host, 128)),), SET_NEXT_HOP_V6, hop))
+    return out
+
+
 def _spray_uplink_members(f: Fabric, leaf: Switch) -> list[Entity]:
     """The via_spine member of each live uplink and the shared spray group over them."""
     p, sh = leaf.plane, f.shared
-    live = sorted(f.live(p, leaf.index))
-    out: list[Entity] = [sh.via_spine(p, j) for j in live]
+    live = f.live(p, leaf.index)
+    out: list[Entity] = list(sh.via_spines(p, live))
     if live:
-        out.append(sh.group(SPRAY_SELECTOR, SHARED_GROUP, tuple(j + 1 for j in live), len(leaf.uplinks)))
+        out.append(sh.group(SPRAY_SELECTOR, SHARED_GROUP, sh.member_ids(live), len(leaf.uplinks)))
     return out
 
 
 def _spray_uplink_routes(f: Fabric, leaf: Switch) -> list[Entity]:
     """A /48 route to each live spine's uN."""
-    p, spines = leaf.plane, f.topo.t1s(leaf.plane)
-    return [TableEntry(ROUTES_V6, (("dst_addr", f.shared.un_match(p, j)),), SET_NEXT_HOP_V6,
-                       (("port", leaf.uplinks[j]), ("smac", leaf.mac), ("dmac", spines[j].mac)))
-            for j in sorted(f.live(p, leaf.index))]
+    p, sh, ports, mac = leaf.plane, f.shared, leaf.uplinks, leaf.mac
+    matches, macs = sh.spine_un_matches(p), sh.spine_macs(p)
+    return [TableEntry(ROUTES_V6, matches[j], SET_NEXT_HOP_V6, (("port", ports[j]), ("smac", mac), ("dmac", macs[j])))
+            for j in sh.sorted_spines(f.live(p, leaf.index))]
 
 
 def _dest_spines(f: Fabric, leaf: Switch, dst: int) -> tuple[frozenset[int], frozenset[int]]:
@@ -426,11 +515,10 @@ def spray_spine(f: Fabric, spine: Switch) -> list[Entity]:
     p, j, sids, h = spine.plane, spine.index, f.sids, f.health
     out: list[Entity] = [TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.un_prefix(sids.t1_usid(p, j))), UN_LEN)),),
                                     USID_UN)]
-    leaves = f.topo.t0s(p)
-    for i, port in enumerate(spine.downlinks):
-        if h.link_up(p, i, j):
-            out.append(TableEntry(ROUTES_V6, (("dst_addr", Lpm(fmt_v6(sids.un_prefix(sids.t0_usid(p, i))), UN_LEN)),),
-                                  SET_NEXT_HOP_V6, (("port", port), ("smac", spine.mac), ("dmac", leaves[i].mac))))
+    leaves, match, mac = f.topo.t0s(p), f.shared.leaf_un_match, spine.mac
+    healthy = not (h.links or h.leaves or h.spines)
+    out += [TableEntry(ROUTES_V6, match(p, i), SET_NEXT_HOP_V6, (("port", port), ("smac", mac), ("dmac", leaves[i].mac)))
+            for i, port in enumerate(spine.downlinks) if healthy or h.link_up(p, i, j)]
     out.append(f.shared.block_drop)
     return out
 
@@ -561,12 +649,8 @@ def leaf_dests(f: Fabric, leaf: Switch) -> Iterator[Entity]:
 def switch_entities(f: Fabric, sw: Switch) -> SwitchEntities:
     """All entities a switch should hold, members first, then groups, then table entries."""
     items: list[Entity] = spine_entities(f, sw) if sw.role == "t1" else [*leaf_local(f, sw), *leaf_dests(f, sw)]
-    out = SwitchEntities()
-    for e in items:
-        if type(e) is TableEntry:
-            out.entries.append(e)  # type: ignore[arg-type]
-        elif type(e) is ActionProfileMember:
-            out.members.append(e)  # type: ignore[arg-type]
-        else:
-            out.groups.append(e)  # type: ignore[arg-type]
-    return out
+    entries = [e for e in items if type(e) is TableEntry]
+    if len(entries) == len(items):
+        return SwitchEntities(entries=entries)  # type: ignore[arg-type]
+    return SwitchEntities([e for e in items if type(e) is ActionProfileMember],  # type: ignore[misc]
+                          [e for e in items if type(e) is ActionProfileGroup], entries)  # type: ignore[misc]

@@ -99,7 +99,11 @@ class SidPlan:
     def local_sid_text(self, un: int, local: int) -> str:
         """fmt_v6(local_sid(un, local)) without the generic formatter: un and local are never 0,
         so the four trailing zero groups are always the run RFC 5952 compresses."""
-        return f"{self.block >> 16:x}:{self.block & 0xFFFF:x}:{un:x}:{local:x}::"
+        return self.un_text(un) + f"{local:x}::"
+
+    def un_text(self, un: int) -> str:
+        """'block hi:block lo:uN:', what every local SID text of a node starts with."""
+        return f"{self.block >> 16:x}:{self.block & 0xFFFF:x}:{un:x}:"
 
     # --- hosts -------------------------------------------------------------------------------
     def leaf_v6(self, plane: int, leaf: int) -> int:
@@ -111,9 +115,15 @@ class SidPlan:
 
     def host_v6_text(self, plane: int, leaf: int, slot: int) -> str:
         """fmt_v6(host_v6(...)) fast: with host_base and leaf not 0, groups 3..6 are the zero run."""
+        prefix = self.leaf_v6_text(plane, leaf)
+        return fmt_v6(self.host_v6(plane, leaf, slot)) if prefix is None else prefix + f"::{slot + 1:x}"
+
+    def leaf_v6_text(self, plane: int, leaf: int) -> str | None:
+        """What every host_v6_text of a leaf starts with (its slot follows '::'); None where the
+        generic formatter is needed (host_base or leaf 0 moves the zero run)."""
         if not self.host_base or not leaf:
-            return fmt_v6(self.host_v6(plane, leaf, slot))
-        return f"{self.host_base:x}:{plane:x}:{leaf:x}::{slot + 1:x}"
+            return None
+        return f"{self.host_base:x}:{plane:x}:{leaf:x}"
 
     def plane_v4(self, plane: int) -> int:
         """The /12 of all host IPv4 addresses of a plane."""

@@ -68,7 +68,17 @@ def switch_mac(plane: int, role: Role, index: int) -> str:
 
 def host_mac(plane: int, t0: int, slot: int) -> str:
     """Deterministic host NIC MAC: 02:48:<plane<<4 | t0>>8>:<t0 lo>:<slot hi>:<slot lo>."""
-    return f"02:48:{(plane << 4 | t0 >> 8) & 0xFF:02x}:{t0 & 0xFF:02x}:{slot >> 8 & 0xFF:02x}:{slot & 0xFF:02x}"
+    return host_mac_prefix(plane, t0) + host_mac_suffix(slot)
+
+
+def host_mac_prefix(plane: int, t0: int) -> str:
+    """The first four octets (and colon) of the derived MACs of a leaf's host NICs."""
+    return f"02:48:{(plane << 4 | t0 >> 8) & 0xFF:02x}:{t0 & 0xFF:02x}:"
+
+
+def host_mac_suffix(slot: int) -> str:
+    """The last two octets of a derived host NIC MAC."""
+    return f"{slot >> 8 & 0xFF:02x}:{slot & 0xFF:02x}"
 
 
 def data_ports(count: int, max_port: int = MAX_PORT, cpu_port: int | None = CPU_PORT) -> tuple[int, ...]:
