@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from controller import failover, ops
-from controller.atomic import write_atomic
+from controller.atomic import open_atomic
 from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, Value
 from controller.failover import Failure, failure_to_json
 from controller.ops import OpError, Outcome
@@ -325,11 +325,12 @@ def plan_cmd(env: Env, switch_names: tuple[str, ...], export: str | None, health
     counts = {n: count_switch(p.fabric, t.switch(n)) for n in chosen}
     sums = totals(counts, p.fabric)
     if export is not None:
-        text = (p if not switch_names else Plan(held={n: p[n] for n in chosen})).to_json(indent=1)
+        exported = p if not switch_names else p.only(chosen)
         if export == "-":
-            click.echo(text)
+            exported.write_json(sys.stdout, indent=1)
+            sys.stdout.write("\n")
             return
-        _write_atomic(Path(export), text + "\n")
+        _export_atomic(Path(export), exported)
     if as_json:
         _print_json({"topology": t.name, "program": env.program, "failures": _failures_json(t, failures),
                      "switches": counts, "totals": sums,
@@ -351,10 +352,12 @@ def plan_cmd(env: Env, switch_names: tuple[str, ...], export: str | None, health
         click.echo(f"exported: {export}")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write a file whole or not at all."""
+def _export_atomic(path: Path, exported: Plan) -> None:
+    """Stream a plan's JSON into a file that appears whole or not at all."""
     try:
-        write_atomic(path, text)
+        with open_atomic(path) as fh:
+            exported.write_json(fh, indent=1)
+            fh.write("\n")
     except OSError as e:
         raise OpError(f"cannot write {path}: {e.strerror or e}") from None
 

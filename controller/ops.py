@@ -30,7 +30,7 @@ from controller.reconcile import Delta, apply, diff
 from controller.routes import Fabric, Options, Program
 from controller.sids import SidError, SidPlan
 from controller.toolchain import Artifacts
-from controller.topology import Switch, Topology, TopologyError, from_dict
+from controller.topology import Switch, Topology, TopologyError, from_dict, load_yaml
 
 # Exit codes (documented in `fabricctl --help`).
 OK, SWITCH_ERROR, BAD_INPUT, BAD_TOPOLOGY, PIPELINE, TOOLCHAIN = 0, 1, 2, 3, 4, 5
@@ -60,7 +60,7 @@ def check_topology(path: Path) -> tuple[Topology | None, list[str]]:
     except OSError as e:
         raise OpError(f"cannot read topology {path}: {e.strerror or e}") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TextIO
 
 from controller.entries import (
     ActionProfileGroup,
@@ -17,6 +18,7 @@ from controller.entries import (
     TableEntry,
     Ternary,
 )
+from controller.gcpause import gc_paused
 from controller.reconcile import Delta, diff
 from controller.routes import (
     ECMP_ROUTES,
@@ -44,13 +46,23 @@ class Plan(Mapping[str, tuple[Entity, ...]]):
     """Switch name -> its desired entities (members, groups, entries). Built from a Fabric, a
     switch's entities are generated when asked for and not kept; from JSON they are held."""
 
-    def __init__(self, fabric: Fabric | None = None, held: Mapping[str, tuple[Entity, ...]] | None = None) -> None:
+    def __init__(self, fabric: Fabric | None = None, held: Mapping[str, tuple[Entity, ...]] | None = None,
+                 names: Iterable[str] | None = None) -> None:
         self.fabric = fabric
         self._held = dict(held) if held is not None else None
-        if fabric is not None:
+        if names is not None:
+            self._names = list(names)
+        elif fabric is not None:
             self._names = [s.name for s in fabric.topo.switches]
         else:
             self._names = list(self._held or {})
+
+    def only(self, names: Iterable[str]) -> Plan:
+        """The same plan restricted to these switches (still lazy when built from a Fabric)."""
+        names = list(names)
+        if self._held is not None:
+            return Plan(held={n: self._held[n] for n in names})
+        return Plan(self.fabric, names=names)
 
     def __getitem__(self, name: str) -> tuple[Entity, ...]:
         if self._held is not None:
@@ -75,12 +87,29 @@ class Plan(Mapping[str, tuple[Entity, ...]]):
         """Switch -> {table or 'profile/members' / 'profile/groups': count}; computed without
         generating entities when the plan comes from a Fabric."""
         if self.fabric is not None:
-            return {s.name: count_switch(self.fabric, s) for s in self.fabric.topo.switches}
+            return {n: count_switch(self.fabric, self.fabric.topo.switch(n)) for n in self._names}
         return {n: count_entities(self[n]) for n in self}
 
     def to_json(self, indent: int | None = None) -> str:
-        return json.dumps({"format": FORMAT, "switches": {n: [entity_to_json(e) for e in self[n]] for n in self}},
-                          indent=indent)
+        out = io.StringIO()
+        self.write_json(out, indent)
+        return out.getvalue()
+
+    def write_json(self, out: TextIO, indent: int | None = None) -> None:
+        """Write the JSON document switch by switch: one switch's entities at a time are in
+        memory (a plan from a Fabric), so a 1,152-switch export costs what one switch costs."""
+        nl, pad = ("", "") if indent is None else ("\n", " " * indent)
+        sep = ", " if indent is None else ","
+        out.write(f'{{{nl}{pad}"format": {json.dumps(FORMAT)}{sep}{nl}{pad}"switches": {{')
+        first = True
+        with gc_paused():
+            for name in self:
+                body = json.dumps([entity_to_json(e) for e in self[name]], indent=indent)
+                if indent is not None:
+                    body = body.replace("\n", "\n" + pad * 2)
+                out.write(("" if first else sep) + f"{nl}{pad * 2}{json.dumps(name)}: {body}")
+                first = False
+        out.write(f"{nl}{pad}}}{nl}}}" if not first else f"}}{nl}}}")
 
     @classmethod
     def from_json(cls, text: str) -> Plan:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from controller.routes import Health
 from controller.topology import Topology
 
 Link = tuple[int, int, int]  # (plane, leaf, spine)
@@ -118,6 +119,10 @@ class Reach:
         pairs = tuple(sorted(_disjoint_pairs(alive, base.bit_count()), key=_by_dst))
         dead_slots = tuple(sorted(x for x in slots if x[0] not in down))
         return PlaneReach(p, False, isolated, pairs, dead_slots, live, base)
+
+    def of_health(self, health: Health) -> list[PlaneReach]:
+        """planes_reach of a failover/routes Health (failover.health(topo, failures) names them)."""
+        return self.planes_reach(health.links, health.leaves, health.spines, health.slots)
 
     def unreachable(self, links: Iterable[Link] = (), leaves: Iterable[Node] = (), spines: Iterable[Node] = (),
                     slots: Iterable[Slot] = ()) -> list:  # list[failover.Unreachable]

@@ -11,7 +11,8 @@ from typing import Any, Literal
 import re
 
 import networkx as nx
-import yaml
+
+from controller import yamlload
 
 Role = Literal["t0", "t1"]
 
@@ -217,7 +218,12 @@ def build(planes: int, t1_per_plane: int, t0_per_plane: int, hosts_per_t0: int, 
 def load(path: str | Path) -> Topology:
     """Read and validate a topology YAML file (format: docs/sid-plan.md, examples/two_plane_lab.yaml)."""
     with open(path, encoding="utf-8") as f:
-        return from_dict(yaml.safe_load(f) or {})
+        return from_dict(load_yaml(f) or {})
+
+
+def load_yaml(stream: Any) -> Any:
+    """yaml.safe_load's result, through libyaml record by record where present (yamlload)."""
+    return yamlload.load(stream)
 
 
 def from_dict(doc: Mapping[str, Any]) -> Topology:

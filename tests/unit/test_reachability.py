@@ -45,7 +45,7 @@ def test_reach_pairs_equal_networkx_paths(case: tuple[Topology, list]) -> None: 
     """Every ordered leaf pair: the live path count is the number of leaf-spine-leaf paths left."""
     topo, failures = case
     h = health(topo, failures)
-    planes = Reach.of(topo).planes_reach(h.links, h.leaves, h.spines, h.slots)
+    planes = Reach.of(topo).of_health(h)
     g = topo.graph.copy()
     for f in failures:
         if isinstance(f, LinkDown) and g.has_edge(f.t0, f.t1):
