@@ -225,7 +225,9 @@ def _delta(old: Fabric, new: Fabric) -> dict[str, Delta]:
                 by_live[key] = out.get(x.name)
         for j in sorted(spines):
             spine = topo.t1(p, j)
-            _put(out, spine.name, spine_entities(new, spine), spine_entities(old, spine))
+            # with the plane's spines unchanged, only its links to changed leaves can differ
+            only = None if spines_changed else [i for i in changed if (j in old.live(p, i)) != (j in new.live(p, i))]
+            _put(out, spine.name, spine_entities(new, spine, only), spine_entities(old, spine, only))
     return out
 
 

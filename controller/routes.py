@@ -8,7 +8,7 @@ slices it touches: `leaf_local` (ports, SIDs, routes, members, the shared group)
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -510,17 +510,24 @@ def spray_leaf_pins(f: Fabric, leaf: Switch) -> list[Entity]:
     return out
 
 
-def spray_spine(f: Fabric, spine: Switch) -> list[Entity]:
-    """A spine's uN, a /48 route per leaf it reaches, and the block drop."""
+def spray_spine(f: Fabric, spine: Switch, only: Collection[int] | None = None) -> list[Entity]:
+    """A spine's uN, a /48 route per leaf it reaches, and the block drop (`only`: just the
+    routes towards these leaves, if they are reached)."""
     p, j, sids, h = spine.plane, spine.index, f.sids, f.health
-    out: list[Entity] = [TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.un_prefix(sids.t1_usid(p, j))), UN_LEN)),),
-                                    USID_UN)]
+    out: list[Entity] = [] if only is not None else [
+        TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.un_prefix(sids.t1_usid(p, j))), UN_LEN)),), USID_UN)]
     leaves, match, mac = f.topo.t0s(p), f.shared.leaf_un_match, spine.mac
     healthy = not (h.links or h.leaves or h.spines)
     out += [TableEntry(ROUTES_V6, match(p, i), SET_NEXT_HOP_V6, (("port", port), ("smac", mac), ("dmac", leaves[i].mac)))
-            for i, port in enumerate(spine.downlinks) if healthy or h.link_up(p, i, j)]
-    out.append(f.shared.block_drop)
+            for i, port in _downlinks(spine, only) if healthy or h.link_up(p, i, j)]
+    if only is None:
+        out.append(f.shared.block_drop)
     return out
+
+
+def _downlinks(spine: Switch, only: Collection[int] | None) -> Iterable[tuple[int, int]]:
+    """(leaf, port) of every downlink of a spine, or of those towards `only`, by leaf."""
+    return enumerate(spine.downlinks) if only is None else ((i, spine.downlinks[i]) for i in sorted(only))
 
 
 # --- eecmp_qp_hash ---------------------------------------------------------------------------
@@ -598,12 +605,12 @@ def ecmp_leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
             f.shared.ecmp_dest(p, dst, gid))
 
 
-def ecmp_spine(f: Fabric, spine: Switch) -> list[Entity]:
-    """A member and a /23 route per leaf the spine reaches."""
+def ecmp_spine(f: Fabric, spine: Switch, only: Collection[int] | None = None) -> list[Entity]:
+    """A member and a /23 route per leaf the spine reaches (`only`: towards these leaves)."""
     p, j, h, sids = spine.plane, spine.index, f.health, f.sids
     leaves = f.topo.t0s(p)
     out: list[Entity] = []
-    for i, port in enumerate(spine.downlinks):
+    for i, port in _downlinks(spine, only):
         if h.link_up(p, i, j):
             out.append(ActionProfileMember(ECMP_SELECTOR, i + 1, SET_NEXT_HOP, (
                 ("port", port), ("smac", spine.mac), ("dmac", leaves[i].mac), ("member_index", i))))
@@ -624,8 +631,9 @@ def leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
     return spray_leaf_dest(f, leaf, dst) if f.options.program == SPRAY else ecmp_leaf_dest(f, leaf, dst)
 
 
-def spine_entities(f: Fabric, spine: Switch) -> list[Entity]:
-    return spray_spine(f, spine) if f.options.program == SPRAY else ecmp_spine(f, spine)
+def spine_entities(f: Fabric, spine: Switch, only: Collection[int] | None = None) -> list[Entity]:
+    """A spine's entities (`only`: just those towards these leaves)."""
+    return spray_spine(f, spine, only) if f.options.program == SPRAY else ecmp_spine(f, spine, only)
 
 
 def leaf_dests(f: Fabric, leaf: Switch) -> Iterator[Entity]:
