@@ -26,6 +26,7 @@ import yaml  # noqa: E402
 
 from controller.failover import LinkDown, SwitchDown, delta, unreachable, with_failures  # noqa: E402
 from controller.gcpause import gc_paused  # noqa: E402
+from controller import yamlload  # noqa: E402
 from controller.plan import Plan, count_entities, count_switch, plan, totals  # noqa: E402
 from controller.reachability import Reach  # noqa: E402
 from controller.routes import Fabric, Health, Options, Program, switch_entities  # noqa: E402
@@ -222,15 +223,34 @@ open(sys.argv[2], "w").write(json.dumps(doc, indent=1) + "\\n")
 """
 
 
-def _child(argv: list[str]) -> tuple[float, float]:
-    """Run a child process to its end: (seconds, its own peak RSS in MB)."""
+# The child's own peak RSS is VmHWM of its image: getrusage's ru_maxrss would count the pages of
+# this (large) parent it was forked from, which Linux carries over the exec.
+_HWM = """
+import atexit, os, runpy, sys
+def _hwm():
+    with open("/proc/self/status") as f:
+        kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    with open(os.environ["PLAN_SCALE_HWM"], "w") as out:
+        out.write(str(kb))
+atexit.register(_hwm)
+sys.argv = sys.argv[1:]
+if sys.argv[0] == "-m":
+    sys.argv = sys.argv[1:]
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+else:
+    exec(compile(sys.argv[0], "<child>", "exec"), {"__name__": "__main__"})
+"""
+
+
+def _child(argv: list[str], tmp: Path) -> tuple[float, float]:
+    """Run `python argv...` to its end: (seconds, its own peak RSS in MB)."""
+    hwm = tmp / "hwm"
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc = subprocess.run([sys.executable, "-c", _HWM, *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
+                          env={**os.environ, "PLAN_SCALE_HWM": str(hwm)}, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"{argv[:4]} exited {proc.returncode}")
-    return time.perf_counter() - start, usage.ru_maxrss / 1024
+        raise RuntimeError(f"{argv[:3]} exited {proc.returncode}")
+    return time.perf_counter() - start, int(hwm.read_text()) / 1024
 
 
 def _export(size: dict[str, int]) -> dict[str, Any]:
@@ -241,18 +261,20 @@ def _export(size: dict[str, int]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"plan-export-{os.getpid()}-") as tmp:
         path = Path(tmp) / "fabric.yaml"
         path.write_text(yaml.safe_dump(to_dict(topo), sort_keys=False))
-        loads = {}
-        for name, loader in (("c", getattr(yaml, "CSafeLoader", None)), ("pure", yaml.SafeLoader)):
-            if loader is None:
+        loads = {}  # seconds, file to Topology
+        for name, read in (("record_by_record", yamlload.load),
+                           ("c_safe_loader", lambda f: yaml.load(f, Loader=yaml.CSafeLoader)),  # noqa: S506
+                           ("pure_safe_loader", lambda f: yaml.load(f, Loader=yaml.SafeLoader))):  # noqa: S506
+            if name != "pure_safe_loader" and not yamlload.available():
                 continue
             start = time.perf_counter()
             with open(path, encoding="utf-8") as f:
-                from_dict(yaml.load(f, Loader=loader))  # noqa: S506 - safe loaders
+                from_dict(read(f))
             loads[name] = round(time.perf_counter() - start, 2)
         yaml_mb = round(path.stat().st_size / 1e6, 1)
         out = Path(tmp) / "plan.json"
-        stream_s, stream_mb = _child([sys.executable, "-m", "controller.cli", "--topology", str(path),
-                                      "plan", "--export", str(out)])
+        stream_s, stream_mb = _child(["-m", "controller.cli", "--topology", str(path), "plan", "--export", str(out)],
+                                     Path(tmp))
         exported = out.stat().st_size
         start = time.perf_counter()
         with open(out, encoding="utf-8") as f:
@@ -261,7 +283,7 @@ def _export(size: dict[str, int]) -> dict[str, Any]:
         counts = plan(Fabric(topo)).counts()
         round_trip = list(again) == list(counts) and all(sum(counts[n].values()) == len(again[n]) for n in again)
         del again
-        whole_s, whole_mb = _child([sys.executable, "-c", _WHOLE_DOCUMENT, str(path), str(out)])
+        whole_s, whole_mb = _child([_WHOLE_DOCUMENT, str(path), str(out)], Path(tmp))
     return {"size": size, "switches": len(topo.switches), "yaml_mb": yaml_mb,
             "yaml_load_s": loads, "export_bytes": exported,
             "export_streamed": {"seconds": round(stream_s, 2), "peak_rss_mb": round(stream_mb, 1)},
