@@ -817,6 +817,13 @@ from mininet_labs.cli import lab as _lab  # noqa: E402
 
 cli.add_command(_lab)
 
+# --- analyze and topo draw (controller.analysis: failure analysis of designs, drawings) -------
+
+from controller.analysis.cli import analyze as _analyze, topo_draw as _topo_draw  # noqa: E402
+
+cli.add_command(_analyze)
+topo.add_command(_topo_draw)
+
 
 def main() -> None:
     """The `fabricctl` console script."""

@@ -1,0 +1,172 @@
+"""`fabricctl analyze` and `fabricctl topo draw`: the analysis engine's command line (registered in controller/cli.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from controller import ops
+from controller.analysis.design import KINDS, Design, DesignError, Kind, Rates, from_topology, parse_design, parse_rate
+from controller.ops import OpError
+
+EXAMPLES = """\b
+Examples:
+  fabricctl analyze --design 8x4x16x8 --gpus 64
+  fabricctl analyze --design single=1x8x32x32 --compare mrc=8x8x32x32 --gpus 512 --plot cmp.png
+  fabricctl --topology examples/two_plane_lab.yaml analyze --samples 2000 --json
+  fabricctl analyze --design 2x4x8x4 --kind link --failures 1,4,8,16 --nic 1e6h --mttr 4
+  fabricctl analyze --design 2x2x4x2 --engine controller   # reachability from failover.unreachable
+"""
+
+
+def _rates(link: str | None, t1: str | None, t0: str | None, nic: str | None, mttr: float) -> Rates:
+    r = Rates(mttr=mttr)
+    for kind, text in (("link", link), ("t1", t1), ("t0", t0), ("nic", nic)):
+        if text is not None:
+            r = r.with_rate(kind, parse_rate(text))  # type: ignore[arg-type]
+    return r
+
+
+def _failures(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise DesignError(f"--failures {text!r} is not a comma-separated list of counts (e.g. 1,2,4,8)") from None
+    if not ks or len(ks) > 32 or any(k < 0 for k in ks):
+        raise DesignError(f"--failures {text!r}: give 1 to 32 counts, none negative")
+    return ks
+
+
+@contextmanager
+def _bar(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr when it is a terminal (Monte Carlo runs can take a while)."""
+    if not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    with click.progressbar(length=total, label=label, file=sys.stderr, show_percent=True) as bar:
+        yield bar.update
+
+
+def _designs(ctx: click.Context, specs: Sequence[str]) -> list[Design]:
+    if specs:
+        return [parse_design(s) for s in specs]
+    env = ctx.find_root().obj
+    if env is None or getattr(env, "topology_file", None) is None:
+        raise OpError("no design: give --design PLANESxT1xT0xHOSTS, or a topology (--topology FILE or FABRIC_TOPOLOGY)")
+    return [from_topology(env.topo())]
+
+
+@click.command("analyze", epilog=EXAMPLES)
+@click.option("--design", "--compare", "designs", multiple=True, metavar="[NAME=]PxT1xT0xH",
+              help="A design: planes x T1 per plane x T0 per plane x hosts per T0 (repeat to compare designs "
+                   "side by side). Default: the topology file's design.")
+@click.option("--gpus", type=int, default=None, help="GPUs of the job (one host, i.e. one NIC group, each; "
+                                                       "packed from host 0) [default: every host].")
+@click.option("--samples", type=click.IntRange(1, 1_000_000), default=400, show_default=True,
+              help="Monte Carlo samples per estimate.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the Monte Carlo (equal seeds, equal numbers).")
+@click.option("--failures", "failures_text", default="1,2,4,8,16", show_default=True, metavar="K,K,...",
+              help="Failure counts for the P(job cut after k failures) curve.")
+@click.option("--kind", type=click.Choice(KINDS), default=None,
+              help="Fail only this kind in the curve and first-cut runs [default: kinds mixed by their rates].")
+@click.option("--link", metavar="RATE", help="T0-T1 link rate: MTBF hours (2.4e6h) or failures per hour (4e-7/h).")
+@click.option("--t1", metavar="RATE", help="T1 switch rate.")
+@click.option("--t0", metavar="RATE", help="T0 switch rate.")
+@click.option("--nic", metavar="RATE", help="NIC port rate (NIC and host cable).")
+@click.option("--mttr", type=click.FloatRange(min=0, min_open=True, max=1e6), default=8.0, show_default=True,
+              help="Mean time to repair, hours.")
+@click.option("--repair-events", type=click.IntRange(0, 10_000_000), default=20_000, show_default=True,
+              help="Events of the with-repair simulation of the job (0: closed form only).")
+@click.option("--engine", type=click.Choice(["fast", "controller"]), default="fast", show_default=True,
+              help="Reachability: the analysis' own path math, or the controller's failover code (slow; tests prove them equal).")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.png",
+              help="Write a PNG: P(job cut) vs failures, and the job's survival without repair, per design.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.pass_context
+def analyze(ctx: click.Context, designs: tuple[str, ...], gpus: int | None, samples: int, seed: int,
+            failures_text: str, kind: Kind | None, link: str | None, t1: str | None, t0: str | None, nic: str | None,
+            mttr: float, repair_events: int, engine: str, plot_file: Path | None, as_json: bool) -> None:
+    """How much failure a fabric design endures before some GPU pair loses every path.
+
+    For each design: the failures of each kind it endures with certainty (worst case); for a
+    given host pair, P(cut) in one plane and in every plane with failure rates and repair
+    (closed form), the expected failures to cut it, its mean time to cut and interruption rate;
+    the expected capacity lost; and for a job of --gpus GPUs, P(cut) after k failures and the
+    failures and hours to its first interruption with no repair (Monte Carlo, 95% intervals),
+    and its interruption rate with repair (closed form, and a simulation). Default rates come
+    from the Llama 3 report's 54-day interruption table (docs/analysis.md says how).
+    """
+    try:
+        chosen = _designs(ctx, designs)
+        rates = _rates(link, t1, t0, nic, mttr)
+        from controller.analysis.report import Settings, analyze as run, check, units
+
+        settings = Settings(rates, gpus, samples, seed, _failures(failures_text), kind, repair_events, engine)
+        names = [d.name for d in chosen]
+        if len(set(names)) != len(names):
+            raise DesignError("two designs share a name: name them, e.g. --design a=8x4x16x8")
+        for d in chosen:
+            check(d, settings)
+        if plot_file is not None:
+            from controller.analysis.plot import require
+
+            require()
+        results = []
+        with _bar(units(settings) * len(chosen), "analyze") as tick:
+            for d in chosen:
+                results.append(run(d, settings, tick))
+    except DesignError as e:
+        raise OpError(str(e), ops.BAD_INPUT) from None
+    if plot_file is not None:
+        from controller.analysis.plot import PlotError, plot_results
+
+        try:
+            plot_file = plot_results(results, plot_file)
+        except PlotError as e:
+            raise OpError(str(e), ops.BAD_INPUT) from None
+    if as_json:
+        doc: dict[str, Any] = {"settings": {"samples": samples, "seed": seed, "kind": kind or "mix",
+                                            "engine": engine, "repair_events": repair_events},
+                               "designs": results}
+        if plot_file is not None:
+            doc["plot"] = str(plot_file)
+        click.echo(json.dumps(doc, indent=2))
+        return
+    from controller.analysis.table import render
+
+    click.echo(render(results))
+    if plot_file is not None:
+        click.echo(f"plot: {plot_file}")
+
+
+@click.command("draw")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              metavar="FILE.png|FILE.svg", help="Where to write the drawing (format by extension).")
+@click.option("--no-hosts", is_flag=True, help="Leave the hosts out (large fabrics).")
+@click.option("--healthy", is_flag=True, help="Draw no failures (ignore the state file).")
+@click.pass_context
+def topo_draw(ctx: click.Context, out_file: Path, no_hosts: bool, healthy: bool) -> None:
+    """Draw the topology: planes side by side (T1s on top, T0s below, hosts at the bottom), the
+    failures of the state file in red (dashed links, crossed switches and NIC ports).
+
+    \b
+    Examples:
+      fabricctl --topology examples/two_plane_lab.yaml topo draw --out fabric.png
+      fabricctl fail link p0-t0-0 p0-t1-1 --no-apply && fabricctl topo draw --out f.svg
+    """
+    env = ctx.find_root().obj
+    topo = env.topo()
+    failures = frozenset() if healthy else env.failures()
+    from controller.analysis.draw import DrawError, draw
+
+    try:
+        path = draw(topo, failures, out_file, hosts=not no_hosts)
+    except DrawError as e:
+        raise OpError(str(e), ops.BAD_INPUT) from None
+    click.echo(f"drew {topo.name}: {len(topo.switches)} switches, {len(failures)} failures marked -> {path}")
