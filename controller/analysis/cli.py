@@ -71,8 +71,8 @@ def _designs(ctx: click.Context, specs: Sequence[str]) -> list[Design]:
 @click.option("--samples", type=click.IntRange(1, 1_000_000), default=400, show_default=True,
               help="Monte Carlo samples per estimate.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the Monte Carlo (equal seeds, equal numbers).")
-@click.option("--failures", "failures_text", default="1,2,4,8,16", show_default=True, metavar="K,K,...",
-              help="Failure counts for the P(job cut after k failures) curve.")
+@click.option("--failures", "failures_text", default=None, metavar="K,K,...",
+              help="Failure counts for the P(job cut after k failures) curve [default: 1,2,4,...,32, those the design has].")
 @click.option("--kind", type=click.Choice(KINDS), default=None,
               help="Fail only this kind in the curve and first-cut runs [default: kinds mixed by their rates].")
 @click.option("--link", metavar="RATE", help="T0-T1 link rate: MTBF hours (2.4e6h) or failures per hour (4e-7/h).")
@@ -107,16 +107,21 @@ def analyze(ctx: click.Context, designs: tuple[str, ...], gpus: int | None, samp
         rates = _rates(link, t1, t0, nic, mttr)
         from controller.analysis.report import Settings, analyze as run, check, units
 
-        settings = Settings(rates, gpus, samples, seed, _failures(failures_text), kind, repair_events, engine)
+        ks = None if failures_text is None else _failures(failures_text)
+        settings = Settings(rates, gpus, samples, seed, ks, kind, repair_events, engine)
         names = [d.name for d in chosen]
         if len(set(names)) != len(names):
             raise DesignError("two designs share a name: name them, e.g. --design a=8x4x16x8")
         for d in chosen:
             check(d, settings)
         if plot_file is not None:
-            from controller.analysis.plot import require
+            from controller.analysis.plot import PlotError, check_path, require
 
-            require()
+            try:
+                check_path(plot_file)
+                require()
+            except PlotError as e:
+                raise DesignError(str(e)) from None
         results = []
         with _bar(units(settings) * len(chosen), "analyze") as tick:
             for d in chosen:

@@ -12,6 +12,7 @@ from controller.topology import Topology
 Kind = Literal["link", "t1", "t0", "nic"]
 KINDS: tuple[Kind, ...] = ("link", "t1", "t0", "nic")
 KIND_NAMES = {"link": "T0-T1 link", "t1": "T1 switch", "t0": "T0 switch", "nic": "NIC port"}
+KIND_PLURALS = {"link": "T0-T1 links", "t1": "T1 switches", "t0": "T0 switches", "nic": "NIC ports"}
 
 # Bounds that keep every computation here in memory and time on a small machine.
 MAX_PLANES, MAX_T1, MAX_T0, MAX_HOSTS_PER_T0 = 64, 4096, 4096, 1024

@@ -22,11 +22,18 @@ def require() -> Any:
         raise PlotError(str(e)) from None
 
 
+def check_path(path: Path) -> None:
+    """PlotError unless the plot can be written there as a PNG (checked before any work)."""
+    if path.suffix.lower() != ".png":
+        raise PlotError(f"plot file {path} must end in .png")
+    if not path.parent.is_dir():
+        raise PlotError(f"cannot write {path}: no directory {path.parent}")
+
+
 def plot_results(results: Sequence[dict[str, Any]], path: Path) -> Path:
     """Two panels: P(job cut) after k failures with its 95% band, and the fraction of no-repair
     runs whose job still ran at time t; one line per design. Writes atomically."""
-    if path.suffix.lower() != ".png":
-        raise PlotError(f"plot file {path} must end in .png")
+    check_path(path)
     plt = require()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for r in results:

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 from controller.analysis import closed
 from controller.analysis import montecarlo as mc
-from controller.analysis.design import KIND_NAMES, KINDS, Design, DesignError, Kind, Rates
+from controller.analysis.design import KIND_NAMES, KIND_PLURALS, KINDS, Design, DesignError, Kind, Rates
 from controller.analysis.stats import Estimate
 
+DEFAULT_KS = (1, 2, 4, 8, 16, 32)
 MAX_WORK = 2 * 10 ** 9  # samples x components touched: beyond this a run would take hours
 
 
@@ -22,7 +23,7 @@ class Settings:
     gpus: int | None  # job size; None: every host
     samples: int = 400
     seed: int = 1
-    failures: tuple[int, ...] = (1, 2, 4, 8, 16)  # k for the P(cut after k failures) curve
+    failures: tuple[int, ...] | None = None  # k for the P(cut after k failures) curve; None: DEFAULT_KS that fit
     kind: Kind | None = None  # None: kinds mixed by rate
     repair_events: int = 20_000
     engine: str = "fast"  # or "controller"
@@ -35,22 +36,32 @@ def job_size(d: Design, s: Settings) -> int:
     return n
 
 
+def _pool(d: Design, s: Settings) -> int:
+    return sum(d.count(k) for k in KINDS) if s.kind is None else d.count(s.kind)
+
+
+def failure_counts(d: Design, s: Settings) -> tuple[int, ...]:
+    """The curve's failure counts: the ones asked for, or the default ones the design has components for."""
+    return s.failures if s.failures is not None else tuple(k for k in DEFAULT_KS if k <= _pool(d, s))
+
+
 def check(d: Design, s: Settings) -> None:
     """DesignError for a run that cannot be done (sizes, k beyond the components, engine limits)."""
     job_size(d, s)
-    pool = sum(d.count(k) for k in KINDS) if s.kind is None else d.count(s.kind)
-    for k in s.failures:
+    pool = _pool(d, s)
+    ks = failure_counts(d, s)
+    for k in ks:
         if not 0 <= k <= pool:
             raise DesignError(f"--failures {k} is more than the {pool} "
-                              f"{KIND_NAMES[s.kind] + 's' if s.kind else 'components'} of design {d.name}")
+                              f"{KIND_PLURALS[s.kind] if s.kind else 'components'} of design {d.name}")
     if s.kind is not None and s.rates.of(s.kind) <= 0:
         raise DesignError(f"--kind {s.kind} with a zero {KIND_NAMES[s.kind]} rate")
     if s.engine == "controller" and d.switches > 512:
         raise DesignError(f"--engine controller builds the controller's fabric for every sample: at most 512 "
                           f"switches, design {d.name} has {d.switches} (use --engine fast, proven equal in tests)")
-    work = s.samples * (len(s.failures) + 2) * max(s.failures, default=1) * d.hosts_per_t0
+    work = s.samples * (len(ks) + 2) * max(ks, default=1) * d.hosts_per_t0
     if work > MAX_WORK:
-        raise DesignError(f"{s.samples} samples of up to {max(s.failures)} failures on design {d.name} is too much "
+        raise DesignError(f"{s.samples} samples of up to {max(ks, default=1)} failures on design {d.name} is too much "
                           "work; lower --samples or --failures")
 
 
@@ -64,13 +75,13 @@ def _finite(x: float | None) -> float | None:
 
 def units(s: Settings) -> int:
     """Progress ticks one analysis takes (for the progress bar)."""
-    return s.samples * (len(s.failures) + 2) + s.repair_events
+    return s.samples * (len(DEFAULT_KS if s.failures is None else s.failures) + 2) + s.repair_events
 
 
 def analyze(d: Design, s: Settings, tick: mc.Tick | None = None) -> dict[str, object]:
     """Everything `fabricctl analyze` reports about one design."""
     check(d, s)
-    gpus, r = job_size(d, s), s.rates
+    gpus, r, ks = job_size(d, s), s.rates, failure_counts(d, s)
     q = closed.unavailabilities(r)
     a, b = closed.given_pair(d)
     same = d.column(a) == d.column(b)
@@ -79,8 +90,8 @@ def analyze(d: Design, s: Settings, tick: mc.Tick | None = None) -> dict[str, ob
     worst = closed.worst_case(d)
     pair_rate = closed.pair_interruption_rate(d, r)
     job_rate = closed.job_interruption_rate(d, gpus, r)
-    curve_job = mc.p_cut_after(d, job, s.failures, s.samples, s.seed, rates=r, kind=s.kind, cut=cut, tick=tick)
-    curve_pair = mc.p_cut_after(d, (a, b), s.failures, s.samples, s.seed + 1, rates=r, kind=s.kind, cut=cut)
+    curve_job = mc.p_cut_after(d, job, ks, s.samples, s.seed, rates=r, kind=s.kind, cut=cut, tick=tick)
+    curve_pair = mc.p_cut_after(d, (a, b), ks, s.samples, s.seed + 1, rates=r, kind=s.kind, cut=cut)
     first = mc.first_cut(d, job, s.samples, s.seed + 2, rates=r, kind=s.kind, cut=cut, tick=tick)
     first_any = mc.first_cut(d, range(d.hosts), s.samples, s.seed + 3, rates=r, kind=s.kind, cut=cut, tick=tick) \
         if s.engine == "fast" or d.hosts <= 64 else None
@@ -122,8 +133,8 @@ def analyze(d: Design, s: Settings, tick: mc.Tick | None = None) -> dict[str, ob
                     "per_hour": repaired.rate.to_json()},
             },
         },
-        "curve": {"failures": list(s.failures), "kind": s.kind or "mix",
+        "curve": {"failures": list(ks), "kind": s.kind or "mix",
                   "p_job_cut": [e.to_json() for e in curve_job], "p_pair_cut": [e.to_json() for e in curve_pair],
-                  "p_pair_cut_closed": [closed.pair_cut_after(d, s.kind, k) for k in s.failures] if s.kind else None},
+                  "p_pair_cut_closed": [closed.pair_cut_after(d, s.kind, k) for k in ks] if s.kind else None},
         "survival_hours": sorted(first.samples_hours),
     }
