@@ -176,23 +176,37 @@ class FirstCut:
 
 def first_cut(design: Design, hosts: Sequence[int], samples: int, seed: int, *, rates: Rates | None = None,
               kind: Kind | None = None, cut: Cut = fast_cut, tick: Tick | None = None) -> FirstCut:
-    """Run the no-repair Process until some pair of `hosts` is cut, `samples` times."""
+    """Run the no-repair Process until some pair of `hosts` is cut, `samples` times. Failures only
+    accumulate, so a cut stays cut: the first cut prefix is found by doubling then bisection
+    (about 2 log2(K) reachability checks instead of K)."""
     rng, u, tick = random.Random(seed), Universe(design, hosts), _ticker(tick)
     counts: list[int] = []
     hours: list[float] = []
     for _ in range(samples):
-        proc, down, t, n = Process(u, rng, rates, kind), Down(design), 0.0, 0
-        while True:
-            step = proc.next()
-            if step is None:
+        proc = Process(u, rng, rates, kind)
+        seq: list[tuple[Kind, int, float]] = []
+
+        def cut_after(m: int) -> bool:
+            while len(seq) < m:
+                step = proc.next()
+                if step is None:
+                    return False
+                seq.append(step)
+            down = Down(design)
+            for k, index, _ in seq[:m]:
+                down.add(k, index)
+            return cut(down, hosts)
+
+        lo, hi = 0, 1
+        while not cut_after(hi):
+            if len(seq) < hi:
                 raise DesignError("these failures never cut the hosts apart (zero rates?)")
-            k, index, dt = step
-            down.add(k, index)
-            t, n = t + dt, n + 1
-            if cut(down, hosts):
-                break
-        counts.append(n)
-        hours.append(t)
+            lo, hi = hi, hi * 2
+        while hi - lo > 1:  # cut after hi, not after lo
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if cut_after(mid) else (mid, hi)
+        counts.append(hi)
+        hours.append(math.fsum(dt for _, _, dt in seq[:hi]))
         tick(1)
     return FirstCut(mean(counts), mean(hours), counts, hours)
 
