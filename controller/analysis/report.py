@@ -12,6 +12,9 @@ from controller.analysis.design import KIND_NAMES, KIND_PLURALS, KINDS, Design, 
 from controller.analysis.stats import Estimate
 
 DEFAULT_KS = (1, 2, 4, 8, 16, 32)
+# The any-pair Monte Carlo needs thousands of failures per sample on large fabrics and its check
+# is quadratic in them (the MRC fabric: about 3,400 failures, minutes per sample): skipped above this.
+MAX_ANY_PAIR_HOSTS = 8192
 MAX_WORK = 2 * 10 ** 9  # samples x components touched: beyond this a run would take hours
 
 
@@ -94,7 +97,7 @@ def analyze(d: Design, s: Settings, tick: mc.Tick | None = None) -> dict[str, ob
     curve_pair = mc.p_cut_after(d, (a, b), ks, s.samples, s.seed + 1, rates=r, kind=s.kind, cut=cut)
     first = mc.first_cut(d, job, s.samples, s.seed + 2, rates=r, kind=s.kind, cut=cut, tick=tick)
     first_any = mc.first_cut(d, range(d.hosts), s.samples, s.seed + 3, rates=r, kind=s.kind, cut=cut, tick=tick) \
-        if s.engine == "fast" or d.hosts <= 64 else None
+        if (s.engine == "fast" and d.hosts <= MAX_ANY_PAIR_HOSTS) or d.hosts <= 64 else None
     repaired = mc.with_repair(d, job, r, seed=s.seed + 4, max_events=s.repair_events, cut=cut, tick=tick) \
         if s.repair_events else None
     return {
@@ -118,6 +121,7 @@ def analyze(d: Design, s: Settings, tick: mc.Tick | None = None) -> dict[str, ob
         "any_pair": {
             "expected_nic_failures_to_cut": closed.expected_nic_failures_any_pair(d),
             "mc_failures_to_cut": _est(first_any.failures if first_any else None),
+            "mc_skipped": None if first_any else f"more than {MAX_ANY_PAIR_HOSTS} hosts (or the controller engine)",
         },
         "job": {
             "gpus": gpus, "t0s": len(closed.job_columns(d, gpus)),

@@ -49,7 +49,8 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(("uplink / host capacity lost, steady state", f"{num(cap['uplink_lost'])} / {num(cap['host_lost'])}"))
     anyp = r["any_pair"]
     rows.append(("any pair: E[NIC failures to a cut] closed", num(anyp["expected_nic_failures_to_cut"])))
-    rows.append(("any pair: failures to a cut, MC", est(anyp["mc_failures_to_cut"])))
+    rows.append(("any pair: failures to a cut, MC", est(anyp["mc_failures_to_cut"]) if anyp["mc_failures_to_cut"]
+                 else f"skipped: {anyp['mc_skipped']}"))
     rows.append(("job GPUs (T0s)", f"{job['gpus']} ({job['t0s']})"))
     rows.append(("job: hours to interruption, no repair, MC", est(job["no_repair"]["hours_to_interruption"])))
     rows.append(("job: own failures to interruption, MC", est(job["no_repair"]["own_failures_to_interruption"])))

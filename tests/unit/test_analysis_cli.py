@@ -38,6 +38,7 @@ def test_json_has_the_closed_forms_and_the_monte_carlo() -> None:
     assert a["pair"]["hosts"] == ["h0", "h6"]
     assert a["job"]["with_repair"]["interruptions_per_hour"] == closed.job_interruption_rate(d, 4, Rates())
     assert [e["samples"] for e in a["curve"]["p_job_cut"]] == [60, 60, 60]
+    assert a["any_pair"]["mc_failures_to_cut"]["samples"] == 60 and a["any_pair"]["mc_skipped"] is None
     # seeded: the same command gives the same numbers
     assert json.loads(run("analyze", "--design", "2x2x4x2", "--gpus", "4", *FAST, "--json").output) == doc
 
