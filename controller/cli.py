@@ -15,14 +15,15 @@ from typing import Any, TypeVar
 import click
 
 from controller import failover, ops
-from controller.atomic import open_atomic
+from controller.safefile import UnsafeFile, marked, open_atomic
 from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, Value
 from controller.failover import Failure, failure_to_json
 from controller.ops import OpError, Outcome
 from controller.p4info import P4Info
 from controller.p4rt import describe, show_value
-from controller.plan import Plan, count_switch, entity_to_json, plan as make_plan, totals
+from controller.plan import FORMAT as PLAN_FORMAT, Plan, count_switch, entity_to_json, plan as make_plan, totals
 from controller.reconcile import Delta
+from controller.statelock import StateLocked, state_lock
 from controller.toolchain import BUILD_DIR, PROGRAMS, Artifacts
 from controller.topology import Topology, to_dict
 
@@ -353,11 +354,14 @@ def plan_cmd(env: Env, switch_names: tuple[str, ...], export: str | None, health
 
 
 def _export_atomic(path: Path, exported: Plan) -> None:
-    """Stream a plan's JSON into a file that appears whole or not at all."""
+    """Stream a plan's JSON into a file that appears whole or not at all (controller.safefile: never
+    over a file that is not a plan export, a symlink written through, the mode kept)."""
     try:
-        with open_atomic(path) as fh:
+        with open_atomic(path, what="plan export", ours=marked(PLAN_FORMAT, "plan export")) as fh:
             exported.write_json(fh, indent=1)
             fh.write("\n")
+    except UnsafeFile as e:
+        raise OpError(str(e)) from None
     except OSError as e:
         raise OpError(f"cannot write {path}: {e.strerror or e}") from None
 
@@ -598,17 +602,43 @@ def restore_all(env: Env, no_apply: bool, as_json: bool) -> None:
     _change(env, None, False, no_apply, as_json)
 
 
+LOCK_WAIT = 60.0  # seconds a fail/restore waits for another one on the same state file
+
+
 def _change(env: Env, failure: Failure | None, adding: bool, no_apply: bool, as_json: bool) -> None:
-    """Add or remove one failure (None with adding False: all); record it, then reconcile what it touches."""
+    """Add or remove one failure (None with adding False: all), under the state file's lock.
+
+    The state file is the truth. Under its lock the command loads the recorded set, computes the
+    new one, records it, then reconciles the switches it touches, still under the lock: two
+    commands never interleave, so no switch ends up holding a set the file lacks. If a switch
+    cannot be written, the recorded set stays and 'fabricctl install' converges to it.
+    """
+    state = env.state_path()
+    try:
+        with state_lock(state, LOCK_WAIT):
+            _change_locked(env, state, failure, adding, no_apply, as_json)
+    except StateLocked as e:
+        raise OpError(str(e)) from None
+    except OSError as e:  # the lock file cannot be made (no such directory, read-only)
+        raise OpError(f"cannot lock state file {state}: {e.strerror or e}") from None
+
+
+def _change_locked(env: Env, state: Path, failure: Failure | None, adding: bool, no_apply: bool,
+                   as_json: bool) -> None:
     t = env.topo()
-    old = env.failures()
+    dropped: list[Failure] = []
+    if failure is None:
+        old, dropped = ops.load_failures_known(t, state)
+    else:
+        old = env.failures()
     new: frozenset[Failure] = frozenset()
     if failure is not None:
         new = old | {failure} if adding else old - {failure}
     what = ops.describe_failure(t, failure) if failure is not None else "all failures"
-    state = env.state_path()
     base = {"state": str(state), "change": f"{'fail' if adding else 'restore'} {what}"}
-    if new == old:
+    if dropped:
+        base["dropped"] = [failure_to_json(f) for f in dropped]
+    if new == old and not dropped:
         if as_json:
             _print_json({**base, "changed": False, "failures": _failures_json(t, new), "touched": []})
         elif failure is None:
@@ -626,11 +656,13 @@ def _change(env: Env, failure: Failure | None, adding: bool, no_apply: bool, as_
         encoded = ops.encode(make_plan(new_fabric), touched, p4info, str(env.artifacts().p4info))
     try:
         failover.save_state(state, new)
-    except OSError as e:
-        raise OpError(f"cannot write state file {state}: {e.strerror or e}") from None
+    except failover.FailoverError as e:
+        raise OpError(str(e)) from None
     lost = [str(u) for u in failover.unreachable(new_fabric)]
     doc = {**base, "changed": True, "failures": _failures_json(t, new), "touched": touched, "unreachable": lost}
     if not as_json:
+        for f in dropped:
+            click.echo(f"dropped: {ops.describe_failure(t, f)} (not in the topology {env.topology_path()})")
         click.echo(f"recorded: {'fail' if adding else 'restore'} {what}; {_n(len(new), 'failure')} in {state}")
         click.echo(f"unreachable: {len(lost)}" + "".join(f"\n  {u}" for u in lost[:10])
                    + (f"\n  (+{len(lost) - 10} more: fabricctl status --offline)" if len(lost) > 10 else ""))

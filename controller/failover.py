@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 from typing import Union
 
-from controller.atomic import write_atomic
+from controller import statefile
 from controller.entries import Entity
 from controller.gcpause import gc_paused
 from controller.reconcile import Delta, diff
@@ -273,35 +272,18 @@ def failure_to_json(f: Failure) -> dict[str, object]:
     return {"host_port": [f.t0, f.port]}
 
 
-def failure_from_json(d: dict[str, object]) -> Failure:
-    if "link" in d:
-        a, b = d["link"]  # type: ignore[misc]
-        return LinkDown(str(a), str(b))
-    if "switch" in d:
-        return SwitchDown(str(d["switch"]))
-    if "host_port" in d:
-        a, port = d["host_port"]  # type: ignore[misc]
-        return HostPortDown(str(a), int(port))
-    raise FailoverError(f"not a failure: {json.dumps(d)}")
-
-
 def save_state(path: str | FilePath, failures: Iterable[Failure]) -> None:
-    """Write the failure set atomically (sorted, so equal sets give equal files)."""
-    doc = {"failures": [failure_to_json(f) for f in sorted(set(failures), key=_order)]}
-    write_atomic(path, json.dumps(doc, indent=1) + "\n")
+    """Write the failure set atomically in the marked format (controller.statefile); FailoverError if
+    `path` is not a state file (never overwritten) or cannot be written."""
+    try:
+        statefile.save(path, failures)
+    except statefile.StateFileError as e:
+        raise FailoverError(str(e)) from None
 
 
 def load_state(path: str | FilePath) -> frozenset[Failure]:
-    """The failure set of a state file; an absent file is no failure."""
-    path = FilePath(path)
-    if not path.exists():
-        return frozenset()
+    """The failure set of a state file; an absent file is no failure (controller.statefile)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        return frozenset(failure_from_json(d) for d in doc.get("failures", []))
-    except (ValueError, TypeError, KeyError) as e:
-        raise FailoverError(f"cannot read failure state {path}: {e}") from None
-
-
-def _order(f: Failure) -> tuple[str, tuple[object, ...]]:
-    return type(f).__name__, dataclasses.astuple(f)
+        return statefile.load(path)
+    except statefile.StateFileError as e:
+        raise FailoverError(str(e)) from None

@@ -213,13 +213,29 @@ def load_failures(topo: Topology, path: Path) -> frozenset[Failure]:
         found = failover.load_state(path)
     except FailoverError as e:
         raise OpError(str(e)) from None
-    except (OSError, AttributeError) as e:
-        raise OpError(f"cannot read failure state {path}: {e}") from None
     try:
         failover.health(topo, found)
     except FailoverError as e:
-        raise OpError(f"state file {path}: {e}") from None
+        raise OpError(f"state file {path}: {e} ('fabricctl restore all' clears it)") from None
     return found
+
+
+def load_failures_known(topo: Topology, path: Path) -> tuple[frozenset[Failure], list[Failure]]:
+    """The recorded failures that name what the topology has, and those that do not (what
+    `restore all` drops, so a state file from an older topology can always be cleared)."""
+    try:
+        found = failover.load_state(path)
+    except FailoverError as e:
+        raise OpError(str(e)) from None
+    known, dropped = [], []
+    for f in sorted(found, key=str):
+        try:
+            failover.health(topo, [f])
+        except FailoverError:
+            dropped.append(f)
+        else:
+            known.append(f)
+    return frozenset(known), dropped
 
 
 def down_switches(failures: Iterable[Failure]) -> set[str]:

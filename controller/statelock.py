@@ -16,7 +16,10 @@ class StateLocked(RuntimeError):
 
 
 def lock_path(state: Path) -> Path:
-    """The lock file of a state file: `.<name>.lock` in the same directory."""
+    """The lock file of a state file: `.<name>.lock` in the same directory (that of the symlink's
+    target when the state file is a symlink, so every path to one file takes the same lock)."""
+    if state.is_symlink():
+        state = Path(os.path.realpath(state))
     return state.with_name(f".{state.name}.lock")
 
 

@@ -29,8 +29,11 @@ from typing import Any
 import yaml
 
 from controller import ops
-from controller.atomic import write_atomic
-from controller.failover import Failure, failure_to_json, save_state
+from controller import limits
+from controller.safefile import UnsafeFile, read_text, write_atomic
+from controller.statefile import parse_json
+from controller.failover import Failure, FailoverError, failure_to_json, save_state
+from controller.statelock import state_lock
 from controller.fabric_client import FabricClient
 from controller.ops import Outcome
 from controller.p4info import P4Info
@@ -92,15 +95,62 @@ class LabState:
     format: str = FORMAT
 
     def write(self, path: Path) -> None:
-        write_atomic(path, json.dumps(asdict(self), indent=1) + "\n")
+        """Write the state whole (controller.safefile); never over a file that is not a lab state."""
+        try:
+            write_atomic(path, json.dumps(asdict(self), indent=1) + "\n", what="lab state", ours=LabState.read)
+        except OSError as e:
+            raise LabError(f"cannot write lab state {path}: {e.strerror or e}") from None
 
     @classmethod
     def read(cls, path: Path) -> LabState:
+        """The state in `path`; LabError (one line) for a file that is not a lab state of ours."""
         try:
-            doc = json.loads(path.read_text())
-            return cls(**doc)
-        except (OSError, ValueError, TypeError) as e:
-            raise LabError(f"cannot read lab state {path}: {e}") from None
+            doc = parse_json(read_text(path, limits.MAX_LAB_STATE_BYTES, "lab state"))
+        except UnsafeFile as e:
+            raise LabError(str(e)) from None
+        except (OSError, ValueError, RecursionError) as e:
+            raise LabError(f"cannot read lab state {path}: {getattr(e, 'strerror', None) or e or 'nested too deeply'}") from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise LabError(f"{path} is not a lab state (no \"format\": \"{FORMAT}\")")
+        try:
+            state = cls(**doc)
+        except TypeError as e:
+            raise LabError(f"lab state {path} is malformed: {e}") from None
+        problem = state.problem()
+        if problem:
+            raise LabError(f"lab state {path} is malformed: {problem}")
+        return state
+
+    def problem(self) -> str | None:
+        """What in a state read from a file has the wrong type (None if all is well)."""
+        for key, kind in (("lab_dir", str), ("topology", str), ("program", str), ("tag", str), ("phase", str),
+                          ("switches", dict), ("hosts", dict), ("intfs", list), ("timings", dict)):
+            if not isinstance(getattr(self, key), kind):
+                return f"{key} is {limits.type_name(getattr(self, key))}, expected {kind.__name__}"
+        if not isinstance(self.pid, int) or isinstance(self.pid, bool) or self.pid < 1:
+            return f"pid {self.pid!r} is not a process id"
+        if not all(isinstance(i, str) for i in self.intfs):
+            return "intfs holds a non-string"
+        for name, h in self.hosts.items():
+            if not isinstance(h, dict) or not isinstance(h.get("pid"), int) or not isinstance(h.get("nics", []), list):
+                return f"host {name!r} is not {{pid, nics}}"
+        for name, sw in self.switches.items():
+            if not isinstance(sw, dict):
+                return f"switch {name!r} is not a mapping"
+        return None
+
+
+def write_lab_file(lab_dir: Path, name: str, text: str) -> None:
+    """Write one of the lab's own files in its directory: an existing one is replaced only in a
+    directory that holds a lab state (a lab's), never in someone else's directory."""
+    def ours(path: Path) -> None:
+        if not (lab_dir / STATE_NAME).exists():
+            raise LabError(f"{path} exists and {lab_dir} is not a lab directory (no {STATE_NAME}): refusing to "
+                           "overwrite it; choose another --dir")
+    try:
+        write_atomic(lab_dir / name, text, what=f"lab {name}", ours=ours)
+    except OSError as e:
+        raise LabError(str(e) if isinstance(e, UnsafeFile) else f"cannot write {lab_dir / name}: {e.strerror or e}") from None
 
 
 # --- hosts ----------------------------------------------------------------------------------
@@ -348,7 +398,7 @@ class Lab:
             cleanup(self.dir)  # the remains of a crashed lab
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "traffic").mkdir(exist_ok=True)
-        self.topology_path.write_text(yaml.safe_dump(to_dict(self.model), sort_keys=False))
+        write_lab_file(self.dir, TOPOLOGY_NAME, yaml.safe_dump(to_dict(self.model), sort_keys=False))
         t0 = time.monotonic()
         self.state.phase, self.state.error = "starting", None
         self.state.write(self.state_path)
@@ -521,11 +571,15 @@ class Lab:
         """What `fabricctl fail/restore` does, on this lab: record the failure set in the lab's state
         file, then reconcile the switches whose plan changes (none recorded down)."""
         t0 = time.monotonic()
-        change = ops.failure_change(self.model, self.program, self.failures(), failures, self.options)  # type: ignore[arg-type]
-        save_state(self.failure_state_path, change.new)
         outcomes: dict[str, Outcome] = {}
-        if change.touched:
-            outcomes = self._sync(change.fabric, change.touched, push="never")
+        with state_lock(self.failure_state_path):  # the rule of fabricctl fail/restore: record, then apply
+            change = ops.failure_change(self.model, self.program, self.failures(), failures, self.options)  # type: ignore[arg-type]
+            try:
+                save_state(self.failure_state_path, change.new)
+            except FailoverError as e:
+                raise LabError(str(e)) from None
+            if change.touched:
+                outcomes = self._sync(change.fabric, change.touched, push="never")
         result = FailoverResult(sorted(change.new, key=str), change.touched, outcomes, round(time.monotonic() - t0, 4))
         bad = [o for o in outcomes.values() if not o.ok]
         if bad:
@@ -897,8 +951,8 @@ def start_headless(model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, progra
             raise LabError(f"a lab already runs in {lab_dir} (pid {old.pid}); 'fabricctl lab down --dir {lab_dir}'")
         cleanup(lab_dir)
     lab_dir.mkdir(parents=True, exist_ok=True)
-    (lab_dir / TOPOLOGY_NAME).write_text(yaml.safe_dump(to_dict(model), sort_keys=False))
-    (lab_dir / CONFIG_NAME).write_text(json.dumps({
+    write_lab_file(lab_dir, TOPOLOGY_NAME, yaml.safe_dump(to_dict(model), sort_keys=False))
+    write_lab_file(lab_dir, CONFIG_NAME, json.dumps({
         "program": program, "tag": tag, "pcap": pcap, "log_level": log_level, "election_id": election_id,
         "timeout": timeout, "install": install}) + "\n")
     env = _with_repo_path({**os.environ, ENV_MARK: str(lab_dir)})

@@ -40,7 +40,10 @@ def run(*args: str, env: dict[str, str | None] | None = None) -> Result:
 
 
 def state_doc(path: Path) -> object:
-    return json.loads(path.read_text())
+    """The state file's document without its format marker (which every file we write carries)."""
+    doc = json.loads(path.read_text())
+    assert doc.pop("format") == "srv6-fabric-state/1"
+    return doc
 
 
 def unreachable_lab(tmp_path: Path) -> tuple[Path, str]:
@@ -217,7 +220,7 @@ def test_fail_and_restore_record_the_state_file(lab: Path) -> None:
         "unreachable: 0",
         "not applied: 3 switches to reconcile (p0-t1-1, p0-t0-0, p0-t0-1); run 'fabricctl install'",
     ]
-    assert state.read_text() == '{\n "failures": [\n  {\n   "link": [\n    "p0-t0-0",\n    "p0-t1-1"\n   ]\n  }\n ]\n}\n'
+    assert state.read_text() == '{\n "format": "srv6-fabric-state/1",\n "failures": [\n  {\n   "link": [\n    "p0-t0-0",\n    "p0-t1-1"\n   ]\n  }\n ]\n}\n'
     assert run("--topology", str(lab), "fail", "port", "p0-t0-1", "h3", "--no-apply").exit_code == 0
     assert run("--topology", str(lab), "fail", "switch", "p1-t1-0", "--no-apply").exit_code == 0
     assert state_doc(state) == {"failures": [{"host_port": ["p0-t0-1", 2]}, {"link": ["p0-t0-0", "p0-t1-1"]},
@@ -283,10 +286,11 @@ def test_state_file_naming_unknown_things_is_bad_input(lab: Path) -> None:
     state = lab.parent / ".fabric-state.json"
     state.write_text('{"failures": [{"link": ["p0-t0-0", "p3-t1-0"]}]}')
     result = run("--topology", str(lab), "plan")
-    assert (result.exit_code, result.stderr) == (2, f"error: state file {state}: unknown switch 'p3-t1-0'\n")
+    assert (result.exit_code, result.stderr) == (2, f"error: state file {state}: unknown switch 'p3-t1-0' "
+                                                   "('fabricctl restore all' clears it)\n")
     state.write_text("{not json")
     result = run("--topology", str(lab), "status", "--offline")
-    assert result.exit_code == 2 and result.stderr.startswith(f"error: cannot read failure state {state}: ")
+    assert result.exit_code == 2 and result.stderr.startswith(f"error: state file {state}: not valid JSON: ")
     assert result.stderr.count("\n") == 1
 
 

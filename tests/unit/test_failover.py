@@ -156,7 +156,7 @@ def test_state_file_round_trip(tmp_path: Path) -> None:
     restarted = with_failures(Fabric(TOPO), load_state(path))
     assert plan(restarted) == plan(with_failures(Fabric(TOPO), fails))
     path.write_text("{not json")
-    with pytest.raises(FailoverError, match="cannot read failure state"):
+    with pytest.raises(FailoverError, match="failures.json: not valid JSON"):
         load_state(path)
 
 
