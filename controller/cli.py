@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from controller import failover, ops
+from controller import failover, options, ops
 from controller.safefile import UnsafeFile, marked, open_atomic
 from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, Value
 from controller.failover import Failure, failure_to_json
@@ -42,6 +43,7 @@ Exit codes:
      not fit the P4Info, or we are not the primary controller; 4 wins over 1
   5  the P4 toolchain is missing or p4c failed (p4 compile), or the compiled
      artifacts are missing
+  130 interrupted (Ctrl-C)
 
 \b
 Example session:
@@ -53,6 +55,13 @@ Example session:
   fabricctl fail link p0-t0-0 p0-t1-1
   fabricctl status
   fabricctl restore all
+
+\b
+Environment, config file and completion:
+  FABRIC_TIMEOUT=3 fabricctl status        # every global option has a FABRIC_* variable
+  fabricctl --config fabric.yaml plan      # YAML: {topology: lab.yaml, timeout: 3}
+  fabricctl -v install                     # log each write batch per switch (-vv: entities)
+  eval "$(_FABRICCTL_COMPLETE=bash_source fabricctl)"   # bash completion (zsh_source, fish_source)
 """
 
 
@@ -61,10 +70,13 @@ class FabricGroup(click.Group):
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        args = options.hoist(sys.argv[1:] if args is None else args)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
             code = super().main(args, prog_name, complete_var, False, **extra)
+        except KeyboardInterrupt:
+            _interrupted()
         except click.exceptions.NoArgsIsHelpError as e:
             e.show()
             sys.exit(e.exit_code)
@@ -80,10 +92,27 @@ class FabricGroup(click.Group):
             if e.detail:
                 click.echo(e.detail, err=True)
             sys.exit(e.code)
-        except click.Abort:
+        except click.Abort as e:
+            if isinstance(e.__cause__, KeyboardInterrupt):
+                _interrupted()
             click.echo("error: aborted", err=True)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            _interrupted()
+
+
+def _interrupted() -> None:
+    """Ctrl-C: one line and exit 130 at once (switch calls still in flight are abandoned; the state
+    file's lock goes with the process and a write under way has removed its temporary file)."""
+    click.echo("error: interrupted", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)
 
 
 def _n(count: int, noun: str) -> str:
@@ -176,27 +205,42 @@ def _print_json(doc: Any) -> None:
 
 
 @click.group(cls=FabricGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), envvar="FABRIC_CONFIG", metavar="FILE",
+              is_eager=True, expose_value=False, callback=options.config_callback,
+              help="YAML file of global options (keys: topology, program, state, election_id, timeout, verbose); "
+                   "env FABRIC_CONFIG. The command line wins over FABRIC_* variables, which win over it.")
 @click.option("--topology", "topology_file", type=click.Path(dir_okay=False, path_type=Path), envvar="FABRIC_TOPOLOGY",
               metavar="FILE", help="Topology YAML (env FABRIC_TOPOLOGY), e.g. examples/two_plane_lab.yaml.")
 @click.option("--program", type=click.Choice(FABRIC_PROGRAMS), default="srv6_spray", show_default=True,
-              help="The P4 pipeline whose plan is used.")
+              envvar="FABRIC_PROGRAM", help="The P4 pipeline whose plan is used (env FABRIC_PROGRAM).")
 @click.option("--state", "state_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help=f"Failure-set state file [default: {ops.STATE_NAME} next to the topology file].")
-@click.option("--election-id", type=ElectionId(), default=1, show_default=True,
-              help="P4Runtime election id, N or HIGH,LOW; the highest id among controllers is primary.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
-              metavar="SECONDS", help="Connect and per-call timeout for each switch.")
+              envvar="FABRIC_STATE",
+              help=f"Failure-set state file (env FABRIC_STATE) [default: {ops.STATE_NAME} next to the topology file].")
+@click.option("--election-id", type=ElectionId(), default=1, show_default=True, envvar="FABRIC_ELECTION_ID",
+              help="P4Runtime election id, N or HIGH,LOW; the highest id among controllers is primary "
+                   "(env FABRIC_ELECTION_ID).")
+@click.option("--timeout", type=options.Seconds(), default=10.0, show_default=True, envvar="FABRIC_TIMEOUT",
+              help="Connect and per-call timeout for each switch (env FABRIC_TIMEOUT).")
+@click.option("-v", "--verbose", count=True, envvar="FABRIC_VERBOSE",
+              help="Log to stderr what is written to which switch: -v per write batch, -vv per entity "
+                   "(env FABRIC_VERBOSE=1|2).")
 @click.version_option(package_name="srv6-fabric", message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file: Path | None,
-        election_id: int, timeout: float) -> None:
+        election_id: int, timeout: float, verbose: int) -> None:
     """Plan, install and operate a multi-plane SRv6 / E-ECMP fabric of P4Runtime switches.
 
     The topology file names every switch with its gRPC address and device id; the plan (the
     entities each switch should hold) follows from it, the chosen --program and the failures
     recorded in the state file. Nothing is written to a switch before the topology, the names
     given and the plan against the program's P4Info have all been checked.
+
+    Global options may also follow the subcommand (fabricctl plan --timeout 3), be set in the
+    environment (FABRIC_TOPOLOGY, FABRIC_PROGRAM, FABRIC_STATE, FABRIC_ELECTION_ID,
+    FABRIC_TIMEOUT, FABRIC_VERBOSE) or in a --config file; the command line wins, then the
+    environment, then the config file.
     """
+    options.setup_logging(verbose)
     ctx.obj = Env(topology_file, program, state_file, election_id, timeout)
 
 

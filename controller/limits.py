@@ -11,8 +11,9 @@ from controller import sids
 
 MiB = 1 << 20
 
-# File sizes: a full MRC-scale topology YAML is a few MB; a state file a few KB.
-MAX_TOPOLOGY_BYTES = 32 * MiB
+# File sizes: a 1,152-switch topology YAML is 8 MB and a full MRC one (6,144 switches) tens of MB,
+# read record by record; a state file is a few KB.
+MAX_TOPOLOGY_BYTES = 256 * MiB
 MAX_STATE_BYTES = 4 * MiB
 MAX_CONFIG_BYTES = 64 * 1024
 MAX_LAB_STATE_BYTES = 16 * MiB
@@ -22,6 +23,7 @@ MAX_P4INFO_BYTES = 16 * MiB
 # exponentially) is refused by the alias count and by the node count of the expanded document.
 MAX_YAML_ALIASES = 256
 MAX_YAML_NODES = 4_000_000
+MAX_YAML_DEPTH = 64
 
 # The SID plan (docs/sid-plan.md): 4 plane bits, T1 uNs 0x001..0x3FF, T0 uNs 0x400..0xBFF, host
 # slots (End.DX6) 0xC00..0xFFE.

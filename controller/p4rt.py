@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from controller.reconcile import Update, UpdateType
 from controller.toolchain import Artifacts
 
 ElectionId = int | tuple[int, int]
+log = logging.getLogger(__name__)
 
 # A refused Write carries one p4.v1.Error per update in its trailing metadata (~90 bytes each):
 # gRPC's default 16 kB metadata limit would replace a large batch's details with a transport error.
@@ -131,6 +133,40 @@ class PacketIn:
 _STREAM_END = object()
 
 
+def wait_ready(channel: grpc.Channel, timeout: float) -> grpc.ChannelConnectivity:
+    """Connect the channel and wait until it is READY, fails (TRANSIENT_FAILURE: a refused or
+    unreachable address fails at once rather than after the whole timeout) or `timeout` passes
+    (then the last state seen: CONNECTING or IDLE)."""
+    seen: list[grpc.ChannelConnectivity] = [grpc.ChannelConnectivity.IDLE]
+    done = threading.Event()
+
+    def on_change(state: grpc.ChannelConnectivity) -> None:
+        seen.append(state)
+        if state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+                     grpc.ChannelConnectivity.SHUTDOWN):
+            done.set()
+
+    channel.subscribe(on_change, try_to_connect=True)
+    try:
+        done.wait(timeout)
+    finally:
+        channel.unsubscribe(on_change)
+    return seen[-1]
+
+
+def _log_batch(conn: SwitchConnection, updates: list[Update], number: int, batches: int) -> None:
+    """-v: one line per write batch (switch, address, counts); -vv: one line per entity."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    counts = {kind: sum(1 for u in updates if u.type is kind) for kind in UpdateType}
+    log.info("%s (%s, device %d): write batch %d/%d: %d insert, %d modify, %d delete", conn.name, conn.address,
+             conn.device_id, number, batches, counts[UpdateType.INSERT], counts[UpdateType.MODIFY],
+             counts[UpdateType.DELETE])
+    if log.isEnabledFor(logging.DEBUG):
+        for u in updates:
+            log.debug("%s:   %s %s", conn.name, u.type.value.lower(), describe(u.entity))
+
+
 @dataclass(eq=False)
 class SwitchConnection:
     """A P4Runtime session with one device: `address` is "host:port" or "unix:/path"."""
@@ -166,11 +202,13 @@ class SwitchConnection:
         timeout = self.timeout if timeout is None else timeout
         self._stream_error = None
         self._channel = grpc.insecure_channel(self.address, options=_GRPC_OPTIONS)
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
+        state = wait_ready(self._channel, timeout)
+        if state is not grpc.ChannelConnectivity.READY:
             self.close()
-            raise P4RuntimeError(f"{self.name}: no P4Runtime server at {self.address} within {timeout}s") from None
+            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+                raise P4RuntimeError(f"{self.name}: no P4Runtime server at {self.address}: the connection failed "
+                                     "at once (refused or unreachable)")
+            raise P4RuntimeError(f"{self.name}: no P4Runtime server at {self.address} within {timeout}s")
         self._stub = _Stub(self._channel)
         self._arbitrated.clear()
         self._stream = self._stub.StreamChannel(self._outgoing())
@@ -291,6 +329,8 @@ class SwitchConnection:
         )
         request.config.p4info.CopyFrom(p4info.message)
         request.config.p4_device_config = Path(bmv2_json).read_bytes()
+        log.info("%s (%s, device %d): push pipeline %s (%d bytes of bmv2 JSON)", self.name, self.address,
+                 self.device_id, Path(bmv2_json).name, len(request.config.p4_device_config))
         try:
             stub.SetForwardingPipelineConfig(request, timeout=self.pipeline_timeout)
         except grpc.RpcError as e:
@@ -355,8 +395,10 @@ class SwitchConnection:
         stub = self._require_primary()
         election = election_int(self.election_id)
         written = 0
+        batches = (len(todo) + batch_size - 1) // batch_size
         for start in range(0, len(todo), batch_size):
             batch = encoded[start : start + batch_size]
+            _log_batch(self, todo[start : start + batch_size], start // batch_size + 1, batches)
             try:
                 stub.Write(wire.write_request(self.device_id, election, batch), timeout=self.timeout)
             except grpc.RpcError as e:

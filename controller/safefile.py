@@ -10,7 +10,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 MiB = 1 << 20
 _TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[^.]+\.tmp$")
@@ -40,16 +40,25 @@ def check_regular(path: str | Path, what: str = "file") -> os.stat_result | None
     return st
 
 
-def read_bytes(path: str | Path, limit: int, what: str = "file") -> bytes:
-    """The contents of a regular file of at most `limit` bytes (UnsafeFile otherwise; FileNotFoundError
-    if absent). Never blocks on a FIFO and never reads more than limit + 1 bytes (/dev/zero is refused)."""
+def open_regular(path: str | Path, limit: int, what: str = "file") -> BinaryIO:
+    """A regular file of at most `limit` bytes, open for reading (UnsafeFile otherwise, before any
+    byte is read; FileNotFoundError if absent). Never blocks on a FIFO."""
     if check_regular(path, what) is None:
         raise FileNotFoundError(2, "No such file or directory", str(path))
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):  # replaced between the stat and the open
-            raise UnsafeFile(f"{what} {path} is {_kind(st.st_mode)}, not a regular file")
+    fh = os.fdopen(fd, "rb")
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > limit:  # replaced between the stat and the open
+        fh.close()
+        raise UnsafeFile(f"{what} {path} is {_kind(st.st_mode)}, not a regular file" if not stat.S_ISREG(st.st_mode)
+                         else f"{what} {path} is larger than {_size(limit)}")
+    return fh
+
+
+def read_bytes(path: str | Path, limit: int, what: str = "file") -> bytes:
+    """The contents of a regular file of at most `limit` bytes (open_regular), never more than
+    limit + 1 bytes read even if it grows."""
+    with open_regular(path, limit, what) as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise UnsafeFile(f"{what} {path} is larger than {_size(limit)}")

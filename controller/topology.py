@@ -12,7 +12,7 @@ import re
 
 import networkx as nx
 
-from controller import yamlload
+from controller import limits
 
 Role = Literal["t0", "t1"]
 
@@ -216,14 +216,22 @@ def build(planes: int, t1_per_plane: int, t0_per_plane: int, hosts_per_t0: int, 
 
 
 def load(path: str | Path) -> Topology:
-    """Read and validate a topology YAML file (format: docs/sid-plan.md, examples/two_plane_lab.yaml)."""
-    with open(path, encoding="utf-8") as f:
-        return from_dict(load_yaml(f) or {})
+    """Read and validate a topology YAML file (format: docs/sid-plan.md, examples/two_plane_lab.yaml);
+    size-capped, streamed record by record through libyaml and parsed strictly (controller.yamlload)."""
+    from controller.yamlload import load_file
+
+    doc = load_file(path, limits.MAX_TOPOLOGY_BYTES, "topology")
+    if doc is not None and not isinstance(doc, dict):
+        raise TopologyError(["expected a mapping with a 'switches' list"])
+    return from_dict(doc or {})
 
 
 def load_yaml(stream: Any) -> Any:
-    """yaml.safe_load's result, through libyaml record by record where present (yamlload)."""
-    return yamlload.load(stream)
+    """yaml.safe_load's result for a topology document, through libyaml record by record and
+    strictly (controller.yamlload: duplicate keys, deep nesting and alias bombs refused)."""
+    from controller.yamlload import load
+
+    return load(stream)
 
 
 def from_dict(doc: Mapping[str, Any]) -> Topology:
@@ -257,9 +265,53 @@ class _Loader:
         self.doc = doc
         self.problems: list[str] = []
         self.rejected: set[str] = set()  # named switches already reported as invalid
-        self.max_port = int(doc.get("max_port", MAX_PORT))
+        self.max_port = self._int("max_port", doc.get("max_port", MAX_PORT), 1, limits.MAX_DATA_PORT, MAX_PORT)
         cpu = doc.get("cpu_port", CPU_PORT)
-        self.cpu_port: int | None = None if cpu is None else int(cpu)
+        self.cpu_port: int | None = None if cpu is None else self._int("cpu_port", cpu, 1, limits.MAX_PORT_NUMBER,
+                                                                        CPU_PORT)
+        for key in ("name", "usid_block"):
+            value = doc.get(key)
+            if value is not None and (not isinstance(value, str) or not value.isprintable() or len(value) > 256):
+                self.problems.append(f"{key}: expected a printable string, got {limits.type_name(value)}")
+
+    def _int(self, field: str, value: Any, low: int, high: int, fallback: int) -> int:
+        problem = limits.int_problem(value, low, high)
+        if problem:
+            self.problems.append(f"{field}: {problem}")
+            return fallback
+        return value
+
+    def _record_problems(self, name: str, rec: Mapping[str, Any]) -> list[str]:
+        """Types and bounds of one switch record, checked before anything is built from it."""
+        out: list[str] = []
+        role = rec.get("role")
+        checks: list[tuple[str, Any, int, int]] = [("plane", rec.get("plane"), 0, limits.MAX_PLANES - 1)]
+        if "index" in rec:
+            top = limits.MAX_LEAVES if role == "t0" else limits.MAX_SPINES
+            checks.append(("index", rec["index"], 0, top - 1))
+        if "device_id" in rec:
+            checks.append(("device_id", rec["device_id"], 0, limits.MAX_DEVICE_ID))
+        for field, value, low, high in checks:
+            problem = limits.int_problem(value, low, high)
+            if problem:
+                out.append(f"switch {name}: {field}: {problem}")
+        if "grpc" in rec:
+            problem = limits.address_problem(rec["grpc"])
+            if problem:
+                out.append(f"switch {name}: grpc: {problem}")
+        for key in ("hosts", "uplinks", "downlinks"):
+            value = rec.get(key)
+            if value is not None and not isinstance(value, dict):
+                out.append(f"switch {name}: {key}: expected a mapping, got {limits.type_name(value)}")
+            elif value:
+                for peer in value:
+                    problem = limits.name_problem(peer)
+                    if problem:
+                        out.append(f"switch {name}: {key}: {problem}")
+                if key == "hosts" and len(value) > limits.MAX_HOSTS_PER_LEAF:
+                    out.append(f"switch {name}: {len(value)} hosts: a leaf holds at most {limits.MAX_HOSTS_PER_LEAF} "
+                               "(the End.DX6 range of the SID plan)")
+        return out
 
     def topology(self) -> Topology:
         raw = self._switch_records()
@@ -268,16 +320,25 @@ class _Loader:
             raise TopologyError(self.problems)
         planes = 1 + max((s.plane for s in switches), default=-1)
         block = self.doc.get("usid_block")
-        return Topology(name=str(self.doc.get("name", "fabric")), planes=planes, switches=tuple(switches),
+        return Topology(name=str(self.doc.get("name") or "fabric"), planes=planes, switches=tuple(switches),
                         max_port=self.max_port, cpu_port=self.cpu_port,
                         usid_block=None if block is None else str(block))
 
     def _switch_records(self) -> dict[str, dict[str, Any]]:
         records: dict[str, dict[str, Any]] = {}
         for n, rec in enumerate(self.doc.get("switches") or []):
-            name = str(rec.get("name", ""))
-            if not name:
+            if "name" not in rec:
                 self.problems.append(f"switch #{n} has no name")
+                continue
+            name = rec["name"]
+            problem = limits.name_problem(name)
+            if problem:
+                self.problems.append(f"switch #{n}: name: {problem}")
+                continue
+            bad = self._record_problems(name, rec)
+            if bad:
+                self.problems += bad
+                self.rejected.add(name)
                 continue
             if name in records:
                 self.problems.append(f"duplicate switch name '{name}'")
@@ -383,7 +444,8 @@ class _Loader:
 
     def _port(self, name: str, port: Any) -> int | None:
         if not isinstance(port, int) or isinstance(port, bool):
-            self.problems.append(f"port {port!r} of {name} is not an integer")
+            self.problems.append(f"port {str(port)[:40]!r} of {name} is not an integer "
+                                 f"(got {limits.type_name(port)})")
             return None
         if port == self.cpu_port:
             self.problems.append(f"port {port} of {name} is the CPU port")

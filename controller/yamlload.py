@@ -1,13 +1,16 @@
-"""Topology YAML through libyaml, one switch record composed at a time (lean on large fabrics)."""
+"""YAML we read (topology, config): libyaml one switch record at a time (lean on large fabrics), and
+strict: capped size, no duplicate keys, bounded nesting and aliases, no alias bomb."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.composer import Composer, ComposerError
-from yaml.constructor import SafeConstructor
+from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.events import (
+    AliasEvent,
     DocumentEndEvent,
     MappingEndEvent,
     MappingStartEvent,
@@ -17,47 +20,113 @@ from yaml.events import (
 )
 from yaml.resolver import Resolver
 
+from controller import limits
+from controller.safefile import UnsafeFile, open_regular
+
 try:
     from yaml._yaml import CParser
 except ImportError:  # PyYAML built without libyaml
     CParser = None
 
 
+class YamlError(yaml.YAMLError, ValueError):
+    """A document that is not acceptable YAML for us; one line (with the line number when known)."""
+
+
 def available() -> bool:
-    """libyaml is there (else load() is yaml.safe_load)."""
+    """libyaml is there (else the pure-Python parser is used, with the same checks)."""
     return CParser is not None
 
 
+class _Strict:
+    """The checks every loader here makes while composing and constructing: nesting depth, alias
+    count (both before the node is built) and duplicate mapping keys."""
+
+    _depth = 0
+    _aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(AliasEvent):  # type: ignore[attr-defined]
+            self._aliases += 1
+            if self._aliases > limits.MAX_YAML_ALIASES:
+                raise YamlError(f"{_where(self.peek_event())}more than {limits.MAX_YAML_ALIASES} aliases "  # type: ignore[attr-defined]
+                                "(*name): refused (an alias bomb?)")
+        self._depth += 1
+        try:
+            if self._depth > limits.MAX_YAML_DEPTH:
+                raise YamlError(f"{_where(self.peek_event())}nested more than {limits.MAX_YAML_DEPTH} "  # type: ignore[attr-defined]
+                                "levels deep")
+            return Composer.compose_node(self, parent, index)  # type: ignore[arg-type]
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:  # the mapping's own keys; a '<<' merge may be overridden
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)  # type: ignore[attr-defined]
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: SafeConstructor reports it
+                break
+            if duplicate:
+                raise ConstructorError(None, None, f"duplicate key {str(key)[:60]!r}", key_node.start_mark)
+            seen.add(key)
+        return SafeConstructor.construct_mapping(self, node, deep=deep)  # type: ignore[arg-type]
+
+
+if CParser is not None:
+    class _Loader(_Strict, CParser, Composer, SafeConstructor, Resolver):  # type: ignore[misc, valid-type]
+        """libyaml's events, PyYAML's composer (per node, not per document) and safe constructor."""
+
+        def __init__(self, stream: Any) -> None:
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+        def value(self) -> Any:
+            return self.construct_document(self.compose_node(None, None))
+else:
+    class _Loader(_Strict, yaml.SafeLoader):  # type: ignore[no-redef]
+        """The pure-Python parser where PyYAML has no libyaml."""
+
+        def value(self) -> Any:
+            return self.construct_document(self.compose_node(None, None))
+
+
+def _where(event: Any) -> str:
+    mark = getattr(event, "start_mark", None) or getattr(event, "problem_mark", None) \
+        or getattr(event, "context_mark", None)
+    return f"line {mark.line + 1}: " if mark is not None else ""
+
+
 def load(stream: Any) -> Any:
-    """What yaml.safe_load gives for a topology document, through libyaml's parser. Composing a
-    whole document builds a node per scalar (440 MB for a 1,152-switch file); here the items
-    of the top-level `switches` list are composed and constructed one by one (80 MB, and
-    faster than yaml.CSafeLoader)."""
-    if CParser is None:
-        return yaml.safe_load(stream)
+    """What yaml.safe_load gives for a topology document, read strictly (YamlError for what the
+    module docstring refuses). Composing a whole document builds a node per scalar (440 MB for a
+    1,152-switch file); here the items of the top-level `switches` list are composed and
+    constructed one by one (80 MB, and faster than yaml.CSafeLoader)."""
     loader = _Loader(stream)
     try:
-        return _document(loader)
+        doc = _document(loader)
+    except YamlError:
+        raise
+    except yaml.YAMLError as e:
+        parts = [p for p in (getattr(e, "context", None), getattr(e, "problem", None)) if p]
+        problem = ", ".join(parts) or str(e).splitlines()[0]
+        raise YamlError(f"not valid YAML: {_where(e)}{problem}") from None
+    except RecursionError:
+        raise YamlError("not valid YAML: nested too deeply") from None
     finally:
         loader.dispose()
+    if _expanded_size(doc) > limits.MAX_YAML_NODES:
+        raise YamlError(f"more than {limits.MAX_YAML_NODES} values once aliases are expanded: refused "
+                        "(an alias bomb?)")
+    return doc
 
 
-class _Loader(CParser, Composer, SafeConstructor, Resolver):  # type: ignore[misc, valid-type]
-    """libyaml's events, PyYAML's composer (per node, not per document) and safe constructor."""
-
-    compose_node = Composer.compose_node  # not CParser's whole-document C composer
-
-    def __init__(self, stream: Any) -> None:
-        CParser.__init__(self, stream)
-        Composer.__init__(self)
-        SafeConstructor.__init__(self)
-        Resolver.__init__(self)
-
-    def value(self) -> Any:
-        return self.construct_document(self.compose_node(None, None))
-
-
-def _document(ld: _Loader) -> Any:
+def _document(ld: Any) -> Any:
     ld.get_event()  # StreamStart
     if ld.check_event(StreamEndEvent):
         return None
@@ -68,7 +137,14 @@ def _document(ld: _Loader) -> Any:
         ld.get_event()
         doc = {}
         while not ld.check_event(MappingEndEvent):
+            mark = ld.peek_event().start_mark
             key = ld.value()  # a top-level merge key '<<' fails here: no constructor for its tag
+            try:
+                duplicate = key in doc
+            except TypeError:
+                raise ConstructorError(None, None, "a mapping key that is not a scalar", mark) from None
+            if duplicate:
+                raise ConstructorError(None, None, f"duplicate key {str(key)[:60]!r}", mark)
             if key == "switches" and ld.check_event(SequenceStartEvent):
                 ld.get_event()
                 items = []
@@ -85,3 +161,37 @@ def _document(ld: _Loader) -> Any:
         raise ComposerError("expected a single document in the stream", None, "but found another document",
                             ld.peek_event().start_mark)
     return doc
+
+
+def _expanded_size(doc: Any) -> int:
+    """How many values the document holds with every alias expanded, computed once per shared node
+    (so an alias bomb is measured without being expanded; nesting is already bounded)."""
+    memo: dict[int, int] = {}
+
+    def size(item: Any) -> int:
+        if not isinstance(item, (dict, list)):
+            return 1
+        known = memo.get(id(item))
+        if known is None:
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            known = memo[id(item)] = 1 + sum(size(c) for c in children)
+        return known
+
+    return size(doc)
+
+
+def loads(text: str) -> Any:
+    """Parse one YAML document strictly (load); YamlError also for binary garbage (NUL bytes)."""
+    if "\0" in text:
+        raise YamlError("not YAML: the file holds NUL bytes (binary?)")
+    return load(text)
+
+
+def load_file(path: str | Path, limit: int, what: str) -> Any:
+    """Parse a YAML file streamed from disk: a regular file of at most `limit` bytes
+    (controller.safefile), UTF-8, strictly (load)."""
+    with open_regular(path, limit, what) as raw:
+        try:
+            return load(raw)
+        except UnicodeDecodeError as e:
+            raise UnsafeFile(f"{what} {path} is not UTF-8 text (byte {e.start})") from None

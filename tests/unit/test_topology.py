@@ -84,7 +84,7 @@ def _doc(**changes: object) -> dict[str, object]:
     ({"p0_t0_1": {"mac": 1234}}, ["MAC 1234 of p0-t0-1 is not a quoted xx:xx:xx:xx:xx:xx string"]),
     ({"p0_t0_1": {"role": "t2"}}, ["switch p0-t0-1 has role 't2', expected 't0' or 't1'"]),
     ({"p0_t0_1": {"index": 5}}, ["plane 0 has no t0 with index 1, 2, 3, 4"]),
-    ({"p0_t0_0": {"hosts": {"h0": "x"}}}, ["port 'x' of p0-t0-0 is not an integer"]),
+    ({"p0_t0_0": {"hosts": {"h0": "x"}}}, ["port 'x' of p0-t0-0 is not an integer (got a string)"]),
 ])
 def test_single_problems(changes: dict[str, dict[str, object]], problems: list[str]) -> None:
     with pytest.raises(TopologyError) as err:
