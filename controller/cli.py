@@ -20,7 +20,7 @@ from controller.safefile import UnsafeFile, marked, open_atomic
 from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, Value
 from controller.failover import Failure, failure_to_json
 from controller.ops import OpError, Outcome
-from controller.p4info import P4Info
+from controller.p4info import P4Info, P4InfoError
 from controller.p4rt import describe, show_value
 from controller.plan import FORMAT as PLAN_FORMAT, Plan, count_switch, entity_to_json, plan as make_plan, totals
 from controller.reconcile import Delta
@@ -166,6 +166,8 @@ class Env:
             path = self.artifacts().p4info
             try:
                 self._p4info = P4Info.load(path)
+            except P4InfoError as e:
+                raise OpError(f"the P4Info {e} (run 'fabricctl p4 compile')", ops.TOOLCHAIN) from None
             except OSError as e:
                 raise OpError(f"cannot read the P4Info {path}: {e.strerror or e} (run 'fabricctl p4 compile')",
                               ops.TOOLCHAIN) from None

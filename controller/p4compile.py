@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import subprocess
@@ -56,9 +57,30 @@ def compile_program(program: str, out_dir: Path = BUILD_DIR) -> CompileResult:
         proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CompileError(f"p4c failed on {source}:\n{proc.stderr.strip()}")
-        shutil.move(Path(tmp) / f"{program}.json", artifacts.bmv2_json)
-        shutil.move(Path(tmp) / f"{program}.p4info.txtpb", artifacts.p4info)
+        outputs = {Path(tmp) / f"{program}.json": artifacts.bmv2_json,
+                   Path(tmp) / f"{program}.p4info.txtpb": artifacts.p4info}
+        missing = [src.name for src in outputs if not src.is_file() or src.stat().st_size == 0]
+        if missing:
+            raise CompileError(f"p4c exited 0 on {source} but did not write {' and '.join(missing)}: "
+                               f"nothing in {out_dir} was replaced")
+        _install(outputs)
     return CompileResult(artifacts, proc.stderr.strip())
+
+
+def _install(outputs: dict[Path, Path]) -> None:
+    """Put every output in place or none: each is first copied beside its target (a hidden temporary
+    file), and only when all copies exist are they renamed over the targets."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for src, dest in outputs.items():
+            tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+            shutil.copyfile(src, tmp)
+            staged.append((tmp, dest))
+        for tmp, dest in staged:
+            os.replace(tmp, dest)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
 
 
 def compile_all(out_dir: Path = BUILD_DIR) -> list[CompileResult]:

@@ -34,6 +34,10 @@ def _find(items: tuple[F, ...], attr: str, wanted: str | int, kind: str) -> F:
     raise UnknownNameError(kind, wanted, [i.name for i in items] if attr == "name" else [])
 
 
+class P4InfoError(ValueError):
+    """A P4Info file that does not parse (one line)."""
+
+
 @dataclass(frozen=True, slots=True)
 class MatchFieldInfo:
     """One match field of a table; match_type is the P4Info enum name (EXACT, LPM, TERNARY, ...)."""
@@ -203,12 +207,24 @@ class P4Info:
 
     @classmethod
     def from_text(cls, text: str) -> "P4Info":
-        return cls(text_format.Parse(text, p4info_pb2.P4Info()))
+        """Parse P4Info text; P4InfoError (one line) if it is not a P4Info."""
+        try:
+            return cls(text_format.Parse(text, p4info_pb2.P4Info()))
+        except (text_format.ParseError, RecursionError, ValueError, KeyError) as e:
+            raise P4InfoError(f"not a P4Info: {' '.join(str(e).split())[:200] or type(e).__name__}") from None
 
     @classmethod
     def load(cls, path: str | Path) -> "P4Info":
-        """Read a P4Info text file (p4c --p4runtime-files x.p4info.txtpb)."""
-        return cls.from_text(Path(path).read_text())
+        """Read a P4Info text file (p4c --p4runtime-files x.p4info.txtpb): a regular file of at most
+        limits.MAX_P4INFO_BYTES; P4InfoError naming the file if it does not parse, OSError if unreadable."""
+        from controller import limits
+        from controller.safefile import read_text
+
+        text = read_text(path, limits.MAX_P4INFO_BYTES, "P4Info")
+        try:
+            return cls.from_text(text)
+        except P4InfoError as e:
+            raise P4InfoError(f"{path}: {e}") from None
 
     @property
     def tables(self) -> tuple[TableInfo, ...]:

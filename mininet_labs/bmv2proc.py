@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -14,6 +15,49 @@ import grpc
 
 class SwitchStartError(RuntimeError):
     """simple_switch_grpc did not come up; the message carries the tail of its log."""
+
+
+@dataclass(frozen=True)
+class Bmv2Build:
+    """What a simple_switch_grpc binary was built with, read from its --help (Thrift and nanomsg are
+    both optional in bmv2's configure; the toolkit needs neither, only gRPC and --no-p4)."""
+
+    binary: str
+    thrift: bool  # --thrift-port: the runtime CLI server
+    nanomsg: bool  # --notifications-addr, --nanolog, --packet-in
+
+
+_BUILDS: dict[tuple[str, float], Bmv2Build] = {}
+
+
+def probe(binary: str, timeout: float = 10.0) -> Bmv2Build:
+    """Run `binary --help` once (per binary and mtime) and read which options it has; SwitchStartError
+    saying exactly what is missing if it cannot run the toolkit's switches at all."""
+    try:
+        key = (binary, os.stat(binary).st_mtime)
+    except OSError as e:
+        raise SwitchStartError(f"simple_switch_grpc {binary}: {e.strerror or e}") from None
+    if key in _BUILDS:
+        return _BUILDS[key]
+    try:
+        proc = subprocess.run([binary, "--help"], capture_output=True, text=True, errors="replace", timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SwitchStartError(f"{binary} --help did not run: {getattr(e, 'strerror', None) or e}") from None
+    text = proc.stdout + proc.stderr
+    missing = [opt for opt in ("--no-p4", "--device-id", "--log-file") if opt not in text]
+    if missing:
+        first = text.strip().splitlines()[0][:120] if text.strip() else "(no output)"
+        raise SwitchStartError(f"{binary} is not a simple_switch_grpc the lab can run: its --help lists no "
+                               f"{', '.join(missing)} (it says: {first})")
+    build = _BUILDS[key] = Bmv2Build(binary, "--thrift-port" in text, "--notifications-addr" in text)
+    return build
+
+
+def fresh_logs(paths: Iterable[Path]) -> None:
+    """Remove an earlier run's logs before a switch starts, so an error never quotes them."""
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def log_tail(paths: Iterable[Path], lines: int = 5) -> str:

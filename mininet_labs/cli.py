@@ -12,8 +12,9 @@ from typing import Any
 
 import click
 
-from controller import ops
+from controller import limits, ops
 from controller.ops import OpError
+from controller.topology import TopologyError
 
 DEFAULT_DIR = "/tmp/srv6-fabric-lab"  # mininet_labs.lab.DEFAULT_DIR (not imported: keep this module light)
 
@@ -65,9 +66,10 @@ def lab() -> None:
 @click.argument("topology_file", metavar="[TOPOLOGY]", required=False,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--planes", type=click.IntRange(1, 16), default=2, show_default=True)
-@click.option("--t1", type=click.IntRange(1), default=2, show_default=True, help="Spines per plane.")
-@click.option("--t0", type=click.IntRange(1), default=2, show_default=True, help="Leaves per plane.")
-@click.option("--hosts", type=click.IntRange(1), default=2, show_default=True, help="Hosts per leaf.")
+@click.option("--t1", type=click.IntRange(1, limits.MAX_SPINES), default=2, show_default=True, help="Spines per plane.")
+@click.option("--t0", type=click.IntRange(1, limits.MAX_LEAVES), default=2, show_default=True, help="Leaves per plane.")
+@click.option("--hosts", type=click.IntRange(1, limits.MAX_HOSTS_PER_LEAF), default=2, show_default=True,
+              help="Hosts per leaf.")
 @click.option("--grpc-base-port", type=click.IntRange(1, 55000), default=50001, show_default=True,
               help="gRPC port of the first switch (the others follow; thrift ports are 10000 above).")
 @_dir_option
@@ -95,14 +97,20 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
       fabricctl --program eecmp_qp_hash lab up examples/two_plane_lab.yaml --cli
       fabricctl lab up --pcap --log-level debug      # pcaps and per-packet logs in DIR
     """
-    from mininet_labs.lab import Lab, LabError, default_topology, start_headless
+    from mininet_labs.lab import Lab, LabError, default_topology, size_problem, start_headless
 
     if topology_file is not None:
         model, problems = ops.check_topology(topology_file)
         if model is None:
             raise OpError(f"topology {topology_file} is invalid: {problems[0]}", ops.BAD_TOPOLOGY)
     else:
-        model = default_topology(planes, t1, t0, hosts, grpc_base_port=grpc_base_port)
+        try:
+            model = default_topology(planes, t1, t0, hosts, grpc_base_port=grpc_base_port)
+        except TopologyError as e:
+            raise OpError(f"no such fabric: {e.problems[0]}", ops.BAD_TOPOLOGY) from None
+    too_big = size_problem(model)
+    if too_big:
+        raise OpError(too_big)
     opts = dict(tag=tag, pcap=pcap, log_level=log_level, **_global(ctx))
     try:
         if run_cli:
@@ -152,9 +160,12 @@ def down(lab_dir: Path, as_json: bool) -> None:
     Example:
       fabricctl lab down --dir /tmp/srv6-fabric-lab
     """
-    from mininet_labs.lab import cleanup
+    from mininet_labs.lab import LabError, cleanup
 
-    report = cleanup(lab_dir)
+    try:
+        report = cleanup(lab_dir)
+    except LabError as e:
+        raise OpError(str(e)) from None
     if as_json:
         click.echo(json.dumps({"clean": report.clean, "killed": report.killed, "deleted_intfs": report.deleted_intfs,
                                "leftover_pids": report.leftover_pids, "leftover_intfs": report.leftover_intfs}))

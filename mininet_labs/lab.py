@@ -63,6 +63,17 @@ def default_topology(planes: int = 2, t1: int = 2, t0: int = 2, hosts: int = 2, 
     return build(planes, t1, t0, hosts, name=name, grpc_base_port=grpc_base_port)
 
 
+MAX_LAB_SWITCHES = 128  # bmv2 processes one machine runs as a lab (each ~50 MB and a thread per port)
+
+
+def size_problem(model: Topology) -> str | None:
+    """Why a topology is too large to run as a lab on one machine, or None."""
+    n = len(model.switches)
+    if n > MAX_LAB_SWITCHES:
+        return f"a lab of {n} switches: at most {MAX_LAB_SWITCHES} bmv2 switches run on one machine"
+    return None
+
+
 def prerequisites() -> str | None:
     """None when a lab can run here, else what is missing (root, Mininet, simple_switch_grpc)."""
     if os.geteuid() != 0:
@@ -794,7 +805,7 @@ def cleanup(lab_dir: str | Path = DEFAULT_DIR, model: Topology | None = None, ta
     with SRV6_FABRIC_LAB=<lab_dir> (host shells, so their namespaces and veths go too; switches;
     commands in hosts), and the root-namespace interfaces of the topology's switch ports (from the
     state, or the lab's topology.yaml with the tag). Nothing else is touched. Logs stay."""
-    from mininet_labs.switch import stop_process
+    from mininet_labs.bmv2proc import stop_process  # not mininet_labs.switch: cleaning up needs no Mininet
 
     lab_dir = Path(lab_dir).resolve()
     report = CleanupReport()
@@ -817,11 +828,16 @@ def cleanup(lab_dir: str | Path = DEFAULT_DIR, model: Topology | None = None, ta
         intfs = state.intfs
     else:
         if model is None and (lab_dir / TOPOLOGY_NAME).exists():
-            model = load(lab_dir / TOPOLOGY_NAME)
+            try:
+                model = load(lab_dir / TOPOLOGY_NAME)
+            except (OSError, ValueError) as e:  # not a topology of ours: its interfaces are not known
+                raise LabError(f"cannot read the lab's topology {lab_dir / TOPOLOGY_NAME}: {e}") from None
         if model is not None:
-            from mininet_labs.topo import all_intfs
-
-            intfs = all_intfs(model, tag or "")
+            try:
+                from mininet_labs.topo import all_intfs
+            except ImportError:  # no Mininet (any more): no lab interfaces can exist to remove
+                all_intfs = None
+            intfs = [] if all_intfs is None else all_intfs(model, tag or "")
     for intf in intfs:
         if _intf_exists(intf):
             subprocess.run(["ip", "link", "del", intf], capture_output=True)

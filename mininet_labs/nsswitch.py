@@ -14,7 +14,7 @@ from pathlib import Path
 
 from controller.toolchain import find_binary
 from mininet_labs import netns
-from mininet_labs.bmv2proc import SwitchStartError, stop_process, wait_grpc_ready
+from mininet_labs.bmv2proc import SwitchStartError, fresh_logs, probe, stop_process, wait_grpc_ready
 
 CPU_PORT = 255
 
@@ -68,6 +68,8 @@ class NetnsSwitch:
                 netns.run("ip", "link", "set", self.host_iface(port), "netns", other, ns=self.ns)
                 netns.run("ip", "link", "set", self.host_iface(port), "up", ns=other)
             ifaces = [f"{p}@sw{p}" for p in (*self.ports, *self.foreign_ports)]
+            probe(binary)
+            fresh_logs(self._logs())
             cmd = ["ip", "netns", "exec", self.ns, binary, "--device-id", str(self.device_id),
                    "--log-file", str(self.workdir / "bmv2"), "--log-flush",
                    "--log-level", self.log_level, "--no-p4"]

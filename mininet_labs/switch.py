@@ -19,7 +19,7 @@ from typing import Any
 
 
 from controller.toolchain import find_binary
-from mininet_labs.bmv2proc import SwitchStartError, log_tail, stop_process, wait_grpc_ready
+from mininet_labs.bmv2proc import SwitchStartError, fresh_logs, log_tail, probe, stop_process, wait_grpc_ready
 from mininet_labs._mininet import load
 
 load()
@@ -103,9 +103,13 @@ class Bmv2Switch(Switch):
         binary = self.binary or find_binary("simple_switch_grpc")
         if binary is None:
             raise SwitchStartError("simple_switch_grpc not found (PATH, $SIMPLE_SWITCH_GRPC or $P4_TOOLCHAIN_BIN)")
-        cmd = [binary, "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port),
-               "--log-file", str(self.lab_dir / self.name), "--log-flush", "--log-level", self.log_level,
-               "--notifications-addr", f"ipc://{self.lab_dir / f'{self.name}-notifications.ipc'}"]
+        build = probe(binary)
+        cmd = [binary, "--device-id", str(self.device_id)]
+        if build.thrift:  # a build without Thrift runs without its runtime server (the toolkit needs none)
+            cmd += ["--thrift-port", str(self.thrift_port)]
+        cmd += ["--log-file", str(self.lab_dir / self.name), "--log-flush", "--log-level", self.log_level]
+        if build.nanomsg:  # without nanomsg there are no notifications to place
+            cmd += ["--notifications-addr", f"ipc://{self.lab_dir / f'{self.name}-notifications.ipc'}"]
         if self.pcap_dir is not None:
             cmd.append(f"--pcap={self.pcap_dir}")
         for port, intf in sorted(self.data_ports().items()):
@@ -115,7 +119,7 @@ class Bmv2Switch(Switch):
     # --- Mininet's switch interface ----------------------------------------------------------
     def start(self, controllers: Sequence[Any] = ()) -> None:
         """Launch simple_switch_grpc (readiness is awaited in batchStartup or wait_ready)."""
-        for port in (self.grpc_port, self.thrift_port):
+        for port in (self.grpc_port, self.thrift_port):  # the thrift port stays reserved whatever the build
             if not port_free(port):
                 raise SwitchStartError(f"{self.name}: TCP 127.0.0.1:{port} is in use (another lab? "
                                        "'fabricctl lab down' or choose another --grpc-base-port)")
@@ -125,6 +129,7 @@ class Bmv2Switch(Switch):
         for intf in self.data_ports().values():
             quiet_intf(intf)
         cmd = self.command()
+        fresh_logs([self.log_path])
         with open(self.out_path, "wb") as out:
             out.write(("$ " + " ".join(cmd) + "\n").encode())
             out.flush()
