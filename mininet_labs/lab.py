@@ -119,8 +119,10 @@ class LabState:
             doc = parse_json(read_text(path, limits.MAX_LAB_STATE_BYTES, "lab state"))
         except UnsafeFile as e:
             raise LabError(str(e)) from None
-        except (OSError, ValueError, RecursionError) as e:
-            raise LabError(f"cannot read lab state {path}: {getattr(e, 'strerror', None) or e or 'nested too deeply'}") from None
+        except RecursionError:
+            raise LabError(f"cannot read lab state {path}: nested too deeply") from None
+        except (OSError, ValueError) as e:
+            raise LabError(f"cannot read lab state {path}: {getattr(e, 'strerror', None) or e}") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise LabError(f"{path} is not a lab state (no \"format\": \"{FORMAT}\")")
         try:
