@@ -661,6 +661,10 @@ def _change(env: Env, failure: Failure | None, adding: bool, no_apply: bool, as_
     """
     state = env.state_path()
     try:
+        failover.load_state(state)  # refuse a file that is not a state file before making a lock beside it
+    except failover.FailoverError as e:
+        raise OpError(str(e)) from None
+    try:
         with state_lock(state, LOCK_WAIT):
             _change_locked(env, state, failure, adding, no_apply, as_json)
     except StateLocked as e:

@@ -155,9 +155,11 @@ class LabState:
 
 def write_lab_file(lab_dir: Path, name: str, text: str) -> None:
     """Write one of the lab's own files in its directory: an existing one is replaced only in a
-    directory that holds a lab state (a lab's), never in someone else's directory."""
+    lab's directory (one holding a lab state or lab config) or when it holds this text already,
+    never in someone else's directory."""
     def ours(path: Path) -> None:
-        if not (lab_dir / STATE_NAME).exists():
+        mine = (lab_dir / STATE_NAME).exists() or (lab_dir / CONFIG_NAME).exists()
+        if not mine and read_text(path, limits.MAX_TOPOLOGY_BYTES, f"lab {name}") != text:
             raise LabError(f"{path} exists and {lab_dir} is not a lab directory (no {STATE_NAME}): refusing to "
                            "overwrite it; choose another --dir")
     try:

@@ -217,3 +217,25 @@ def test_restore_all_json_names_what_was_dropped(lab: Path, tmp_path: Path) -> N
     result = run("--topology", str(lab), "restore", "all", "--no-apply", "--json")
     doc = json.loads(result.stdout)
     assert (result.exit_code, doc["dropped"], doc["failures"]) == (0, [{"switch": "p7-t1-0"}], [])
+
+
+# --- the lab's files --------------------------------------------------------------------------
+
+def test_a_lab_never_overwrites_files_in_a_directory_that_is_not_a_labs(tmp_path: Path) -> None:
+    from mininet_labs.lab import LabError, LabState, write_lab_file
+
+    mine = tmp_path / "topology.yaml"
+    mine.write_text("my own notes\n")
+    with pytest.raises(LabError, match=rf"^{mine} exists and {tmp_path} is not a lab directory \(no lab-state.json\): "
+                                       "refusing to overwrite it; choose another --dir$"):
+        write_lab_file(tmp_path, "topology.yaml", "name: lab\n")
+    assert mine.read_text() == "my own notes\n"
+    foreign = tmp_path / "lab-state.json"
+    foreign.write_text('{"format": "someone-else/2"}')
+    with pytest.raises(LabError, match="is not a lab state"):
+        LabState(str(tmp_path), "t.yaml", "srv6_spray", "", os.getpid()).write(foreign)
+    assert foreign.read_text() == '{"format": "someone-else/2"}'
+    foreign.unlink()
+    LabState(str(tmp_path), "t.yaml", "srv6_spray", "", os.getpid()).write(foreign)  # now a lab's directory
+    write_lab_file(tmp_path, "topology.yaml", "name: lab\n")
+    assert mine.read_text() == "name: lab\n"
