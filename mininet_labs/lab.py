@@ -515,7 +515,11 @@ class Lab:
         if not path.exists():
             raise LabError(f"no lab in {Path(lab_dir).resolve()} (no {STATE_NAME}); 'fabricctl lab up' starts one")
         state = LabState.read(path)
-        lab = cls(load(state.topology), state.lab_dir, program=state.program, tag=state.tag)
+        try:
+            model = load(state.topology)
+        except (OSError, ValueError) as e:  # TopologyError, YamlError, UnsafeFile: one line each
+            raise LabError(f"cannot read the lab's topology {state.topology}: {' '.join(str(e).split())}") from None
+        lab = cls(model, state.lab_dir, program=state.program, tag=state.tag)
         lab.state = state
         for name, h in state.hosts.items():
             lab._hosts[name] = LabHost(name, h["pid"], tuple(tr.HostNic(**n) for n in h["nics"]), state.lab_dir)

@@ -32,7 +32,8 @@ doc_keys = st.sampled_from(["name", "max_port", "cpu_port", "usid_block", "switc
 edits = st.lists(st.one_of(st.tuples(st.just("switch"), st.integers(0, 7), switch_keys, values),
                            st.tuples(st.just("doc"), st.just(0), doc_keys, values),
                            st.tuples(st.just("drop"), st.integers(0, 7), switch_keys, st.none())), max_size=3)
-documents = st.one_of(edits.map(lambda e: ("edits", e)), st.binary(max_size=64).map(lambda b: ("bytes", b)))
+documents = st.one_of(st.just(("edits", [])), edits.map(lambda e: ("edits", e)),
+                      st.binary(max_size=64).map(lambda b: ("bytes", b)))
 
 COMMANDS = [["topo", "validate"], ["topo", "show"], ["topo", "show", "p0-t0-0"], ["plan"], ["plan", "--json"],
             ["plan", "--export", "EXPORT"], ["status", "--offline"], ["fail", "link", "p0-t0-0", "p0-t1-1", "--no-apply"],
@@ -42,7 +43,8 @@ COMMANDS = [["topo", "validate"], ["topo", "show"], ["topo", "show", "p0-t0-0"],
 TOKENS = ["--timeout", "nan", "inf", "0", "3", "1e999", "--program", "bogus", "eecmp_qp_hash", "--state", "STATE",
           "--json", "--election-id", "0", "1,2", "-v", "p0-t0-0", "p9-t0-0", "h1", "99", "x\ny", "--config", "STATE",
           "--", "--no-apply", "-1"]
-command_lines = st.tuples(st.sampled_from(COMMANDS), st.lists(st.sampled_from(TOKENS), max_size=3),
+command_lines = st.tuples(st.sampled_from(COMMANDS),
+                          st.one_of(st.just([]), st.lists(st.sampled_from(TOKENS), min_size=1, max_size=3)),
                           st.integers(0, 4))
 
 
@@ -68,7 +70,7 @@ def _snapshot(d: Path) -> dict[str, tuple[bytes, int]]:
             and not p.name.endswith(".lock")}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(document=documents, line=command_lines)
 def test_any_document_and_command_line(document: tuple[str, Any], line: tuple[list[str], list[str], int]) -> None:
     command, extra, at = line
