@@ -53,6 +53,16 @@ class Seconds(click.ParamType):
         return seconds
 
 
+class Finite(click.FloatRange):
+    """A FloatRange that also refuses nan and inf (which FloatRange lets through: nan compares false)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number", param, ctx)
+        return number
+
+
 def _config_value(key: str, value: Any, path: Path) -> Any:
     if key == "verbose":
         problem = limits.int_problem(value, 0, 3)

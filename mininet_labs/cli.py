@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from controller import limits, ops
+from controller.options import Finite
 from controller.ops import OpError
 from controller.topology import TopologyError
 
@@ -228,7 +229,7 @@ def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> Non
 @click.option("--plane-mode", type=click.Choice(["packet", "qp"]), default="packet", show_default=True,
               help="Choose the plane per packet (round-robin) or per QP.")
 @click.option("--planes", help="Comma-separated planes to use (default: all).")
-@click.option("--rate", type=click.FloatRange(0), default=1000.0, show_default=True,
+@click.option("--rate", type=Finite(0), default=1000.0, show_default=True,
               help="Packets per second per sender (0: unpaced).")
 @_json_option
 def traffic(lab_dir: Path, pairs: tuple[tuple[str, str], ...], qps: int, messages: int, message_size: int, mtu: int,
@@ -275,13 +276,13 @@ def traffic(lab_dir: Path, pairs: tuple[tuple[str, str], ...], qps: int, message
 
 def _schedule_options(f: Any) -> Any:
     for opt in reversed([
-        click.option("--rate", type=click.FloatRange(1), default=400.0, show_default=True,
+        click.option("--rate", type=Finite(1), default=400.0, show_default=True,
                      help="Packets per second per sender (bmv2 on two cores: a few hundred)."),
         click.option("--qps", type=click.IntRange(1), default=4, show_default=True, help="QPs per host pair."),
-        click.option("--seconds", type=click.FloatRange(1), default=5.0, show_default=True, help="Traffic duration."),
-        click.option("--fail-at", type=click.FloatRange(0), default=1.5, show_default=True,
+        click.option("--seconds", type=Finite(1), default=5.0, show_default=True, help="Traffic duration."),
+        click.option("--fail-at", type=Finite(0), default=1.5, show_default=True,
                      help="Seconds after the senders start that the failure happens."),
-        click.option("--restore-at", type=click.FloatRange(0), default=3.0, show_default=True,
+        click.option("--restore-at", type=Finite(0), default=3.0, show_default=True,
                      help="Seconds after the senders start that it is repaired."),
         click.option("--png", type=click.Path(dir_okay=False, path_type=Path),
                      help="Plot delivered packets per plane over time to this PNG (needs matplotlib)."),
@@ -413,7 +414,7 @@ def cross_plane_cmd(host: str, plane: int, lab_dir: Path, rate: float, qps: int,
 @click.option("--qps", type=click.IntRange(1), default=8, show_default=True, help="QPs per host pair.")
 @click.option("--messages", type=click.IntRange(1), default=64, show_default=True,
               help="One-packet messages per host pair and mode.")
-@click.option("--rate", type=click.FloatRange(1), default=500.0, show_default=True, help="Packets/s per sender.")
+@click.option("--rate", type=Finite(1), default=500.0, show_default=True, help="Packets/s per sender.")
 @click.option("--sport", type=click.IntRange(1, 65535), default=49152, show_default=True,
               help="The one UDP source port of every QP.")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Bar chart of max/mean per mode.")

@@ -228,6 +228,14 @@ def test_timeouts_are_checked_at_parse_time(value: str, message: str) -> None:
         assert line == f"error: Invalid value for '--timeout': {message} (see 'fabricctl --help')"
 
 
+@pytest.mark.parametrize("args", [("traffic", "--rate", "nan"), ("balance", "--rate", "inf"),
+                                  ("fail-scenario", "link", "p0-t0-0", "p0-t1-0", "--seconds", "inf"),
+                                  ("cross-plane", "h0", "--fail-at", "nan")])
+def test_lab_durations_and_rates_are_finite(tmp_path: Path, args: tuple[str, ...]) -> None:
+    line = one_error(run("lab", *args, "--dir", str(tmp_path)), 2)
+    assert line.startswith("error: Invalid value for '--") and "is not a finite number" in line, line
+
+
 def test_ctrl_c_stops_a_command_waiting_on_a_switch_at_once(tmp_path: Path) -> None:
     """A switch that accepts TCP but never speaks HTTP/2 keeps the connect waiting (--timeout 600);
     SIGINT ends the command with one line and exit 130."""
