@@ -20,7 +20,8 @@ MAX_LAB_STATE_BYTES = 16 * MiB
 MAX_P4INFO_BYTES = 16 * MiB
 
 # YAML: anchors/aliases are allowed for sharing, but an alias bomb (nested aliases expanding
-# exponentially) is refused by the alias count and by the node count of the expanded document.
+# exponentially) is refused by the alias count and when aliases expand the document past
+# MAX_YAML_NODES values and past twice what was written (a large file without aliases is fine).
 MAX_YAML_ALIASES = 256
 MAX_YAML_NODES = 4_000_000
 MAX_YAML_DEPTH = 64

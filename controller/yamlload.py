@@ -120,7 +120,7 @@ def load(stream: Any) -> Any:
         raise YamlError("not valid YAML: nested too deeply") from None
     finally:
         loader.dispose()
-    if _expanded_size(doc) > limits.MAX_YAML_NODES:
+    if _alias_blowup(doc) is not None:
         raise YamlError(f"more than {limits.MAX_YAML_NODES} values once aliases are expanded: refused "
                         "(an alias bomb?)")
     return doc
@@ -163,21 +163,26 @@ def _document(ld: Any) -> Any:
     return doc
 
 
-def _expanded_size(doc: Any) -> int:
-    """How many values the document holds with every alias expanded, computed once per shared node
-    (so an alias bomb is measured without being expanded; nesting is already bounded)."""
+def _alias_blowup(doc: Any) -> int | None:
+    """The number of values the document holds with every alias expanded, when aliases make it
+    larger than MAX_YAML_NODES and more than twice what was written (an alias bomb), else None.
+    Computed once per shared node, so a bomb is measured without being expanded."""
     memo: dict[int, int] = {}
+    written = 0
 
     def size(item: Any) -> int:
+        nonlocal written
         if not isinstance(item, (dict, list)):
             return 1
         known = memo.get(id(item))
         if known is None:
             children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            written += 1 + sum(1 for c in children if not isinstance(c, (dict, list)))
             known = memo[id(item)] = 1 + sum(size(c) for c in children)
         return known
 
-    return size(doc)
+    expanded = size(doc)
+    return expanded if expanded > limits.MAX_YAML_NODES and expanded > 2 * written else None
 
 
 def loads(text: str) -> Any:
