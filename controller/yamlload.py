@@ -120,7 +120,7 @@ def load(stream: Any) -> Any:
         raise YamlError("not valid YAML: nested too deeply") from None
     finally:
         loader.dispose()
-    if _alias_blowup(doc) is not None:
+    if loader._aliases and _alias_blowup(doc) is not None:  # without aliases nothing can blow up
         raise YamlError(f"more than {limits.MAX_YAML_NODES} values once aliases are expanded: refused "
                         "(an alias bomb?)")
     return doc
