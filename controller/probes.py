@@ -14,6 +14,9 @@ SEND_TO_CPU = "IngressPipe.cpu.send_to_cpu"
 PUNT_PRIORITY = 10
 PORT_MASK = 0x1FF  # bmv2's 9-bit ports
 MAGIC = b"SRV6PRB1"
+# Padded like a small fabric frame (an SRv6 + RoCEv2 header alone is ~130 bytes): a link that cannot
+# carry fabric frames (MTU too small, e.g. the lab's MTU-68 cut) fails its probes too.
+PROBE_SIZE = 256
 _BODY = struct.Struct("!8sHHIQ")  # magic, link id, direction, sequence, send time (ns, CLOCK_MONOTONIC)
 _SRC_MAC = bytes.fromhex("025f0000fffe")
 _DST_MAC = bytes.fromhex("025f0000ffff")
@@ -41,9 +44,9 @@ class Probe:
 
 
 def probe_frame(p: Probe) -> bytes:
-    """An Ethernet frame (60 bytes, the minimum) with the probe in its payload."""
+    """An Ethernet frame of PROBE_SIZE bytes with the probe in its payload."""
     body = _BODY.pack(MAGIC, p.link, p.direction, p.seq & 0xFFFFFFFF, p.sent_ns)
-    return (_DST_MAC + _SRC_MAC + struct.pack("!H", PROBE_ETHERTYPE) + body).ljust(60, b"\0")
+    return (_DST_MAC + _SRC_MAC + struct.pack("!H", PROBE_ETHERTYPE) + body).ljust(PROBE_SIZE, b"\0")
 
 
 def parse_probe(frame: bytes) -> Probe | None:
