@@ -33,6 +33,13 @@ def cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
 def measure(lab: Lab, period_ms: float, seconds: float, timeout_ms: float, election_id: int) -> dict:
     save_state(lab.failure_state_path, [])
     events = lab.dir / f"events-{period_ms:g}.jsonl"
@@ -49,7 +56,10 @@ def measure(lab: Lab, period_ms: float, seconds: float, timeout_ms: float, elect
     out0, in0, c0, t0 = svc.prober.packets_out, svc.prober.packets_in, cpu_s(), time.monotonic()
     lost0 = sum(s.lost for s in svc.prober.states)
     delays.clear()
-    time.sleep(seconds)
+    rss = []
+    while time.monotonic() - t0 < seconds:
+        time.sleep(min(5.0, seconds))
+        rss.append(rss_kb())
     dt = time.monotonic() - t0
     out1, in1, c1 = svc.prober.packets_out, svc.prober.packets_in, cpu_s()
     lost = sum(s.lost for s in svc.prober.states) - lost0
@@ -62,7 +72,9 @@ def measure(lab: Lab, period_ms: float, seconds: float, timeout_ms: float, elect
             "controller_cpu_pct": round(100 * (c1 - c0) / dt, 1),
             "delay_ms": {"p50": round(q[49], 2), "p99": round(q[98], 2), "max": round(max(delays), 2)} if q else None,
             "lost": lost, "lost_ratio": round(lost / max(1, out1 - out0), 4), "stall_rounds": stalls,
-            "false_link_downs": downs}
+            "false_link_downs": downs,
+            "rss_kb": {"first": rss[0], "last": rss[-1], "max": max(rss), "growth_pct": round(100 * (rss[-1] - rss[0]) / rss[0], 1),
+                       "samples_every_s": 5.0}}
 
 
 def main() -> int:

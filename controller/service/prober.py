@@ -66,7 +66,8 @@ OnChange = Callable[[DirectionState, Change], None]
 
 class Prober:
     """Sends a probe per direction every `period` on sessions that are ready, then drains the
-    packet-ins, declares a probe lost when it has not arrived `timeout` after it left, and feeds the
+    packet-ins, declares a probe lost when it has not arrived `timeout` after it left while probes
+    sent after it went through both its switches (or `hard_timeout` after it left), and feeds the
     detectors. One thread does it all, so the detectors see outcomes in order."""
 
     def __init__(self, topo: Topology, sessions: Mapping[str, object], thresholds: Thresholds, *,
@@ -77,6 +78,9 @@ class Prober:
         self.thresholds = thresholds
         self.period = period
         self.timeout_ns = int(timeout * 1e9)
+        self.hard_timeout_ns = max(int(1e9), 5 * self.timeout_ns)
+        self._sent_progress: dict[str, int] = {}  # switch -> latest send time of its probes that arrived
+        self._recv_progress: dict[str, int] = {}  # switch -> latest send time of probes that arrived there
         self.on_change = on_change
         self.on_outcome = on_outcome
         self.on_stall = on_stall
@@ -140,12 +144,24 @@ class Prober:
             elif delay > 0:
                 self._stop.wait(delay)
 
+    def _due(self, s: DirectionState, seq: int, sent_ns: int, now_ns: int) -> bool:
+        """Whether a probe can be judged: it arrived, or it is `timeout` old and both its switches
+        have since carried a probe sent after it (so it is not merely queued behind a busy switch
+        or a late controller), or it is `hard_timeout` old (a switch that went silent)."""
+        if seq in s.received:
+            return True
+        if sent_ns + self.timeout_ns > now_ns:
+            return False
+        if sent_ns + self.hard_timeout_ns <= now_ns:
+            return True
+        return self._sent_progress.get(s.d.src, 0) > sent_ns and self._recv_progress.get(s.d.dst, 0) > sent_ns
+
     def _judge(self, now_ns: int) -> None:
         due: list[tuple[DirectionState, list[tuple[bool, float | None]]]] = []
         with self._lock:
             for s in self.states:
                 outcomes: list[tuple[bool, float | None]] = []
-                while s.outstanding and s.outstanding[0][1] + self.timeout_ns <= now_ns:
+                while s.outstanding and self._due(s, s.outstanding[0][0], s.outstanding[0][1], now_ns):
                     seq, _ = s.outstanding.popleft()
                     delay = s.received.pop(seq, None)
                     outcomes.append((delay is not None, None if delay is None else delay / 1e6))
@@ -197,6 +213,10 @@ class Prober:
             return
         self.packets_in += 1
         with self._lock:
+            if self._sent_progress.get(s.d.src, 0) < probe.sent_ns:
+                self._sent_progress[s.d.src] = probe.sent_ns
+            if self._recv_progress.get(name, 0) < probe.sent_ns:
+                self._recv_progress[name] = probe.sent_ns
             if s.outstanding and s.outstanding[0][0] <= probe.seq:
                 s.received[probe.seq] = now_ns - probe.sent_ns
             else:
