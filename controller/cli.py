@@ -24,6 +24,7 @@ from controller.p4info import P4Info, P4InfoError
 from controller.p4rt import describe, show_value
 from controller.plan import FORMAT as PLAN_FORMAT, Plan, count_switch, entity_to_json, plan as make_plan, totals
 from controller.reconcile import Delta
+from controller.service import status as service_status
 from controller.statelock import StateLocked, state_lock
 from controller.toolchain import BUILD_DIR, PROGRAMS, Artifacts
 from controller.topology import Topology, to_dict
@@ -764,15 +765,18 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
         outcomes = {o.name: o for o in _sync(env, encoded, p4info, dry_run=True, push="never",
                                              label="status", show=not as_json)}
     code = ops.exit_code(outcomes.values())
+    service = service_status.read_status(env.state_path())
     if as_json:
         _print_json({"topology": t.name, "program": env.program, "state": str(env.state_path()),
-                     "failures": _failures_json(t, failures),
+                     "failures": _failures_json(t, failures), "controller": service,
                      "unreachable": {str(p): v for p, v in per_plane.items()},
                      "switches": {} if offline else {n: _status_json(n, outcomes) for n in chosen}})
         raise click.exceptions.Exit(code)
     click.echo(f"{t.name} ({env.program}), state {env.state_path()}: {_n(len(failures), 'failure')}")
     for f in _sorted(failures):
         click.echo(f"  failed: {ops.describe_failure(t, f)}")
+    for line in service_status.lines(service):
+        click.echo(line)
     for p, items in per_plane.items():
         click.echo(f"plane {p}: " + ("every destination reachable" if not items else f"{len(items)} unreachable"))
         for u in items:
@@ -896,8 +900,11 @@ def p4_compile(programs: tuple[str, ...], out_dir: Path, as_json: bool) -> None:
 # --- lab (mininet_labs.cli imports Mininet only when a lab command runs) ---------------------
 
 from mininet_labs.cli import lab as _lab  # noqa: E402
+from controller.service import cli as service_cli  # noqa: E402
 
 cli.add_command(_lab)
+cli.add_command(service_cli.run_cmd)
+cli.add_command(service_cli.events_cmd)
 
 # --- analyze and topo draw (controller.analysis: failure analysis of designs, drawings) -------
 

@@ -254,6 +254,11 @@ class SwitchConnection:
         return self._stub is not None
 
     @property
+    def stream_error(self) -> str | None:
+        """Why the stream ended (None while it is open, or before connect)."""
+        return self._stream_error
+
+    @property
     def is_primary(self) -> bool:
         """True while the device's last arbitration update named us primary."""
         return self._primary

@@ -19,6 +19,7 @@ from controller.entries import (
     Ternary,
 )
 from controller.gcpause import gc_paused
+from controller.probes import PUNT, fabric_ports
 from controller.reconcile import Delta, diff
 from controller.routes import (
     ECMP_ROUTES,
@@ -179,11 +180,12 @@ def count_switch(f: Fabric, sw: Switch) -> dict[str, int]:
     """The entity counts of one switch, from the path math alone (equal to count_entities of it)."""
     p, h = sw.plane, f.health
     spray = f.options.program == SPRAY
+    punts = {PUNT: len(fabric_ports(sw))}
     if sw.role == "t1":
         up = sum(1 for i in range(len(sw.downlinks)) if h.link_up(p, i, sw.index))
         if spray:
-            return _nonzero({MY_SID: 1, ROUTES_V6: up + 1})
-        return _nonzero({f"{ECMP_SELECTOR}/members": up, ECMP_ROUTES: up})
+            return _nonzero({MY_SID: 1, ROUTES_V6: up + 1, **punts})
+        return _nonzero({f"{ECMP_SELECTOR}/members": up, ECMP_ROUTES: up, **punts})
     live = len(f.live(p, sw.index))
     slots = 0 if (p, sw.index) in h.leaves else len(sw.host_ports) - len(h.dead_slots(p, sw.index))
     reach, exc, dead = _dest_counts(f, sw)
@@ -195,12 +197,13 @@ def count_switch(f: Fabric, sw: Switch) -> dict[str, int]:
             f"{SPRAY_SELECTOR}/members": live, f"{SPRAY_SELECTOR}/groups": has_group + exc,
             HOST_PORT: slots, MY_SID: 2 + slots, ROUTES_V6: slots + live + 1,
             SPRAY_DEST: blocks + has_group + (dead if live else 0) + own_modes, SPRAY_PATHS: blocks + exc,
-            PINNED_PATH: len(spray_leaf_pins(f, sw))})
+            PINNED_PATH: len(spray_leaf_pins(f, sw)), **punts})
     opts = f.options
     return _nonzero({
         f"{ECMP_SELECTOR}/members": live + 1 + slots, f"{ECMP_SELECTOR}/groups": has_group + exc,
         ECMP_ROUTES: has_group + slots + 1 + (exc + dead if live else 0),
-        HASH_POLICY: 1 + sum(1 for q, _, _ in opts.dest_modes if q == p) + sum(1 for x in opts.host_pins if x.plane == p)})
+        HASH_POLICY: 1 + sum(1 for q, _, _ in opts.dest_modes if q == p) + sum(1 for x in opts.host_pins if x.plane == p),
+        **punts})
 
 
 def _nonzero(counts: dict[str, int]) -> dict[str, int]:

@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from controller import probes
 from controller.entries import (
     ActionProfileGroup,
     ActionProfileMember,
@@ -226,6 +227,14 @@ class Shared:
             self.mode_dests[p] = self.mode_dests.get(p, frozenset()) | {d}
         self._spine_routes: dict[tuple[int, int], Lpm] = {}
         self._ids: dict[frozenset[int], tuple[int, ...]] = {}
+        self._punts: dict[tuple[int, ...], list[TableEntry]] = {}
+
+    def punts(self, sw: Switch) -> list[Entity]:
+        """The probe punt entries of a switch's fabric ports (controller.probes); equal port sets share them."""
+        key = probes.fabric_ports(sw)
+        if key not in self._punts:
+            self._punts[key] = probes.punt_entries(sw)
+        return list(self._punts[key])
 
     def port_match(self, port: int) -> tuple[tuple[str, Exact], ...]:
         """host_port's match on an ingress port (the same ports repeat on every leaf)."""
@@ -622,9 +631,10 @@ def ecmp_spine(f: Fabric, spine: Switch, only: Collection[int] | None = None) ->
 # --- whole switches --------------------------------------------------------------------------
 
 def leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
+    """A leaf's own entities, with the punt entries of the controller's link probes (whatever fails)."""
     if f.options.program == SPRAY:
-        return spray_leaf_local(f, leaf) + spray_leaf_pins(f, leaf)
-    return ecmp_leaf_local(f, leaf)
+        return spray_leaf_local(f, leaf) + spray_leaf_pins(f, leaf) + f.shared.punts(leaf)
+    return ecmp_leaf_local(f, leaf) + f.shared.punts(leaf)
 
 
 def leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
@@ -633,7 +643,8 @@ def leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
 
 def spine_entities(f: Fabric, spine: Switch, only: Collection[int] | None = None) -> list[Entity]:
     """A spine's entities (`only`: just those towards these leaves)."""
-    return spray_spine(f, spine, only) if f.options.program == SPRAY else ecmp_spine(f, spine, only)
+    own = spray_spine(f, spine, only) if f.options.program == SPRAY else ecmp_spine(f, spine, only)
+    return own + f.shared.punts(spine) if only is None else own  # punts: the same whatever fails
 
 
 def leaf_dests(f: Fabric, leaf: Switch) -> Iterator[Entity]:

@@ -216,6 +216,55 @@ def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> Non
         raise click.exceptions.Exit(ops.SWITCH_ERROR)
 
 
+def _switch_fault(lab_dir: Path, act: Any) -> Any:
+    """act(lab) on the lab in lab_dir, its LabError as one error line."""
+    from mininet_labs.lab import LabError
+
+    try:
+        return act(_attach(lab_dir))
+    except LabError as e:
+        raise _lab_error(e) from None
+
+
+@lab.command("kill-switch")
+@click.argument("name", metavar="SWITCH")
+@_dir_option
+@_json_option
+def kill_switch(name: str, lab_dir: Path, as_json: bool) -> None:
+    """SIGKILL a lab switch (a crash, for fault tests): its streams break, its tables are gone.
+
+    \b
+    Example:
+      fabricctl lab kill-switch p0-t1-1 && fabricctl lab restart-switch p0-t1-1
+    """
+    pid = _switch_fault(lab_dir, lambda running: running.kill_switch(name))
+    if as_json:
+        click.echo(json.dumps({"switch": name, "killed": pid}))
+    else:
+        click.echo(f"{name}: " + (f"killed pid {pid}" if pid else "was not running"))
+
+
+@lab.command("restart-switch")
+@click.argument("name", metavar="SWITCH")
+@_dir_option
+@_json_option
+def restart_switch(name: str, lab_dir: Path, as_json: bool) -> None:
+    """Start a lab switch again the way the lab started it (killing it first if it runs).
+
+    It comes back with no pipeline and empty tables: a running 'fabricctl run' pushes both, or run
+    'fabricctl install SWITCH'.
+
+    \b
+    Example:
+      fabricctl lab restart-switch p0-t1-1
+    """
+    pid = _switch_fault(lab_dir, lambda running: running.restart_switch(name))
+    if as_json:
+        click.echo(json.dumps({"switch": name, "pid": pid}))
+    else:
+        click.echo(f"{name}: running again, pid {pid} (no pipeline, empty tables)")
+
+
 @lab.command("traffic")
 @_dir_option
 @click.option("--pair", "pairs", nargs=2, multiple=True, metavar="SRC DST",

@@ -472,7 +472,7 @@ class Lab:
         finally:  # record the switch PIDs even when one did not come up, for cleanup
             _unmark(saved)
             for s in self.net.switches:
-                self.state.switches[s.name]["pid"] = s.switch_pid
+                self.state.switches[s.name].update(pid=s.switch_pid, argv=s.command(), out=str(s.out_path))
             self.state.write(self.state_path)
 
     def _configure_hosts(self) -> None:
@@ -611,6 +611,52 @@ class Lab:
     def restore(self, failure: Failure | None = None) -> FailoverResult:
         """Remove one failure from the record (None: all) and reconcile what it touches."""
         return self.set_failures(frozenset() if failure is None else self.failures() - {failure})
+
+    # --- switch faults -------------------------------------------------------------------------
+    def _switch_state(self, name: str) -> dict[str, Any]:
+        if name not in self.state.switches:
+            raise LabError(f"unknown switch '{name}' (switches: {', '.join(sorted(self.state.switches, key=_natural))})")
+        return self.state.switches[name]
+
+    def kill_switch(self, name: str) -> int | None:
+        """SIGKILL a switch's simple_switch_grpc (a crash: no goodbye on its streams); the lab state
+        then records no PID for it. The PID killed, or None when it was not running."""
+        sw = self._switch_state(name)
+        pid = sw.get("pid")
+        if pid and _alive(pid) and f"{ENV_MARK}={self.dir}".encode() in _environ(pid):
+            os.kill(pid, signal.SIGKILL)
+            end = time.monotonic() + 5
+            while _alive(pid) and time.monotonic() < end:
+                time.sleep(0.01)
+        else:
+            pid = None
+        sw["pid"] = None
+        self.state.write(self.state_path)
+        return pid
+
+    def restart_switch(self, name: str, timeout: float = 30.0) -> int:
+        """Start a switch again with the command line the lab started it with (no pipeline, empty
+        tables: the controller pushes both); kills it first if it still runs. Its new PID."""
+        from mininet_labs.bmv2proc import SwitchStartError, wait_grpc_ready
+
+        sw = self._switch_state(name)
+        argv = sw.get("argv")
+        if not argv:
+            raise LabError(f"{name}: the lab did not record its command line (a lab started before restart-switch existed)")
+        self.kill_switch(name)
+        out = Path(sw.get("out") or self.dir / f"{name}.out")
+        with open(out, "ab") as f:
+            f.write(("$ " + " ".join(argv) + "  # restart-switch\n").encode())
+            f.flush()
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                                    start_new_session=True, env={**os.environ, ENV_MARK: str(self.dir)})
+        sw["pid"] = proc.pid
+        self.state.write(self.state_path)
+        try:
+            wait_grpc_ready(sw["grpc"], proc, time.monotonic() + timeout, name, (out, Path(sw["log"])))
+        except SwitchStartError as e:
+            raise LabError(str(e)) from None
+        return proc.pid
 
     # --- links ---------------------------------------------------------------------------------
     def link_down(self, a: str, b: str) -> tuple[str, str]:

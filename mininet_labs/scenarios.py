@@ -302,18 +302,32 @@ def _finish(lab: Lab, before: Options | None, pinned: bool) -> None:
 def run_failure(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]], up: Callable[[], list[str]], *,
                 pairs: Sequence[tuple[str, str]] | None = None, schedule: Schedule | None = None, pinned: bool = True,
                 on_failure: Callable[[str, str, int, int, int, int, int | None], bool] | None = None,
-                rehome: bool = False, tell: Sequence[str] = (), tell_plane: int | None = None) -> ScenarioResult:
+                rehome: bool = False, tell: Sequence[str] = (), tell_plane: int | None = None,
+                controller: Any = None) -> ScenarioResult:
     """The common course of a scenario: traffic, interfaces down then Lab.fail, interfaces up then
     Lab.restore, while reading the tables and counters. `on_failure(sender, dst, k, plane, src leaf,
     dst leaf, pinned spine)` says whether a QP's path used the failure. `tell` names senders told to
-    leave `tell_plane` when the failure is recorded (and told to come back on restore)."""
+    leave `tell_plane` when the failure is recorded (and told to come back on restore).
+    `controller`: who records and applies the failure, with `fail(f)` and `restore(f)` returning a
+    FailoverResult; default the lab itself (the failure announced). Another (e.g. a watcher of a
+    running `fabricctl run` that nobody tells) leaves installing the pins to the caller."""
     sch = schedule or Schedule()
+    return _course(lab, kind, failure, down, up, pairs, sch, pinned, on_failure, rehome, tell, tell_plane,
+                   controller or lab, install=controller is None)
+
+
+def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]], up: Callable[[], list[str]],
+            pairs: Sequence[tuple[str, str]] | None, sch: Schedule, pinned: bool,
+            on_failure: Callable[[str, str, int, int, int, int, int | None], bool] | None, rehome: bool,
+            tell: Sequence[str], tell_plane: int | None, controller: Any, install: bool = True) -> ScenarioResult:
+    """run_failure's course; `controller.fail/restore` record and apply the failure (the lab itself,
+    or a watcher of a running controller's record); `install`: set up and take down the pins here."""
     pairs = list(pairs) if pairs is not None else opposite_pairs(lab)
     dests: dict[str, int] = {}
     for a, _ in pairs:
         dests[a] = dests.get(a, 0) + 1
     messages = max(sch.qps, int(sch.seconds * sch.rate / max(dests.values())) // sch.qps * sch.qps)
-    before, pins = _prepare(lab, pinned, pairs, sch.qps)
+    before, pins = _prepare(lab, pinned, pairs, sch.qps) if install else (lab.options, even_pins(lab, pairs, sch.qps))
     try:
         segments = failed_segments(lab, [failure])
         cells = uplink_cells(lab, failure)
@@ -331,7 +345,7 @@ def run_failure(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[s
             events.append(Event(f"{kind} down ({len(intfs)} interfaces)", _ms(run, t),
                                 round((time.monotonic_ns() - t) / 1e9, 4), {"intfs": intfs}))
             t = time.monotonic_ns()
-            result = lab.fail(failure)
+            result = controller.fail(failure)
             for s in tell:
                 run.tell_dead_planes(s, [tell_plane] if tell_plane is not None else [])
             events.append(Event("controller: fail recorded and reconciled", _ms(run, t), result.seconds,
@@ -344,7 +358,7 @@ def run_failure(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[s
             up()
             events.append(Event(f"{kind} up", _ms(run, t)))
             t = time.monotonic_ns()
-            result = lab.restore(failure)
+            result = controller.restore(failure)
             for s in tell:
                 run.tell_dead_planes(s, [])
             events.append(Event("controller: restore recorded and reconciled", _ms(run, t), result.seconds,
@@ -355,11 +369,12 @@ def run_failure(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[s
         except BaseException:
             run.kill()
             up()
-            if lab.failures():
+            if install and lab.failures():
                 lab.restore()
             raise
     finally:
-        _finish(lab, before, pinned)
+        if install:
+            _finish(lab, before, pinned)
     tables["ok"] = (all(v == 0 for v in tables["present_after_fail"].values())
                     and tables["present_after_restore"] == tables["segments"])
     pin_map = {(p.plane, p.src, p.dst, p.slot, p.qp - 0x100): p.spine for p in pins}

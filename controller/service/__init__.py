@@ -1,0 +1,1 @@
+"""`fabricctl run`: a long-running controller that probes every fabric link and heals the fabric by itself."""

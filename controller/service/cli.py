@@ -1,0 +1,132 @@
+"""`fabricctl run` (the controller service, foreground) and `fabricctl events` (its JSON-lines stream)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from controller.ops import BAD_INPUT, OpError
+from controller.service.detect import Thresholds
+from controller.service.events import read
+from controller.service.runner import EVENTS_NAME, Config, FabricService
+
+
+@click.command("run")
+@click.option("--period", type=click.FloatRange(min=1, max=10000), default=20.0, show_default=True, metavar="MS",
+              help="Probe period per link direction (the default lab sustains 20 ms: bench/service_probe_load.py).")
+@click.option("--probe-timeout", type=click.FloatRange(min=1, max=60000), default=80.0, show_default=True,
+              metavar="MS", help="A probe not back this long after it left is lost.")
+@click.option("--fail-after", "k", type=click.IntRange(min=1), default=3, show_default=True, metavar="K",
+              help="Consecutive lost probes that fail a link.")
+@click.option("--restore-after", "m", type=click.IntRange(min=1), default=50, show_default=True, metavar="M",
+              help="Consecutive probes back that restore a failed link (doubled per recent flap).")
+@click.option("--window", type=click.IntRange(min=1), default=100, show_default=True, metavar="N",
+              help="Probes over which the gray-failure loss ratio is taken.")
+@click.option("--gray-loss", type=click.FloatRange(min=0, max=1, min_open=True), default=0.1, show_default=True,
+              metavar="RATIO", help="Loss ratio over the window that fails a link (gray failure).")
+@click.option("--max-damping", type=click.IntRange(min=0, max=10), default=4, show_default=True,
+              help="Flap damping: M is doubled at most this many times.")
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=0, show_default=True,
+              help="Serve Prometheus metrics on 127.0.0.1:PORT (0: off).")
+@click.option("--events", "events_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help=f"Events file (JSON lines) [default: {EVENTS_NAME} next to the state file].")
+@click.option("--counters-every", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
+              help="Read per-port and drop counters for the metrics this often (0: never).")
+@click.option("--no-probe", is_flag=True, help="Hold the sessions and the plan, but send no probes.")
+@click.option("--duration", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
+              help="Stop after this long (0: run until SIGTERM or Ctrl-C).")
+@click.pass_obj
+def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, window: int, gray_loss: float,
+            max_damping: int, metrics_port: int, events_file: Path | None, counters_every: float, no_probe: bool,
+            duration: float) -> None:
+    """Run the controller: hold the fabric at its plan and heal it by itself.
+
+    Keeps one P4Runtime stream per switch (reconnecting with backoff), is primary where its
+    --election-id is the highest (else a hot backup that takes over when the primary goes), pushes
+    the pipeline where a switch has none, installs the plan of the recorded failures, then probes
+    both directions of every T0-T1 link (packet-out at one end, packet-in at the other). K probes
+    lost in a row, or a loss ratio over the window (gray failure), records the link failed in the
+    state file (under its lock, shared with 'fabricctl fail/restore') and writes the failover
+    deltas; M probes back in a row restore it. Events go to a JSON-lines file ('fabricctl events
+    --follow'), the view to the status file 'fabricctl status' reads.
+
+    \b
+    Examples:
+      fabricctl --election-id 10 run --metrics-port 9300
+      fabricctl --election-id 5 run            # hot backup beside the one above
+      fabricctl run --period 20 --fail-after 3 --restore-after 100 --gray-loss 0.05
+    """
+    if probe_timeout < period:
+        raise OpError(f"--probe-timeout ({probe_timeout:g} ms) must be at least --period ({period:g} ms)", BAD_INPUT)
+    topo = env.topo()
+    state = env.state_path()
+    try:
+        thresholds = Thresholds(k, m, window, gray_loss, max_damping)
+    except ValueError as e:
+        raise OpError(str(e), BAD_INPUT) from None
+    config = Config(period=period / 1000, probe_timeout=probe_timeout / 1000, thresholds=thresholds,
+                    election_id=env.election_id, connect_timeout=min(env.timeout, 5.0), metrics_port=metrics_port,
+                    counters_every=counters_every, events=events_file, probe=not no_probe)
+    env.p4info()  # exit 5 with a hint when the artifacts are missing
+    env.failures()  # exit 2 on an unreadable state file, before anything starts
+    try:
+        service = FabricService(topo, env.program, state, config)
+    except OSError as e:
+        raise OpError(f"cannot open the events file: {e}", BAD_INPUT) from None
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    click.echo(f"running: {len(topo.switches)} switches, {len(service.prober.states) // 2} links, election id "
+               f"{env.election_id}; events {service.events.path}" + (f"; metrics :{metrics_port}" if metrics_port else ""),
+               err=True)
+    try:
+        service.run_until(stop, duration)
+    except OSError as e:
+        raise OpError(f"cannot serve metrics on port {metrics_port}: {e.strerror or e}", BAD_INPUT) from None
+
+
+@click.command("events")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they come (like tail -f).")
+@click.option("--events", "events_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help=f"Events file [default: {EVENTS_NAME} next to the state file].")
+@click.option("--kind", "kinds", multiple=True, metavar="KIND", help="Only events of this kind (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print each event as one JSON line.")
+@click.pass_obj
+def events_cmd(env: Any, follow: bool, events_file: Path | None, kinds: tuple[str, ...], as_json: bool) -> None:
+    """Print the events of the running (or last) controller: links down/up with the probe
+    evidence, failures recorded, deltas written, reconnects, mastership changes.
+
+    \b
+    Examples:
+      fabricctl events
+      fabricctl events --follow --kind link_down --kind link_up
+      fabricctl events --json | jq .
+    """
+    path = events_file or env.state_path().with_name(EVENTS_NAME)
+    if not path.exists():
+        raise OpError(f"no events file {path} ('fabricctl run' writes it)", BAD_INPUT)
+    try:
+        for event in read(path, follow=follow):
+            if kinds and event.get("kind") not in kinds:
+                continue
+            click.echo(json.dumps(event) if as_json else _line(event))
+    except KeyboardInterrupt:
+        pass
+
+
+def _line(event: dict[str, Any]) -> str:
+    import time
+
+    when = time.strftime("%H:%M:%S", time.localtime(event.get("t", 0))) + f".{int(event.get('t', 0) % 1 * 1000):03d}"
+    rest = " ".join(f"{k}={v if not isinstance(v, (dict, list)) else json.dumps(v)}" for k, v in event.items()
+                    if k not in ("t", "mono_ns", "kind", "pid", "t_mono_ns"))
+    return f"{when} {event.get('kind')} {rest}".rstrip()

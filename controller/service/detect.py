@@ -1,0 +1,98 @@
+"""Link failure detection from probe outcomes: a pure state machine with hysteresis and flap damping.
+
+Each direction of a link is one detector fed its probes' outcomes in sequence order (True: the probe
+arrived in time). It goes down after `fail_after` consecutive losses (K), or on a gray failure: a
+loss ratio of at least `gray_loss` over the last `window` probes, all seen since its last change.
+Counts start afresh at each change. It comes back after `restore_after` (M) consecutive successes
+(default 50: a link losing 20% passes 50 in a row with probability 1e-5), doubled for each recent flap (a
+down within `window` probes of the last restore), up to 2**`max_damping` times: a link that keeps
+flapping stays down longer each time, so the tables churn less.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+
+class Change(Enum):
+    """What one probe outcome did to a detector."""
+
+    DOWN = "down"
+    UP = "up"
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """K, M, the gray-failure window and ratio, and how far flap damping may stretch M."""
+
+    fail_after: int = 3
+    restore_after: int = 50
+    window: int = 100
+    gray_loss: float = 0.1
+    max_damping: int = 4
+
+    def __post_init__(self) -> None:
+        if self.fail_after < 1 or self.restore_after < 1:
+            raise ValueError("fail_after (K) and restore_after (M) must be at least 1")
+        if self.window < 1:
+            raise ValueError("window must be at least 1 probe")
+        if not 0.0 < self.gray_loss <= 1.0:
+            raise ValueError("gray_loss must be in (0, 1]")
+        if self.max_damping < 0:
+            raise ValueError("max_damping must be at least 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Detector:
+    """One link direction's detection state; `step` returns the next state and what changed."""
+
+    up: bool = True
+    losses: int = 0  # consecutive
+    successes: int = 0  # consecutive
+    recent: tuple[bool, ...] = field(default=(), repr=False)  # the last `window` outcomes since the last change
+    since_change: int = 1 << 30  # probes since the last change (never changed: as good as forever)
+    flaps: int = 0  # downs in a row, each within `window` probes of the restore before it
+    reason: str = ""  # why the last change happened
+
+    def needed_successes(self, t: Thresholds) -> int:
+        """M, stretched by flap damping."""
+        return t.restore_after << min(self.flaps, t.max_damping)
+
+    def loss_ratio(self) -> float:
+        return (self.recent.count(False) / len(self.recent)) if self.recent else 0.0
+
+
+def step(d: Detector, ok: bool, t: Thresholds) -> tuple[Detector, Change | None]:
+    """Feed one probe outcome."""
+    recent = (d.recent + (ok,))[-t.window:]
+    losses = 0 if ok else d.losses + 1
+    successes = d.successes + 1 if ok else 0
+    since = d.since_change + 1
+    nxt = replace(d, losses=losses, successes=successes, recent=recent, since_change=since)
+    if d.up:
+        if losses >= t.fail_after:
+            reason = f"{losses} consecutive probes lost"
+        elif len(recent) >= t.window and recent.count(False) >= t.gray_loss * t.window:
+            reason = f"{recent.count(False)} of the last {t.window} probes lost"
+        else:
+            return nxt, None
+        flaps = d.flaps + 1 if since <= t.window else 0
+        return replace(nxt, up=False, losses=0, successes=0, recent=(), since_change=0, flaps=flaps,
+                       reason=reason), Change.DOWN
+    if successes >= d.needed_successes(t):
+        reason = f"{successes} consecutive probes arrived"
+        return replace(nxt, up=True, losses=0, successes=0, recent=(), since_change=0, reason=reason), Change.UP
+    return nxt, None
+
+
+def run(outcomes: list[bool] | tuple[bool, ...], t: Thresholds, d: Detector | None = None
+        ) -> tuple[Detector, list[tuple[int, Change]]]:
+    """Feed a timeline; the final state and each change with the index of the probe that caused it."""
+    d = Detector() if d is None else d
+    changes: list[tuple[int, Change]] = []
+    for i, ok in enumerate(outcomes):
+        d, c = step(d, ok, t)
+        if c is not None:
+            changes.append((i, c))
+    return d, changes

@@ -1,0 +1,164 @@
+"""Keeps the switches equal to the plan of the recorded failures: records what the probes see in the
+state file (under its lock) and writes the failover deltas on the open sessions."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller import failover, ops
+from controller.codec import canonical
+from controller.failover import Failure, LinkDown
+from controller.p4info import P4Info
+from controller.p4rt import P4RuntimeError
+from controller.plan import plan as make_plan
+from controller.reconcile import Delta, apply, ordered_updates
+from controller.routes import Fabric, Options, Program
+from controller.service.sessions import Session
+from controller.statelock import StateLocked, state_lock
+from controller.topology import Topology
+
+Emit = Callable[..., object]
+
+
+@dataclass
+class Healer:
+    """One thread owns every write: detector changes and state-file changes (from one-shot commands)
+    become a new failure set, saved under the state lock, then per-switch deltas on ready sessions.
+    A switch whose delta fails, or whose session (re)becomes primary, is reconciled in full."""
+
+    topo: Topology
+    program: Program
+    p4info: P4Info
+    state: Path
+    sessions: Mapping[str, Session]
+    emit: Emit
+    lock_timeout: float = 10.0
+    poll: float = 0.25
+    on_reconcile: Callable[[str, float], None] | None = None  # (switch, seconds) per delta written
+    options: Options | None = None  # hash mode and pins of the plan (default: the program's)
+    applied: frozenset[Failure] | None = field(default=None, init=False)  # the failure set the switches hold
+    _downs: set[LinkDown] = field(default_factory=set, init=False)
+    _ups: set[LinkDown] = field(default_factory=set, init=False)
+    _full: set[str] = field(default_factory=set, init=False)
+    _wake: threading.Event = field(default_factory=threading.Event, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _io: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+    _fabrics: dict[frozenset[Failure], Fabric] = field(default_factory=dict, init=False)
+
+    # --- what others tell it -----------------------------------------------------------------
+    def link_changed(self, link: LinkDown, down: bool) -> None:
+        with self._lock:
+            (self._downs if down else self._ups).add(link)
+            (self._ups if down else self._downs).discard(link)
+        self._wake.set()
+
+    def reconcile_now(self, session: Session) -> None:
+        """Bring one switch to the plan of the recorded failures (a session that became primary calls this)."""
+        with self._io, state_lock(self.state, self.lock_timeout):
+            failures = ops.load_failures(self.topo, self.state)
+            if self.applied is None:
+                self.applied = failures
+            if failures != self.applied:  # the file moved on: the loop writes the deltas to the others
+                self._wake.set()
+            self._full_reconcile(session, self.applied)
+
+    # --- the loop ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="healer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.poll)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.tick()
+            except (StateLocked, ops.OpError) as e:
+                self.emit("heal_error", error=str(e))
+
+    def tick(self) -> None:
+        """One pass: merge what the probes saw into the recorded failures, save, write the deltas."""
+        with self._lock:
+            downs, ups = set(self._downs), set(self._ups)
+            self._downs.clear()
+            self._ups.clear()
+        with self._io, state_lock(self.state, self.lock_timeout):
+            recorded = ops.load_failures(self.topo, self.state)
+            new = frozenset((recorded - ups) | downs)
+            if new != recorded:
+                failover.save_state(self.state, new)
+                added, removed = sorted(new - recorded), sorted(recorded - new)
+                self.emit("failures_recorded", added=[ops.describe_failure(self.topo, f) for f in added],
+                          removed=[ops.describe_failure(self.topo, f) for f in removed], count=len(new))
+            if self.applied is None:
+                self.applied = recorded
+            if new != self.applied:
+                self._write_deltas(self.applied, new)
+                self.applied = new
+            for name in sorted(self._full):
+                s = self.sessions[name]
+                if s.ready:
+                    self._full_reconcile(s, new)
+
+    # --- writing -------------------------------------------------------------------------------
+    def _fabric(self, failures: frozenset[Failure]) -> Fabric:
+        f = self._fabrics.get(failures)
+        if f is None:
+            if len(self._fabrics) > 64:
+                self._fabrics.clear()
+            f = self._fabrics[failures] = ops.fabric(self.topo, self.program, failures, self.options)
+        return f
+
+    def _write_deltas(self, old: frozenset[Failure], new: frozenset[Failure]) -> None:
+        t0 = time.monotonic()
+        deltas = failover.delta(self._fabric(old), self._fabric(new))
+        down = ops.down_switches(new)
+        written: dict[str, int] = {}
+        for name, d in sorted(deltas.items()):
+            s = self.sessions[name]
+            if name in down:
+                continue
+            if not s.ready:
+                self._full.add(name)  # reconciled in full when its session is back
+                continue
+            t1 = time.monotonic()
+            try:
+                for batch in ordered_updates(self._canonical(d)):
+                    s.conn.write(batch)
+                written[name] = len(d)
+                if self.on_reconcile is not None:
+                    self.on_reconcile(name, time.monotonic() - t1)
+            except (P4RuntimeError, ValueError, LookupError) as e:
+                self.emit("delta_failed", switch=name, error=str(e))
+                self._full.add(name)
+        self.emit("deltas_written", switches=written, failures=len(new),
+                  ms=round((time.monotonic() - t0) * 1000, 2), t_mono_ns=time.monotonic_ns())
+
+    def _canonical(self, d: Delta) -> Delta:
+        c = lambda xs: tuple(canonical(e, self.p4info) for e in xs)  # noqa: E731
+        return Delta(c(d.inserts), c(d.modifies), c(d.deletes))
+
+    def _full_reconcile(self, s: Session, failures: frozenset[Failure]) -> None:
+        t0 = time.monotonic()
+        if s.name in ops.down_switches(failures):  # recorded down: the one-shot commands leave it alone too
+            return
+        d = apply(s.conn, make_plan(self._fabric(failures))[s.name])
+        self._full.discard(s.name)
+        self.emit("reconciled", switch=s.name, inserts=len(d.inserts), modifies=len(d.modifies),
+                  deletes=len(d.deletes), ms=round((time.monotonic() - t0) * 1000, 2))
+        if self.on_reconcile is not None:
+            self.on_reconcile(s.name, time.monotonic() - t0)

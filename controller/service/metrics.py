@@ -1,0 +1,70 @@
+"""Prometheus metrics of the running controller (prometheus_client, its own registry and HTTP server)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from controller.entries import CounterValue
+
+DEFINES = Path(__file__).resolve().parents[2] / "p4" / "include" / "defines.p4"
+_DROP = re.compile(r"const\s+drop_reason_t\s+DROP_(\w+)\s*=\s*(\d+)\s*;")
+
+
+def drop_reason_names(defines: Path = DEFINES) -> dict[int, str]:
+    """Drop reason index -> name (lower case, without DROP_) as the P4 source defines them."""
+    try:
+        text = defines.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    return {int(n): name.lower() for name, n in _DROP.findall(text)}
+
+
+class Metrics:
+    """Every metric the controller exports; `serve(port)` starts the HTTP endpoint (0: none)."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.port_rx = Gauge("fabric_port_rx_packets", "Packets received per switch port (bmv2 counter)",
+                             ["switch", "port"], registry=r)
+        self.port_tx = Gauge("fabric_port_tx_packets", "Packets sent per switch port (bmv2 counter)",
+                             ["switch", "port"], registry=r)
+        self.drops = Gauge("fabric_drops", "Packets dropped per switch, by drop reason", ["switch", "reason"], registry=r)
+        self.probes_sent = Counter("fabric_probes_sent", "Link probes sent", ["link", "direction"], registry=r)
+        self.probes_lost = Counter("fabric_probes_lost", "Link probes lost (not back within the probe timeout)",
+                                   ["link", "direction"], registry=r)
+        self.probe_loss = Gauge("fabric_probe_loss_ratio", "Probe loss over the detector's window",
+                                ["link", "direction"], registry=r)
+        self.probe_delay = Gauge("fabric_probe_delay_seconds", "Last probe delay, packet-out to packet-in",
+                                 ["link", "direction"], registry=r)
+        self.link_up = Gauge("fabric_link_up", "1 while the detectors hold the link up", ["link"], registry=r)
+        self.failures = Gauge("fabric_failures", "Failures recorded in the state file", registry=r)
+        self.link_changes = Counter("fabric_link_changes", "Links declared down or up by the probes",
+                                    ["change"], registry=r)
+        self.reconcile = Histogram("fabric_reconcile_seconds", "Time to write one switch's delta or full reconcile",
+                                   ["switch"], buckets=(.002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5), registry=r)
+        self.primary = Gauge("fabric_primary", "1 where this controller is primary, 0 where backup or down",
+                             ["switch"], registry=r)
+        self.reconnects = Counter("fabric_reconnects", "P4Runtime streams that broke and were reopened",
+                                  ["switch"], registry=r)
+        self.packet_io = Gauge("fabric_probe_packets", "Probe packets through P4Runtime since start (out, in)",
+                               ["way"], registry=r)
+
+    def serve(self, port: int, addr: str = "127.0.0.1") -> None:
+        if port:
+            start_http_server(port, addr=addr, registry=self.registry)
+
+    def set_counters(self, switch: str, rx: list[CounterValue], tx: list[CounterValue], drops: list[CounterValue],
+                     names: dict[int, str]) -> None:
+        """Per-port rx/tx (ports that saw a packet) and drops by reason name, from counter reads."""
+        for v in rx:
+            if v.packets:
+                self.port_rx.labels(switch, str(v.index)).set(v.packets)
+        for v in tx:
+            if v.packets:
+                self.port_tx.labels(switch, str(v.index)).set(v.packets)
+        for v in drops:
+            if v.index and (v.packets or v.index in names):
+                self.drops.labels(switch, names.get(v.index, f"reason_{v.index}")).set(v.packets)

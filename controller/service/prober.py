@@ -1,0 +1,223 @@
+"""Active link probes: packet-out at one end of each fabric link, packet-in at the other, per direction."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from controller.failover import LinkDown
+from controller.p4rt import P4RuntimeError
+from controller.probes import Probe, parse_probe, probe_frame
+from controller.service.detect import Change, Detector, Thresholds, step
+from controller.topology import Topology
+
+
+@dataclass(frozen=True, slots=True)
+class Direction:
+    """One direction of a T0-T1 link: out of `src` port `src_port`, into `dst` port `dst_port`."""
+
+    link: LinkDown
+    link_id: int
+    direction: int  # 0: T0 -> T1, 1: T1 -> T0
+    src: str
+    src_port: int
+    dst: str
+    dst_port: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.src}:{self.src_port}->{self.dst}:{self.dst_port}"
+
+
+def directions(topo: Topology) -> list[Direction]:
+    """Both directions of every T0-T1 link (a T0's uplinks[j] faces T1 j; a T1's downlinks[i] faces T0 i)."""
+    out: list[Direction] = []
+    for p in range(topo.planes):
+        for leaf in topo.t0s(p):
+            for j, spine in enumerate(topo.t1s(p)):
+                link = LinkDown(leaf.name, spine.name)
+                n = len(out) // 2
+                out.append(Direction(link, n, 0, leaf.name, leaf.uplinks[j], spine.name, spine.downlinks[leaf.index]))
+                out.append(Direction(link, n, 1, spine.name, spine.downlinks[leaf.index], leaf.name, leaf.uplinks[j]))
+    return out
+
+
+@dataclass
+class DirectionState:
+    """The detector of one direction with its outstanding probes and last results."""
+
+    d: Direction
+    detector: Detector = field(default_factory=Detector)
+    seq: int = 0
+    outstanding: deque = field(default_factory=deque)  # (seq, sent_ns), oldest first
+    received: dict[int, int] = field(default_factory=dict)  # seq -> delay ns
+    sent: int = 0
+    lost: int = 0
+    last_delay_ms: float | None = None
+    last_probe_t: float | None = None  # wall time of the last outcome
+
+
+# (direction state, change) for each detector change; called on the prober's thread.
+OnChange = Callable[[DirectionState, Change], None]
+
+
+class Prober:
+    """Sends a probe per direction every `period` on sessions that are ready, then drains the
+    packet-ins, declares a probe lost when it has not arrived `timeout` after it left while probes
+    sent after it went through both its switches (or `hard_timeout` after it left), and feeds the
+    detectors. One thread does it all, so the detectors see outcomes in order."""
+
+    def __init__(self, topo: Topology, sessions: Mapping[str, object], thresholds: Thresholds, *,
+                 period: float = 0.01, timeout: float = 0.1, on_change: OnChange,
+                 on_outcome: Callable[[DirectionState, bool, float | None], None] | None = None,
+                 on_stall: Callable[[int, int], None] | None = None, stall_fraction: float = 0.5) -> None:
+        self.sessions = sessions
+        self.thresholds = thresholds
+        self.period = period
+        self.timeout_ns = int(timeout * 1e9)
+        self.hard_timeout_ns = max(int(1e9), 5 * self.timeout_ns)
+        self._sent_progress: dict[str, int] = {}  # switch -> latest send time of its probes that arrived
+        self._recv_progress: dict[str, int] = {}  # switch -> latest send time of probes that arrived there
+        self.on_change = on_change
+        self.on_outcome = on_outcome
+        self.on_stall = on_stall
+        self.stall_fraction = stall_fraction
+        self.stalls = 0
+        self.late = 0  # probes that arrived after they were judged lost
+        self.states = [DirectionState(d) for d in directions(topo)]
+        self._by_key = {(s.d.link_id, s.d.direction): s for s in self.states}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.packets_out = 0
+        self.packets_in = 0
+
+    def start(self) -> None:
+        self._threads = [threading.Thread(target=self._send_loop, name="prober", daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def seed_down(self, links: set[LinkDown]) -> None:
+        """Start these links' detectors down (links the state file records failed): they are
+        restored, and their record removed, once their probes come back M times in a row."""
+        for s in self.states:
+            if s.d.link in links:
+                s.detector = Detector(up=False, reason="recorded failed when the controller started")
+
+    def link_down(self, link: LinkDown) -> bool:
+        """True while either direction's detector holds the link down."""
+        return any(not s.detector.up for s in self.states if s.d.link == link)
+
+    # --- sending and judging ---------------------------------------------------------------
+    def _send_loop(self) -> None:
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            now_ns = time.monotonic_ns()
+            for s in self.states:
+                session = self.sessions[s.d.src]
+                if not session.ready or not self.sessions[s.d.dst].ready:  # type: ignore[attr-defined]
+                    continue  # a probe needs both ends: the plan's punt entry at the far end, its packet-in
+                s.seq += 1
+                try:
+                    session.conn.packet_out(probe_frame(Probe(s.d.link_id, s.d.direction, s.seq, now_ns)),  # type: ignore[attr-defined]
+                                            egress_port=s.d.src_port, _pad=0)
+                except P4RuntimeError:
+                    continue
+                with self._lock:
+                    s.outstanding.append((s.seq, now_ns))
+                s.sent += 1
+                self.packets_out += 1
+            self._drain()
+            self._judge(time.monotonic_ns())
+            next_t += self.period
+            delay = next_t - time.monotonic()
+            if delay < -self.period:  # fell behind (CPU starved): skip, do not burst
+                next_t = time.monotonic()
+            elif delay > 0:
+                self._stop.wait(delay)
+
+    def _due(self, s: DirectionState, seq: int, sent_ns: int, now_ns: int) -> bool:
+        """Whether a probe can be judged: it arrived, or it is `timeout` old and both its switches
+        have since carried a probe sent after it (so it is not merely queued behind a busy switch
+        or a late controller), or it is `hard_timeout` old (a switch that went silent)."""
+        if seq in s.received:
+            return True
+        if sent_ns + self.timeout_ns > now_ns:
+            return False
+        if sent_ns + self.hard_timeout_ns <= now_ns:
+            return True
+        return self._sent_progress.get(s.d.src, 0) > sent_ns and self._recv_progress.get(s.d.dst, 0) > sent_ns
+
+    def _judge(self, now_ns: int) -> None:
+        due: list[tuple[DirectionState, list[tuple[bool, float | None]]]] = []
+        with self._lock:
+            for s in self.states:
+                outcomes: list[tuple[bool, float | None]] = []
+                while s.outstanding and self._due(s, s.outstanding[0][0], s.outstanding[0][1], now_ns):
+                    seq, _ = s.outstanding.popleft()
+                    delay = s.received.pop(seq, None)
+                    outcomes.append((delay is not None, None if delay is None else delay / 1e6))
+                if not s.outstanding:
+                    s.received.clear()
+                if outcomes:
+                    due.append((s, outcomes))
+        lossy = sum(1 for _, outcomes in due if not all(ok for ok, _ in outcomes))
+        if len(self.states) >= 8 and lossy >= self.stall_fraction * len(self.states):
+            # Most directions of unrelated switches lost probes at once: the controller (or the
+            # machine) stalled, not the links. No single failure does this; judge nothing this round.
+            self.stalls += 1
+            if self.on_stall is not None:
+                self.on_stall(lossy, len(self.states))
+            return
+        for s, outcomes in due:
+            for ok, delay_ms in outcomes:
+                s.last_probe_t = time.time()
+                if ok:
+                    s.last_delay_ms = delay_ms
+                else:
+                    s.lost += 1
+                if self.on_outcome is not None:
+                    self.on_outcome(s, ok, delay_ms)
+                s.detector, change = step(s.detector, ok, self.thresholds)
+                if change is not None:
+                    self.on_change(s, change)
+
+    # --- receiving -------------------------------------------------------------------------
+    def _drain(self) -> None:
+        """Take every packet-in the sessions have queued, right before judging: a probe that reached
+        the controller counts as arrived even when this thread was late (a stall of ours is no loss)."""
+        for name, session in self.sessions.items():
+            if not session.ready:  # type: ignore[attr-defined]
+                continue
+            try:
+                for packet in session.conn.packets_in(timeout=0):  # type: ignore[attr-defined]
+                    self._arrived(name, packet.payload, dict(packet.metadata).get("ingress_port"))
+            except P4RuntimeError:
+                continue
+
+    def _arrived(self, name: str, payload: bytes, port: int | None) -> None:
+        now_ns = time.monotonic_ns()
+        probe = parse_probe(payload)
+        if probe is None:
+            return
+        s = self._by_key.get((probe.link, probe.direction))
+        if s is None or s.d.dst != name or s.d.dst_port != port:
+            return
+        self.packets_in += 1
+        with self._lock:
+            if self._sent_progress.get(s.d.src, 0) < probe.sent_ns:
+                self._sent_progress[s.d.src] = probe.sent_ns
+            if self._recv_progress.get(name, 0) < probe.sent_ns:
+                self._recv_progress[name] = probe.sent_ns
+            if s.outstanding and s.outstanding[0][0] <= probe.seq:
+                s.received[probe.seq] = now_ns - probe.sent_ns
+            else:
+                self.late += 1

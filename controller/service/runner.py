@@ -1,0 +1,210 @@
+"""The controller service: sessions, prober, healer, events, metrics and the status file, wired together."""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller import ops
+from controller.failover import LinkDown
+from controller.p4info import P4Info
+from controller.p4rt import P4RuntimeError
+from controller.routes import Options, Program
+from controller.service.detect import Change, Thresholds
+from controller.service.events import EventLog
+from controller.service.healer import Healer
+from controller.service.metrics import Metrics, drop_reason_names
+from controller.service.prober import DirectionState, Prober
+from controller.service.sessions import Role, Session
+from controller.service.status import status_path, write_status
+from controller.statelock import state_lock
+from controller.toolchain import Artifacts
+from controller.topology import Topology
+
+EVENTS_NAME = "fabric-events.jsonl"
+
+
+@dataclass(frozen=True)
+class Config:
+    """How the service runs: probe period and timeout (seconds), detector thresholds, files, ports."""
+
+    period: float = 0.02
+    probe_timeout: float = 0.08
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    election_id: int = 1
+    connect_timeout: float = 2.0
+    metrics_port: int = 0
+    counters_every: float = 5.0  # seconds between per-port/drop counter reads (0: never)
+    status_every: float = 0.5
+    events: Path | None = None  # default: fabric-events.jsonl beside the state file
+    probe: bool = True
+
+
+class FabricService:
+    """`fabricctl run`: start() returns once everything runs; stop() ends it; run_until(event) blocks."""
+
+    def __init__(self, topo: Topology, program: Program, state: Path, config: Config,
+                 options: Options | None = None) -> None:
+        self.topo, self.program, self.state, self.config = topo, program, state, config
+        self.artifacts = Artifacts.of(program)
+        self.p4info = P4Info.load(self.artifacts.p4info)
+        self.events = EventLog(config.events or state.with_name(EVENTS_NAME))
+        self.metrics = Metrics()
+        self.started = time.time()
+        self.sessions: dict[str, Session] = {}
+        self.healer = Healer(topo, program, self.p4info, state, self.sessions, self.events.emit,
+                             on_reconcile=lambda n, s: self.metrics.reconcile.labels(n).observe(s), options=options)
+        for sw in topo.switches:
+            self.sessions[sw.name] = Session(sw, config.election_id, self.artifacts, self.p4info,
+                                             on_primary=self.healer.reconcile_now, notify=self._session_event,
+                                             timeout=config.connect_timeout)
+        self.prober = Prober(topo, self.sessions, config.thresholds, period=config.period,
+                             timeout=config.probe_timeout, on_change=self._link_change, on_outcome=self._outcome,
+                             on_stall=self._stall)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._drop_names = drop_reason_names()
+        self.link_changes = {"down": 0, "up": 0}
+
+    # --- life ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.events.emit("started", election_id=self.config.election_id, period_ms=self.config.period * 1000,
+                         probe_timeout_ms=self.config.probe_timeout * 1000, thresholds=asdict(self.config.thresholds),
+                         switches=len(self.sessions), links=len(self.prober.states) // 2)
+        self.metrics.serve(self.config.metrics_port)
+        with state_lock(self.state):
+            recorded = ops.load_failures(self.topo, self.state)
+        self.prober.seed_down({f for f in recorded if isinstance(f, LinkDown)})
+        self.healer.start()
+        for s in self.sessions.values():
+            s.start()
+        if self.config.probe:
+            self.prober.start()
+        self._threads = [threading.Thread(target=self._status_loop, name="status", daemon=True)]
+        if self.config.counters_every > 0:
+            self._threads.append(threading.Thread(target=self._counters_loop, name="counters", daemon=True))
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.prober.stop()
+        for s in self.sessions.values():
+            s.stop()
+        self.healer.stop()
+        for t in self._threads:
+            t.join(timeout=5)
+        self.events.emit("stopped")
+        self.events.close()
+        try:
+            status_path(self.state).unlink()
+        except OSError:
+            pass
+
+    def run_until(self, stop: threading.Event, duration: float = 0.0) -> None:
+        self.start()
+        try:
+            stop.wait(duration if duration > 0 else None)
+        finally:
+            self.stop()
+
+    # --- callbacks -----------------------------------------------------------------------------
+    def _session_event(self, s: Session, kind: str, fields: dict[str, Any]) -> None:
+        self.events.emit(kind, switch=s.name, **fields)
+        if kind == "stream_broken":
+            self.metrics.reconnects.labels(s.name).inc()
+        if kind == "mastership":
+            self.metrics.primary.labels(s.name).set(1 if fields.get("role") == "primary" else 0)
+        elif kind in ("stream_broken", "switch_unreachable"):
+            self.metrics.primary.labels(s.name).set(0)
+
+    def _link_change(self, st: DirectionState, change: Change) -> None:
+        link = st.d.link
+        down = self.prober.link_down(link)
+        if change is Change.DOWN:
+            self.link_changes["down"] += 1
+        else:
+            self.link_changes["up"] += 1
+        self.metrics.link_changes.labels(change.value).inc()
+        self.events.emit(f"link_{'down' if change is Change.DOWN else 'up'}", link=[link.t0, link.t1],
+                         direction=st.d.label, evidence=st.detector.reason, sent=st.sent, lost=st.lost,
+                         t_mono_ns=time.monotonic_ns())
+        if change is Change.DOWN or not down:  # a link is up again only when both directions are
+            self.metrics.link_up.labels(f"{link.t0}--{link.t1}").set(0 if down else 1)
+            self.healer.link_changed(link, down)
+
+    def _stall(self, lossy: int, total: int) -> None:
+        if self.prober.stalls == 1 or self.prober.stalls % 100 == 0:
+            self.events.emit("probe_stall", lossy_directions=lossy, directions=total, stalls=self.prober.stalls)
+
+    def _outcome(self, st: DirectionState, ok: bool, delay_ms: float | None) -> None:
+        link, way = f"{st.d.link.t0}--{st.d.link.t1}", str(st.d.direction)
+        self.metrics.probes_sent.labels(link, way).inc()
+        if not ok:
+            self.metrics.probes_lost.labels(link, way).inc()
+        elif delay_ms is not None:
+            self.metrics.probe_delay.labels(link, way).set(delay_ms / 1000)
+        self.metrics.probe_loss.labels(link, way).set(st.detector.loss_ratio())
+
+    # --- loops ---------------------------------------------------------------------------------
+    def _status_loop(self) -> None:
+        path = status_path(self.state)
+        while not self._stop.wait(self.config.status_every):
+            try:
+                write_status(path, self.view())
+            except OSError as e:
+                self.events.emit("status_error", error=str(e))
+            self.metrics.packet_io.labels("out").set(self.prober.packets_out)
+            self.metrics.packet_io.labels("in").set(self.prober.packets_in)
+
+    def _counters_loop(self) -> None:
+        while not self._stop.wait(self.config.counters_every):
+            for s in list(self.sessions.values()):
+                if not s.ready:
+                    continue
+                try:
+                    rx = s.conn.read_counter("IngressPipe.port_rx")
+                    tx = s.conn.read_counter("FabricEgress.port_tx")
+                    drops = s.conn.read_counter("IngressPipe.drop_reasons")
+                except (P4RuntimeError, LookupError):
+                    continue
+                self.metrics.set_counters(s.name, rx, tx, drops, self._drop_names)
+
+    def view(self) -> dict[str, Any]:
+        """What `fabricctl status` shows: sessions, per-link health and last probe, recorded failures."""
+        links: dict[str, dict[str, Any]] = {}
+        for st in self.prober.states:
+            key = f"{st.d.link.t0} -- {st.d.link.t1}"
+            entry = links.setdefault(key, {"up": True, "directions": {}})
+            entry["up"] = entry["up"] and st.detector.up
+            entry["directions"][st.d.label] = {
+                "up": st.detector.up, "sent": st.sent, "lost": st.lost, "loss_ratio": round(st.detector.loss_ratio(), 4),
+                "last_probe": st.last_probe_t, "last_delay_ms": None if st.last_delay_ms is None else round(st.last_delay_ms, 3),
+                "reason": st.detector.reason}
+        applied = self.healer.applied
+        return {"pid": os.getpid(), "started": self.started, "updated": time.time(),
+                "election_id": self.config.election_id, "state": str(self.state), "events": str(self.events.path),
+                "period_ms": self.config.period * 1000, "thresholds": asdict(self.config.thresholds),
+                "sessions": {n: {"role": s.role.value, "reconnects": s.reconnects} for n, s in self.sessions.items()},
+                "primary": all(s.role is Role.PRIMARY for s in self.sessions.values()),
+                "links": links, "link_changes": dict(self.link_changes),
+                "applied_failures": None if applied is None else [ops.describe_failure(self.topo, f) for f in sorted(applied, key=str)],
+                "probes": {"out": self.prober.packets_out, "in": self.prober.packets_in, "late": self.prober.late,
+                           "stalls": self.prober.stalls},
+                "rss_kb": _rss_kb(), "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 3)}
+
+
+def _rss_kb() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+

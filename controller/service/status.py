@@ -1,0 +1,64 @@
+"""The running controller's view, written atomically beside the state file for `fabricctl status`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from controller.atomic import write_atomic
+
+STATUS_NAME = ".fabric-service.json"
+
+
+def status_path(state: Path) -> Path:
+    """Where a controller running on this state file publishes its view."""
+    return state.with_name(STATUS_NAME)
+
+
+def write_status(path: Path, doc: dict[str, Any]) -> None:
+    write_atomic(path, json.dumps(doc, indent=1, default=str) + "\n")
+
+
+def read_status(state: Path) -> dict[str, Any] | None:
+    """The view of the controller running on `state`, or None when none runs (no file, dead pid, unreadable)."""
+    path = status_path(state)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    pid = doc.get("pid")
+    if not isinstance(pid, int) or not _alive(pid):
+        return None
+    return doc
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lines(view: dict[str, Any] | None) -> list[str]:
+    """The running controller's view for `fabricctl status`: its role, then each link's health and last probe."""
+    if view is None:
+        return []
+    roles = [s["role"] for s in view.get("sessions", {}).values()]
+    out = [f"controller: pid {view['pid']}, election id {view.get('election_id')}, "
+           f"{roles.count('primary')} primary / {roles.count('backup')} backup / {roles.count('down')} down"]
+    for name, link in sorted(view.get("links", {}).items()):
+        dirs = link.get("directions", {}).values()
+        lost = sum(d["lost"] for d in dirs)
+        sent = sum(d["sent"] for d in dirs)
+        delays = [d["last_delay_ms"] for d in dirs if d.get("last_delay_ms") is not None]
+        last = max((d["last_probe"] or 0 for d in dirs), default=0)
+        ago = f"{max(0.0, view.get('updated', last) - last):.1f}s ago" if last else "never"
+        why = "; ".join(d["reason"] for d in dirs if not d["up"] and d.get("reason"))
+        out.append(f"  link {name}: {'up' if link['up'] else 'DOWN'}, probes {sent - lost}/{sent} back, "
+                   f"last {ago}" + (f", delay {max(delays):.2f} ms" if delays else "") + (f" ({why})" if why else ""))
+    return out
