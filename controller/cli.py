@@ -898,6 +898,9 @@ def p4_compile(programs: tuple[str, ...], out_dir: Path, as_json: bool) -> None:
 from mininet_labs.cli import lab as _lab  # noqa: E402
 
 cli.add_command(_lab)
+from controller.evs_cli import evs as _evs  # noqa: E402  (endpoint mode: each host's EVs)
+
+cli.add_command(_evs)
 
 # --- analyze and topo draw (controller.analysis: failure analysis of designs, drawings) -------
 
