@@ -72,6 +72,24 @@ def host_evs(fabric: Fabric, host: str, dsts: list[str] | None = None) -> dict[s
     return out
 
 
+LEAF_CHOICE = (1 << SPINE_BITS) - 1  # the spine field of a leaf-spray EV: the leaf chooses the spine
+
+
+def leaf_spray(doc: dict[str, Any]) -> dict[str, Any]:
+    """An export for the baseline: per destination one EV per plane without a carrier (the host sends
+    plain RoCEv2 and the leaf sprays it over its spines, as without endpoint mode)."""
+    hosts: dict[str, Any] = {}
+    for host, dsts in doc["hosts"].items():
+        hosts[host] = {}
+        for dst, evs in dsts.items():
+            planes: dict[int, dict[str, Any]] = {}
+            for e in evs:
+                planes.setdefault(e["plane"], {**e, "id": ev_id(e["plane"], LEAF_CHOICE), "spine": LEAF_CHOICE,
+                                               "carrier": "", "usids": [], "spine_name": "leaf's choice"})
+            hosts[host][dst] = [planes[p] for p in sorted(planes)]
+    return {**doc, "hosts": hosts}
+
+
 def export(fabric: Fabric, hosts: list[str] | None = None) -> dict[str, Any]:
     """The EV export of every (or the named) host: {"hosts": {host: {dst: [ev, ...]}}}."""
     names = hosts if hosts is not None else list(fabric.topo.hosts)

@@ -21,7 +21,7 @@ from typing import Any
 
 from controller import ops
 from controller.atomic import write_atomic
-from controller.evs import export
+from controller.evs import export, leaf_spray
 from controller.routes import Options
 from mininet_labs.lab import Lab, LabError, _wait_files, _with_repo_path, wait_senders_receivers
 
@@ -31,6 +31,7 @@ class Workload:
     """What every sender sends to each of its destinations, and how (see `python3 -m endpoint send --help`)."""
 
     policy: str = "health"
+    mode: str = "host"  # host: the hosts write the carriers (endpoint mode); leaf: plain RoCEv2, the leaves spray
     qps: int = 4
     messages: int = 256
     per_message: int = 1
@@ -61,9 +62,11 @@ def enable(lab: Lab) -> None:
         raise LabError(f"installing endpoint mode failed: {bad[0].error}")
 
 
-def export_evs(lab: Lab, path: Path) -> Path:
-    """Every host's EVs from the lab's healthy plan (hosts route around failures themselves)."""
-    write_atomic(path, json.dumps(export(ops.fabric(lab.model, "srv6_spray")), indent=1) + "\n")
+def export_evs(lab: Lab, path: Path, mode: str = "host") -> Path:
+    """Every host's EVs from the lab's healthy plan (hosts route around failures themselves); mode
+    "leaf": one EV per plane without a carrier, the baseline where the leaves spray."""
+    doc = export(ops.fabric(lab.model, "srv6_spray"))
+    write_atomic(path, json.dumps(leaf_spray(doc) if mode == "leaf" else doc, indent=1) + "\n")
     return path
 
 
@@ -119,7 +122,7 @@ def start(lab: Lab, pairs: Sequence[tuple[str, str]], work: Workload, *, start_d
     """Start a receiver on every destination and a sender on every source (its destinations together)."""
     run_dir = lab.dir / "endpoint" / str(time.monotonic_ns())
     run_dir.mkdir(parents=True)
-    evs = export_evs(lab, run_dir / "evs.json")
+    evs = export_evs(lab, run_dir / "evs.json", work.mode)
     topo = str(lab.topology_path)
     dests: dict[str, list[str]] = {}
     expect: dict[str, int] = {}

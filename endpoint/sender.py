@@ -217,10 +217,11 @@ class SenderCore:
             return
         self._acked(q, seq, now, now_ns, out)
         table[ack.ev].on_ack(now, now - out.tx, ack.ce)
-        # One EV is one FIFO path: what was sent on it before this packet and is still unacknowledged is lost.
-        for other in list(q_ for q_ in self._on_ev(dst, ack.ev) if q_[1].ev_seq < ack.ev_seq):
-            oq, o = other
-            self._lost(oq, o, now, "sack")
+        # An EV with a carrier is one FIFO path: what was sent on it before this packet and is still
+        # unacknowledged is lost. (A leaf-spray EV is many paths: there, only timeouts tell.)
+        if self.evs[dst][ack.ev].carrier:
+            for oq, o in [x for x in self._on_ev(dst, ack.ev) if x[1].ev_seq < ack.ev_seq]:
+                self._lost(oq, o, now, "sack")
 
     def _acked(self, q: QpState, seq: int, now: float, now_ns: int, out: Outstanding | None) -> None:
         if out is not None:
@@ -295,6 +296,7 @@ class SenderCore:
                 "per_ev": {str(k): v for k, v in sorted(q.per_ev.items())},
                 "loss_span_ms": round((lost[-1] - lost[0]) * 1e3, 3) if lost else None,
                 "first_loss_s": lost[0] if lost else None, "last_loss_s": lost[-1] if lost else None,
+                "lost_at_s": [round(t, 4) for t in lost],
                 "max_recovery_ms": round(max(q.recovery) * 1e3, 3) if q.recovery else None})
         return {"host": self.host, "policy": self.policy.name, "config": vars(self.config),
                 "evs": {d: [{**t.to_json(), "spine": self.evs[d][t.ev].spine_name, "plane": self.evs[d][t.ev].plane}

@@ -97,7 +97,10 @@ def _mac(text: str) -> bytes:
 
 
 def encap(smac: str, dmac: str, src: str, carrier: str, inner_frame: bytes, *, tc: int = ECT0, hlim: int = 64) -> bytes:
-    """H.Encaps of an Ethernet frame's IPv6 packet: Ethernet / outer IPv6 (nh 41) to `carrier` / the inner packet."""
+    """H.Encaps of an Ethernet frame's IPv6 packet: Ethernet / outer IPv6 (nh 41) to `carrier` / the inner
+    packet; no carrier (a leaf-spray EV): the frame as it is, the leaf encapsulates."""
+    if not carrier:
+        return inner_frame
     inner = inner_frame[14:]
     outer = (struct.pack("!IHBB", 6 << 28 | tc << 20, len(inner), PROTO_IPV6, hlim)
              + socket.inet_pton(socket.AF_INET6, src) + socket.inet_pton(socket.AF_INET6, carrier))
