@@ -899,8 +899,10 @@ from mininet_labs.cli import lab as _lab  # noqa: E402
 
 cli.add_command(_lab)
 from controller.evs_cli import evs as _evs  # noqa: E402  (endpoint mode: each host's EVs)
+from endpoint.cli import endpoint as _endpoint  # noqa: E402  (endpoint-mode scenarios on a lab)
 
 cli.add_command(_evs)
+cli.add_command(_endpoint)
 
 # --- analyze and topo draw (controller.analysis: failure analysis of designs, drawings) -------
 

@@ -33,6 +33,8 @@ class EvConfig:
     recover_acks: int = 16  # clean ACKs in a row that bring a SUSPECT EV back to GOOD
     forgive: float = 0.5  # a GOOD EV without loss this long forgets its past failures (probe backoff)
     ecn_suspect: bool = True  # an ECN-CE echo makes a GOOD EV SUSPECT (congestion)
+    reorder_window: float = 0.005  # RACK: a packet sent this much before an acknowledged one (and older than
+    # an RTT plus this) is lost, on whatever EV
 
 
 @dataclass

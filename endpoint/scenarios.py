@@ -54,7 +54,7 @@ class Schedule:
     probe_ms: float = 20.0
     evs_per_qp: int = 0
     bin_ms: float = 20.0
-    start_delay: float = 1.5
+    start_delay: float = 2.5  # for the sender processes to come up on a busy machine: all start together
 
 
 @dataclass
@@ -178,7 +178,8 @@ def summarize(lab: Lab, fault: Fault, mode: str, report: EndpointReport, events:
                 for e in table:
                     if e["ev"] in faulty:
                         trans = [[round(t - t0, 4), a, b, why] for t, a, b, why in e["transitions"]]
-                        failed = next((t for t, _, b, _ in trans if b == "failed" and t >= fault_s), None)
+                        # detected: its first step out of GOOD after the fault (a SUSPECT EV is not used while GOOD ones are)
+                        failed = next((t for t, _, b, _ in trans if b in ("suspect", "failed") and t >= fault_s), None)
                         back = next((t for t, _, b, why in trans if b == "good" and t >= repair_s), None)
                         evs.append({"sender": s, "dst": dst, "ev": e["ev"], "spine": e["spine"], "plane": e["plane"],
                                     "detected_ms": None if failed is None else round((failed - fault_s) * 1e3, 2),
@@ -198,7 +199,8 @@ def summarize(lab: Lab, fault: Fault, mode: str, report: EndpointReport, events:
         window_bins = series[lo:hi]
         return round(sum(window_bins) / ((hi - lo) * bin_ms / 1000), 1) if hi > lo and window_bins else None
 
-    healthy, during = rate(0.2, fault_s), rate(fault_s, repair_s)
+    began = max((d["start_ns"] - report.started_ns) / 1e9 for d in report.senders.values())
+    healthy, during = rate(max(0.2, began + 0.2), fault_s), rate(fault_s, repair_s)
     reorder: dict[str, int] = {}
     for r in report.receivers.values():
         for q in r["qps"]:
@@ -212,7 +214,8 @@ def summarize(lab: Lab, fault: Fault, mode: str, report: EndpointReport, events:
         "qps_on_fault": len(on), "qps_elsewhere": len(off),
         "lost_first_try_on_fault": sum(q["lost_first_try"] for q in on),
         "lost_first_try_elsewhere": sum(q["lost_first_try"] for q in off),
-        "lost_outside_fault": sum(q["lost_outside_fault"] for q in qps),  # spurious timeouts (RTT spikes) and the like
+        "lost_outside_fault": sum(q["lost_outside_fault"] for q in qps),
+        "spurious": sum(q["spurious"] for s_ in report.senders.values() for q in s_["qps"]),  # spurious timeouts (RTT spikes) and the like
         "loss_window_ms": {"median": statistics.median(windows) if windows else None,
                            "max": max(windows) if windows else None, "qps_with_loss": len(windows)},
         "min_rto_ms": sch.min_rto_ms,

@@ -41,6 +41,7 @@ class Outstanding:
     tx_ns: int
     attempt: int
     first_tx: float
+    first_tx_ns: int
 
 
 @dataclass
@@ -58,8 +59,9 @@ class QpState:
     next_seq: int = 0
     acked: set[int] = field(default_factory=set)
     outstanding: dict[int, Outstanding] = field(default_factory=dict)
-    first_tx: dict[int, float] = field(default_factory=dict)
-    lost_first_tx: list[float] = field(default_factory=list)  # first-send times of packets whose first try was lost
+    first_tx: dict[int, tuple[float, int]] = field(default_factory=dict)
+    lost_first_tx: dict[int, tuple[float, int]] = field(default_factory=dict)  # seq -> first send (s, ns), first try lost
+    spurious: int = 0  # declared lost, then the first try's ACK came after all (an RTT spike, not a loss)
     retransmitted: int = 0
     trims: int = 0
     ecn: int = 0
@@ -137,6 +139,7 @@ class SenderCore:
         self.ev_bins: dict[int, dict[int, int]] = {}  # per EV (dst-independent id) data packets sent per bin
         self.stalls = 0
         self.late_acks = 0
+        self.reorder_window = (ev_config or EvConfig()).reorder_window  # RACK's, doubled on each spurious loss
 
     # --- what to send ----------------------------------------------------------------------------
     @property
@@ -170,9 +173,9 @@ class SenderCore:
         key = (q.dst, ev)
         ev_seq = self.ev_seq.get(key, 0)
         self.ev_seq[key] = ev_seq + 1
-        first = q.first_tx.setdefault(seq, now)
+        first, first_ns = q.first_tx.setdefault(seq, (now, now_ns))
         prev_attempts = q.outstanding.pop(seq).attempt if seq in q.outstanding else 0
-        q.outstanding[seq] = Outstanding(seq, ev, ev_seq, now, now_ns, max(attempt, prev_attempts), first)
+        q.outstanding[seq] = Outstanding(seq, ev, ev_seq, now, now_ns, max(attempt, prev_attempts), first, first_ns)
         q.per_ev[ev] = q.per_ev.get(ev, 0) + 1
         self.tables[q.dst][ev].on_sent(now)
         b = self._bin(now_ns)
@@ -208,6 +211,11 @@ class SenderCore:
         if ack.ce:
             q.ecn += 1
         if out is None or out.tx_ns != ack.tx_ns:  # an earlier transmission's ACK, or a duplicate
+            lost = q.lost_first_tx.get(seq)
+            if lost is not None and lost[1] == ack.tx_ns:  # the first try arrived after all
+                del q.lost_first_tx[seq]
+                q.spurious += 1
+                self.reorder_window = min(2 * self.reorder_window, 0.05)  # RFC 8985 7.2: widen on a spurious loss
             if seq in q.acked:
                 q.duplicate_acks += 1
             else:
@@ -222,6 +230,12 @@ class SenderCore:
         if self.evs[dst][ack.ev].carrier:
             for oq, o in [x for x in self._on_ev(dst, ack.ev) if x[1].ev_seq < ack.ev_seq]:
                 self._lost(oq, o, now, "sack")
+        # RACK (RFC 8985), per QP: a packet of this QP sent a reordering window before the one now acknowledged,
+        # and older than an RTT plus that window, is lost whatever its EV; a dead EV shows in about an RTT.
+        reo = self.reorder_window
+        srtt = table[ack.ev].stats.srtt or 0.0
+        for o in [o for o in q.outstanding.values() if o.tx + reo < out.tx and now - o.tx > srtt + reo]:
+            self._lost(q, o, now, "sack")
 
     def _acked(self, q: QpState, seq: int, now: float, now_ns: int, out: Outstanding | None) -> None:
         if out is not None:
@@ -242,7 +256,7 @@ class SenderCore:
         q.outstanding.pop(out.seq, None)
         self.policy.on_done(q.flow, out.ev)
         if out.attempt == 0:
-            q.lost_first_tx.append(out.first_tx)
+            q.lost_first_tx[out.seq] = (out.first_tx, out.first_tx_ns)
         before = table[out.ev].state
         if how == "sack":
             table[out.ev].on_sack_loss(now)
@@ -288,11 +302,11 @@ class SenderCore:
     def to_json(self) -> dict[str, Any]:
         qps = []
         for q in self.order:
-            lost = sorted(q.lost_first_tx)
+            lost = sorted(t for t, _ in q.lost_first_tx.values())
             qps.append({
                 "dst": q.dst, "qp": q.qp, "evs": q.table.ids, "total": q.total, "acked": len(q.acked),
                 "lost_first_try": len(lost),
-                "retransmitted": q.retransmitted, "trims": q.trims, "ecn": q.ecn, "duplicate_acks": q.duplicate_acks,
+                "retransmitted": q.retransmitted, "spurious": q.spurious, "trims": q.trims, "ecn": q.ecn, "duplicate_acks": q.duplicate_acks,
                 "per_ev": {str(k): v for k, v in sorted(q.per_ev.items())},
                 "loss_span_ms": round((lost[-1] - lost[0]) * 1e3, 3) if lost else None,
                 "first_loss_s": lost[0] if lost else None, "last_loss_s": lost[-1] if lost else None,
@@ -302,5 +316,5 @@ class SenderCore:
                 "evs": {d: [{**t.to_json(), "spine": self.evs[d][t.ev].spine_name, "plane": self.evs[d][t.ev].plane}
                             for t in table.health.values()] for d, table in self.tables.items()},
                 "qps": qps, "probes_sent": self.probes_sent, "stalls": self.stalls, "late_acks": self.late_acks,
-                "acked_bins": {str(k): v for k, v in sorted(self.acked_bins.items())},
+                "reorder_window_ms": round(self.reorder_window * 1e3, 3), "acked_bins": {str(k): v for k, v in sorted(self.acked_bins.items())},
                 "ev_bins": {str(e): {str(k): v for k, v in sorted(b.items())} for e, b in sorted(self.ev_bins.items())}}
