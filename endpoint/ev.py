@@ -1,7 +1,7 @@
 """The EV table: per entropy value (one static SRv6 path) a health state machine with RTT, loss and ECN stats.
 
 States (MRC, seed 002): GOOD (used), SUSPECT (a loss inferred from a selective ACK, an ECN-CE echo
-or a trimmed packet: used only when no GOOD EV is left), FAILED (a retransmission timeout, or a
+or a trimmed packet: used only when no GOOD EV is left, probed after a probe interval), FAILED (a retransmission timeout, or a
 second loss while suspect: not used for data; probed in the background), PROBING (a probe is in
 flight: its ACK brings the EV back to GOOD, its timeout back to FAILED with a longer probe
 interval). Times are seconds on one monotonic clock, given by the caller (`now`), so the machine
@@ -91,6 +91,12 @@ class EvHealth:
             self.transitions.append((round(now, 6), self.state.value, to.value, why))
             self.state = to
 
+    def _suspect(self, now: float, why: str) -> None:
+        """GOOD -> SUSPECT: used only when no GOOD EV is left, so it is probed like a failed one (a probe's
+        answer brings it back, its timeout fails it); without that an unused suspect EV would stay so."""
+        self.next_probe = now + self.config.probe_interval
+        self._go(now, EvState.SUSPECT, why)
+
     def _fail(self, now: float, why: str) -> None:
         interval = min(self.config.max_probe_interval, self.config.probe_interval * 2 ** self.strikes)
         self.strikes += 1
@@ -119,7 +125,7 @@ class EvHealth:
             s.ecn += 1
             self.clean = 0
             if self.config.ecn_suspect and self.state == EvState.GOOD:
-                self._go(now, EvState.SUSPECT, "ecn")
+                self._suspect(now, "ecn")
             return
         self.clean += 1
         if self.state == EvState.SUSPECT and self.clean >= self.config.recover_acks:
@@ -140,7 +146,7 @@ class EvHealth:
         self.last_loss = now
         self.clean = 0
         if self.state == EvState.GOOD:
-            self._go(now, EvState.SUSPECT, "sack loss")
+            self._suspect(now, "sack loss")
         elif self.state == EvState.SUSPECT:
             self._fail(now, "second loss while suspect")
 
@@ -149,11 +155,11 @@ class EvHealth:
         self.stats.nacks += 1
         self.clean = 0
         if self.state == EvState.GOOD:
-            self._go(now, EvState.SUSPECT, "trimmed")
+            self._suspect(now, "trimmed")
 
     # --- probing -------------------------------------------------------------------------------
     def probe_due(self, now: float) -> bool:
-        return self.state == EvState.FAILED and now >= self.next_probe
+        return self.state in (EvState.FAILED, EvState.SUSPECT) and now >= self.next_probe
 
     def on_probe_sent(self, now: float) -> None:
         self.stats.probes += 1

@@ -292,7 +292,7 @@ class SenderCore:
                 t = min(t, o.tx + table[o.ev].rto() * (2 ** min(o.attempt, 3)))
         for table in self.tables.values():
             for h in table.health.values():
-                if h.state == EvState.FAILED:
+                if h.state in (EvState.FAILED, EvState.SUSPECT):
                     t = min(t, h.next_probe)
                 elif h.state == EvState.PROBING:
                     t = min(t, h.probe_deadline)

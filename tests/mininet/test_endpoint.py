@@ -26,19 +26,19 @@ def test_host_ev_spraying_crosses_every_spine_and_plane_and_delivers_everything_
     leaf = lab.model.switch("p0-t0-0")
     cells = [("p0-t0-0", PORT_TX, p) for p in leaf.uplinks] + [("p0-t0-0", PATH_PACKETS, j) for j in range(2)]
     before = read_cells(lab, cells)
-    report = ep.start(lab, PAIRS, ep.Workload(policy="health", messages=96, rate=800, duration=20)).wait()
+    report = ep.start(lab, PAIRS, ep.Workload(policy="health", messages=192, rate=800, duration=20)).wait()
     after = read_cells(lab, cells)
     t = report.totals()
     # (duplicates are allowed: a retransmission after an RTT spike on a busy machine delivers a PSN twice)
-    assert (t["expected"], t["received"], t["lost"], t["icrc_bad"]) == (4 * 96, 4 * 96, 0, 0)
+    assert (t["expected"], t["received"], t["lost"], t["icrc_bad"]) == (4 * 192, 4 * 192, 0, 0)
     for r in report.receivers.values():
         assert r["unknown"] == 0
         for q in r["qps"]:
             assert sorted(map(int, q["per_ev"])) == [0, 1, 1024, 1025]  # both spines of both planes
-            assert sum(q["per_ev"].values()) == q["received"] == 24
+            assert sum(q["per_ev"].values()) == q["received"] == 48
     delta = {k: after[k] - before[k] for k in after}
     tx = [v for k, v in delta.items() if PORT_TX in k]
-    assert all(v >= 24 for v in tx)  # both uplinks of the leaf carried host-encapsulated packets
+    assert all(v >= 48 for v in tx)  # both uplinks of the leaf carried host-encapsulated packets
     assert all(v == 0 for k, v in delta.items() if PATH_PACKETS in k)  # the leaf's own spraying was not used
     assert all(s["complete"] and s["policy"] == "health" for s in report.senders.values())
 
@@ -62,7 +62,7 @@ def test_a_cut_link_is_routed_around_by_the_hosts_alone_and_probed_back_after_re
     assert len(m.evs) == 2 and {e["ev"] for e in m.evs} == faulty(lab, "h0", "h2", t0, t1) == {1}
     for e in m.evs:
         states = [(a, b) for _, a, b, _ in e["transitions"]]
-        assert ("good", "failed") in states and ("probing", "good") in states
+        assert states[0] in (("good", "suspect"), ("good", "failed")) and ("probing", "good") in states
         assert e["sent_while_failed"] == 0 and e["detected_ms"] is not None and e["restored_ms"] is not None
         assert e["timeouts"] >= 1 and e["probes"] >= 1
     # the EV carried data again after the repair

@@ -57,6 +57,20 @@ def test_a_sack_loss_makes_an_ev_suspect_and_a_second_one_fails_it():
     assert h.stats.sack_losses == 2 and h.stats.losses == 2
 
 
+def test_an_unused_suspect_ev_is_probed_failed_on_silence_and_restored_on_an_answer():
+    h = EvHealth(2, CFG)
+    h.on_sack_loss(1.0)
+    assert not h.probe_due(1.019) and h.probe_due(1.0201)
+    h.on_probe_sent(1.0201)
+    h.tick(1.0201 + CFG.min_rto)  # the cut path: no answer
+    assert h.state == EvState.FAILED
+    h.on_probe_sent(h.next_probe)
+    h.on_probe_ack(h.next_probe + 0.001)
+    assert [x[1:] for x in h.transitions] == [("good", "suspect", "sack loss"), ("suspect", "probing", "probe sent"),
+                                              ("probing", "failed", "probe timeout"), ("failed", "probing", "probe sent"),
+                                              ("probing", "good", "probe acked")]
+
+
 def test_a_suspect_ev_recovers_after_enough_clean_acks_but_ce_resets_the_count():
     h = EvHealth(3, CFG)
     h.on_sack_loss(0.0)
