@@ -36,22 +36,37 @@ LAB = Path(__file__).parent / "data" / "two_plane_lab.yaml"
 SMAC, DMAC = "02:48:00:00:00:00", "02:5f:00:00:00:00"
 
 
+def lpm(ents: list, table: str, addr: str):  # noqa: ANN001, ANN201
+    """The entry of `table` whose dst_addr prefix matches `addr` longest (as the switch would pick)."""
+    a = ipaddress.IPv6Address(addr)
+    hits = [e for e in ents if getattr(e, "table", None) == table
+            and a in ipaddress.IPv6Network(f"{e.match[0][1].value}/{e.match[0][1].prefix_len}")]
+    return max(hits, key=lambda e: e.match[0][1].prefix_len, default=None)
+
+
 def plan_carriers(f: Fabric, src_host: str, dst_host: str) -> set[int]:
     """The carriers the plan gives the source host's leaves towards the destination host: block | a
-    spray member's spine uSID | the spray_dest entry's destination uSIDs, read from the entities."""
+    spray member's spine uSID | the destination uSIDs of the spray_dest entry the destination's address
+    matches (given, or derived from the address: t0_usid_base + address bits 95..80, then decap_usid)."""
     out = set()
     topo = f.topo
     p = plan(f)
     for src, dst in zip(topo.hosts[src_host], topo.hosts[dst_host]):
-        leaf = topo.t0(src.plane, src.t0)
-        ents = p[leaf.name]
-        prefix = f"{f.sids.host_v6_text(dst.plane, dst.t0, 0).rsplit(':', 1)[0]}"  # the destination's /64
-        dest = next(e for e in ents if getattr(e, "table", None) == SPRAY_DEST and str(e.match[0][1].value).startswith(prefix))
-        paths = next(e for e in ents if getattr(e, "table", None) == SPRAY_PATHS and e.match == dest.match)
+        ents = list(p[topo.t0(src.plane, src.t0).name])
+        addr = f.sids.host_v6_text(dst.plane, dst.t0, dst.slot)
+        dest = lpm(ents, SPRAY_DEST, addr)
+        params = dict(dest.params) if dest is not None else {}
+        if "dst_usids" in params:
+            dst_usids = int(params["dst_usids"])
+        elif "t0_usid_base" in params:
+            leaf_bits = int(ipaddress.IPv6Address(addr)) >> 80 & 0xFFFF
+            dst_usids = (int(params["t0_usid_base"]) + leaf_bits) << 16 | int(params["decap_usid"])
+        else:
+            continue  # local_leaf / no_path: no carrier
+        paths = lpm(ents, SPRAY_PATHS, addr)
         group = next(e for e in ents if getattr(e, "group_id", None) == paths.group_id and hasattr(e, "members"))
         members = [e for e in ents if getattr(e, "profile", None) == SPRAY_SELECTOR and hasattr(e, "member_id")
                    and e.member_id in group.members]
-        dst_usids = int(dict(dest.params)["dst_usids"])
         for m in members:
             out.add(f.sids.block << 96 | int(dict(m.params)["spine_usid"]) << 80 | dst_usids << 48)
     return out
