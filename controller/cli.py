@@ -906,6 +906,12 @@ cli.add_command(_lab)
 cli.add_command(service_cli.run_cmd)
 cli.add_command(service_cli.events_cmd)
 
+from controller.evs_cli import evs as _evs  # noqa: E402  (endpoint mode: each host's EVs)
+from endpoint.cli import endpoint as _endpoint  # noqa: E402  (endpoint-mode scenarios on a lab)
+
+cli.add_command(_evs)
+cli.add_command(_endpoint)
+
 # --- analyze and topo draw (controller.analysis: failure analysis of designs, drawings) -------
 
 from controller.analysis.cli import analyze as _analyze, topo_draw as _topo_draw  # noqa: E402

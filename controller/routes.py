@@ -146,6 +146,7 @@ class Options:
     dest_modes: tuple[tuple[int, int, int], ...] = ()  # (plane, dst leaf, mode)
     pins: tuple[Pin, ...] = ()
     host_pins: tuple[HostPin, ...] = ()
+    host_source_routing: bool = False  # endpoint mode (issue 10): leaves accept host-encapsulated SRv6 from host ports
 
 
 @dataclass(frozen=True)

@@ -327,19 +327,7 @@ class TrafficRun:
             return self.report
         run = self.dir
         try:
-            for src, p in self.senders.items():
-                if p.wait(timeout=self.timeout) != 0:
-                    raise LabError(f"sender on {src} failed: {_tail(run / f'send-{src}.err')}")
-            # Receivers stop by themselves once all came; give stragglers a moment, then stop them.
-            grace = time.monotonic() + 3.0
-            for dst, p in self.receivers.items():
-                try:
-                    p.wait(timeout=max(0.1, grace - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    p.send_signal(signal.SIGTERM)
-                    p.wait(timeout=10)
-                if p.returncode != 0:
-                    raise LabError(f"receiver on {dst} failed: {_tail(run / f'recv-{dst}.err')}")
+            wait_senders_receivers(self.senders, self.receivers, run, self.timeout)
         finally:
             self.kill()
         sent = {s: tr.SendResult.from_json(json.loads((run / f"send-{s}.json").read_text())) for s in self.senders}
@@ -354,6 +342,24 @@ class TrafficRun:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def wait_senders_receivers(senders: Mapping[str, subprocess.Popen[Any]], receivers: Mapping[str, subprocess.Popen[Any]],
+                           run: Path, timeout: float, what: str = "") -> None:
+    """Wait for the senders, then the receivers (they stop by themselves once all came; stragglers get a
+    moment, then SIGTERM); LabError naming the first that failed, with the end of its stderr file."""
+    for src, p in senders.items():
+        if p.wait(timeout=timeout) != 0:
+            raise LabError(f"{what}sender on {src} failed: {_tail(run / f'send-{src}.err')}")
+    grace = time.monotonic() + 3.0
+    for dst, p in receivers.items():
+        try:
+            p.wait(timeout=max(0.1, grace - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=10)
+        if p.returncode != 0:
+            raise LabError(f"{what}receiver on {dst} failed: {_tail(run / f'recv-{dst}.err')}")
 
 
 # --- the lab --------------------------------------------------------------------------------

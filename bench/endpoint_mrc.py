@@ -1,0 +1,132 @@
+"""Endpoint-mode benchmark (root, Mininet, bmv2; prints JSON): host EV spraying against leaf spraying + the
+controller, on a lab of 2 planes x 4 T1 x 2 T0 x 2 hosts, all in one process and one lab:
+
+- cut: the loss window of host EV mode (fault to a QP's last first-try loss) against the sender's
+  minimum RTO (aim <= 3x) and against the controller path in the same run (aim >= 10x shorter);
+- gray 10% (and 1%): goodput during the fault over healthy, health-aware against oblivious spraying
+  (aim: health-aware >= 95%);
+- blackhole (one direction) and slow path (tbf on one uplink): the same table;
+- seed 003's question, single-path (Ethereal: each message split into equal parts, each part on the
+  least-loaded EV) against per-packet spraying, healthy and under each fault.
+
+    P4_TOOLCHAIN_BIN=/opt/p4-toolchain/bin flock /tmp/srv6-heavy.lock .venv/bin/python bench/endpoint_mrc.py --runs 3
+
+Not a test: Python senders and receivers and bmv2 on two shared cores; RTTs of 1-3 ms with spikes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from endpoint.scenarios import Schedule, compare  # noqa: E402
+from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
+
+T0, T1 = "p0-t0-0", "p0-t1-1"
+
+
+def spread(values: list[float]) -> dict[str, Any]:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return {"n": 0}
+    return {"median": round(statistics.median(vals), 3), "min": round(min(vals), 3), "max": round(max(vals), 3),
+            "n": len(vals)}
+
+
+def digest(mode: dict[str, Any]) -> dict[str, Any]:
+    s = mode["summary"]
+    return {"lost_first_try": s["lost_first_try"], "retransmitted": s["retransmitted"], "lost": s["lost"],
+            "complete": s["complete"], "loss_window_ms": s["loss_window_ms"], "goodput": s["goodput_pps"],
+            "reorder": s["reorder"], "ecn": s["ecn"], "trimmed": s["trimmed"], "evs_detected_ms": s["evs_detected_ms"],
+            "evs_sent_while_failed": s["evs_sent_while_failed"], "lost_outside_fault": s["lost_outside_fault"],
+            "max_recovery_ms": max((q["max_recovery_ms"] or 0 for q in mode["qps"]), default=0),
+            "windows_ms": [q["loss_window_ms"] for q in mode["qps"] if q["loss_window_ms"] is not None]}
+
+
+def late_share(reorder: dict[str, int]) -> float:
+    total = sum(reorder.values()) or 1
+    return round(1 - reorder.get("0", 0) / total, 4)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3, help="runs of the cut and gray 10%% comparisons")
+    ap.add_argument("--rate", type=float, default=500.0, help="packets/s per sender")
+    ap.add_argument("--min-rto-ms", type=float, default=25.0)
+    ap.add_argument("--grpc-base-port", type=int, default=52600 + os.getpid() % 20 * 20)
+    args = ap.parse_args()
+    why = prerequisites()
+    if why:
+        print(json.dumps({"error": why}))
+        return 2
+    sch = Schedule(rate=args.rate, min_rto_ms=args.min_rto_ms)
+    out: dict[str, list[dict[str, Any]]] = {}
+
+    def run(name: str, kind: str, modes: tuple[str, ...], lab: Lab, **kw: Any) -> None:
+        c = compare(lab, kind, T0, T1, modes=modes, schedule=sch, **kw).to_json()
+        out.setdefault(name, []).append({m["mode"]: digest(m) for m in c["modes"]})
+        print(f"# {name}: " + ", ".join(f"{m['mode']} lost1st {m['summary']['lost_first_try']} goodput "
+                                       f"x{m['summary']['goodput_pps']['ratio']}" for m in c["modes"]), file=sys.stderr)
+
+    with tempfile.TemporaryDirectory(prefix="endpoint-mrc-") as d, \
+            Lab(default_topology(2, 4, 2, 2, grpc_base_port=args.grpc_base_port), d, tag=f"b{os.getpid() % 100}") as lab:
+        for _ in range(args.runs):
+            run("cut", "cut", ("leaf", "host", "host-spray", "host-ethereal"), lab)
+            run("gray10", "gray", ("host", "host-spray", "host-ethereal"), lab, percent=10)
+        run("gray1", "gray", ("host", "host-spray", "host-ethereal"), lab, percent=1)
+        run("blackhole", "blackhole", ("leaf", "host", "host-spray", "host-ethereal"), lab)
+        run("slow", "slow", ("host", "host-spray", "host-ethereal"), lab, rate="200kbit")
+
+    def per_mode(name: str, mode: str, key: str) -> list[Any]:
+        return [r[mode][key] for r in out.get(name, []) if mode in r]
+
+    host_w = [w for ws in per_mode("cut", "host", "windows_ms") for w in ws]
+    leaf_w = [w for ws in per_mode("cut", "leaf", "windows_ms") for w in ws]
+    ratios = [statistics.median(lw) / statistics.median(hw) for lw, hw in
+              zip(per_mode("cut", "leaf", "windows_ms"), per_mode("cut", "host", "windows_ms")) if lw and hw]
+    gp = {m: [g["ratio"] for g in per_mode("gray10", m, "goodput")] for m in ("host", "host-spray", "host-ethereal")}
+    doc = {
+        "bench": "endpoint_mrc", "lab": "2 planes x 4 T1 x 2 T0 x 2 hosts, srv6_spray; h0->h2 and h1->h3, 4 QPs each",
+        "schedule": vars(sch), "runs": args.runs,
+        "cut": {
+            "host_loss_window_ms": spread(host_w), "leaf_controller_loss_window_ms": spread(leaf_w),
+            "host_window_over_min_rto": spread([w / args.min_rto_ms for w in host_w]),
+            "leaf_over_host_window_same_run": spread(ratios),
+            "host_ev_detected_ms": spread([t for ts in per_mode("cut", "host", "evs_detected_ms") for t in ts]),
+            "host_sent_on_failed_ev": sum(per_mode("cut", "host", "evs_sent_while_failed")),
+            "lost_first_try": {m: per_mode("cut", m, "lost_first_try") for m in ("leaf", "host", "host-spray",
+                                                                                 "host-ethereal")},
+            "aim": {"window_le_3x_min_rto": bool(host_w) and max(host_w) <= 3 * args.min_rto_ms,
+                    "leaf_ge_10x_host": bool(ratios) and min(ratios) >= 10},
+        },
+        "gray10": {
+            "goodput_fault_over_healthy": {m: spread(v) for m, v in gp.items()},
+            "lost_first_try": {m: per_mode("gray10", m, "lost_first_try") for m in gp},
+            "health_over_spray_goodput": spread([h / s for h, s in zip(gp["host"], gp["host-spray"]) if h and s]),
+            "aim": {"health_ge_95pct": bool(gp["host"]) and min(gp["host"]) >= 0.95},
+        },
+        "ethereal_vs_spraying": {
+            name: {m: {"goodput_ratio": spread([g["ratio"] for g in per_mode(name, m, "goodput")]),
+                       "lost_first_try": per_mode(name, m, "lost_first_try"),
+                       "late_share": [late_share(r) for r in per_mode(name, m, "reorder")],
+                       "max_recovery_ms": per_mode(name, m, "max_recovery_ms")}
+                   for m in ("host", "host-spray", "host-ethereal")}
+            for name in ("cut", "gray10", "gray1", "blackhole", "slow")},
+        "per_run": out,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }
+    print(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

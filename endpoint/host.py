@@ -1,0 +1,271 @@
+"""Endpoint mode in a lab host's namespace: the socket loops around SenderCore and ReceiverCore.
+
+    python3 -m endpoint recv --topology T.yaml --evs evs.json --host h2 --expect 256 --out r.json
+    python3 -m endpoint send --topology T.yaml --evs evs.json --host h0 --to h2 --policy health --out s.json
+
+Frames leave and arrive through one AF_PACKET socket per plane NIC (as mininet_labs.traffic does);
+the EVs come from `fabricctl evs --export` (controller.evs). Both write their JSON result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.atomic import write_atomic
+from controller.evs import load_export
+from controller.topology import load
+from endpoint import policy as policies
+from endpoint.ev import EvConfig
+from endpoint.receiver import ReceiverCore
+from endpoint.sender import SenderConfig, SenderCore, Tx
+from endpoint.wire import OP_ACK, OP_SEND_ONLY, TRIM_DSCP, AckHeader, DataHeader, ack_frame, data_frame, parse
+from mininet_labs.traffic import ETH_P_ALL, PACKET_OUTGOING, ROCE_PORT, HostNic, _send_all, host_nics
+
+
+@dataclass
+class SendSpec:
+    topology: str
+    evs: str
+    host: str
+    to: list[str]
+    policy: str = "health"
+    config: SenderConfig = field(default_factory=SenderConfig)
+    ev_config: EvConfig = field(default_factory=EvConfig)
+    rate: float = 400.0  # packets per second, retransmissions included (probes not)
+    duration: float = 30.0  # give up after this long
+    parts: int = 4  # ethereal: parts per message
+    start_at_ns: int = 0
+
+
+@dataclass
+class RecvSpec:
+    topology: str
+    evs: str
+    host: str
+    expect: int = 0
+    timeout: float = 30.0
+    linger: float = 1.0  # keep acknowledging this long after the last expected packet (lost ACKs, resends)
+    ready_file: str | None = None
+    bin_ms: float = 20.0
+    trim_dscp: int = TRIM_DSCP
+
+
+class _Nics:
+    """A host's plane NICs with one raw socket each."""
+
+    def __init__(self, topology: str, host: str) -> None:
+        self.nics: dict[int, HostNic] = {n.plane: n for n in host_nics(load(topology), host)}
+        self.socks: dict[int, tuple[socket.socket, int]] = {}
+        for nic in self.nics.values():
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+            s.bind((nic.intf, 0))
+            s.setblocking(False)
+            self.socks[s.fileno()] = (s, nic.plane)
+        self.sink = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)  # no ICMP port unreachable for RoCE
+        try:
+            self.sink.bind(("::", ROCE_PORT))
+        except OSError:
+            pass  # the other endpoint process of this host holds it
+
+    def by_plane(self, plane: int) -> tuple[socket.socket, HostNic]:
+        sock = next(s for s, p in self.socks.values() if p == plane)
+        return sock, self.nics[plane]
+
+    def frames(self, timeout: float) -> list[bytes]:
+        """Frames that arrived (not the ones this host sent), waiting at most `timeout` for the first."""
+        out: list[bytes] = []
+        try:
+            ready, _, _ = select.select(list(self.socks), [], [], max(0.0, timeout))
+        except InterruptedError:
+            return out
+        for fd in ready:
+            sock = self.socks[fd][0]
+            for _ in range(256):
+                try:
+                    frame, addr = sock.recvfrom(65535)
+                except BlockingIOError:
+                    break
+                except OSError as e:
+                    if e.errno != errno.ENETDOWN:
+                        raise
+                    break
+                if addr[2] != PACKET_OUTGOING:
+                    out.append(frame)
+        return out
+
+    def close(self) -> None:
+        for s, _ in self.socks.values():
+            s.close()
+        self.sink.close()
+
+
+def send(spec: SendSpec) -> dict[str, Any]:
+    """Send spec.config's messages to every destination in spec.to under the policy; the result as JSON."""
+    evs = load_export(json.loads(Path(spec.evs).read_text()), spec.host)
+    missing = [d for d in spec.to if d not in evs]
+    if missing:
+        raise ValueError(f"the EV export has no EVs from {spec.host} to {', '.join(missing)}")
+    kwargs = {"parts": spec.parts} if spec.policy == "ethereal" else {}
+    core = SenderCore(spec.host, {d: evs[d] for d in spec.to}, policies.make(spec.policy, **kwargs), spec.config,
+                      spec.ev_config)
+    peers = {e.dst: d for d in spec.to for e in evs[d]}
+    nics = _Nics(spec.topology, spec.host)
+    size = max(spec.config.size, -(-DataHeader.SIZE // 4) * 4)
+    sent = probes = 0
+
+    def emit(tx: Tx, payload: int) -> None:
+        ev = core.evs[tx.dst][tx.ev]
+        sock, nic = nics.by_plane(ev.plane)
+        _send_all(sock, data_frame(nic.mac, nic.gateway_mac, ev.src, ev.dst, ev.carrier, tx.qp, tx.psn, tx.header,
+                                   payload))
+
+    if spec.start_at_ns:
+        time.sleep(max(0.0, (spec.start_at_ns - time.monotonic_ns()) / 1e9))
+    start_ns = time.monotonic_ns()
+    start = start_ns / 1e9
+    interval = 1.0 / spec.rate if spec.rate > 0 else 0.0
+    next_send, deadline = start, start + spec.duration
+    try:
+        while not core.done:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            wait = min(next_send, core.next_timer(now), deadline) - now
+            for frame in nics.frames(wait):
+                rx = parse(frame)
+                if rx is None or rx.opcode != OP_ACK or rx.src not in peers or not rx.icrc_ok:
+                    continue
+                ack = AckHeader.unpack(rx.body[4:])
+                if ack is not None:
+                    core.on_ack(peers[rx.src], rx.qp, rx.psn, ack, time.monotonic(), time.monotonic_ns())
+            now, now_ns = time.monotonic(), time.monotonic_ns()
+            for tx in core.tick(now, now_ns):
+                emit(tx, 48)
+                probes += 1
+            if now >= next_send:
+                tx = core.next_packet(now, now_ns)
+                if tx is not None:
+                    emit(tx, size)
+                    sent += 1
+                    next_send = max(next_send + interval, now - 10 * interval)
+                else:
+                    next_send = now + min(interval, 0.001)
+    finally:
+        nics.close()
+    end_ns = time.monotonic_ns()
+    return {**core.to_json(), "sent": sent, "probes": probes, "start_ns": start_ns, "end_ns": end_ns,
+            "seconds": round((end_ns - start_ns) / 1e9, 3), "rate_pps": spec.rate, "complete": core.done}
+
+
+def receive(spec: RecvSpec) -> dict[str, Any]:
+    """Acknowledge and count until `expect` distinct packets came (then `linger`), `timeout`, or SIGTERM."""
+    evs = load_export(json.loads(Path(spec.evs).read_text()), spec.host)
+    core = ReceiverCore(spec.host, evs, spec.bin_ms)
+    nics = _Nics(spec.topology, spec.host)
+    stop = {"now": False}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop["now"] = True
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    start = time.monotonic()
+    deadline, done_at = start + spec.timeout, None
+    acks = 0
+    try:
+        if spec.ready_file:
+            Path(spec.ready_file).write_text(str(os.getpid()))
+        while not stop["now"]:
+            now = time.monotonic()
+            if now >= deadline or (done_at is not None and now >= done_at + spec.linger):
+                break
+            for frame in nics.frames(min(0.1, deadline - now)):
+                rx = parse(frame, spec.trim_dscp)
+                if rx is None or rx.opcode != OP_SEND_ONLY:
+                    continue
+                reply = core.on_packet(rx, time.monotonic_ns())
+                if reply is None:
+                    continue
+                sock, nic = nics.by_plane(reply.ev.plane)
+                _send_all(sock, ack_frame(nic.mac, nic.gateway_mac, reply.ev.src, reply.ev.dst, reply.ev.carrier,
+                                          reply.qp, reply.psn, reply.header))
+                acks += 1
+            if done_at is None and spec.expect and core.received_total() >= spec.expect:
+                done_at = time.monotonic()
+    finally:
+        nics.close()
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    return {**core.to_json(), "acks_sent": acks, "seconds": round(time.monotonic() - start, 3)}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m endpoint",
+                                description="Endpoint-mode RoCEv2 (hosts spray over their own SRv6 EVs) in a lab host.")
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("send", "recv"):
+        c = sub.add_parser(name)
+        c.add_argument("--topology", required=True, help="the lab's topology YAML")
+        c.add_argument("--evs", required=True, help="the EV export (fabricctl evs --export FILE)")
+        c.add_argument("--host", required=True)
+        c.add_argument("--out", help="write the JSON result here instead of stdout")
+    s = sub.choices["send"]
+    s.add_argument("--to", action="append", required=True)
+    s.add_argument("--policy", choices=list(policies.POLICIES), default="health")
+    s.add_argument("--qps", type=int, default=4)
+    s.add_argument("--messages", type=int, default=64, help="messages per destination, round-robined over the QPs")
+    s.add_argument("--per-message", type=int, default=1, help="packets per message")
+    s.add_argument("--size", type=int, default=256, help="payload bytes per packet")
+    s.add_argument("--window", type=int, default=16, help="unacknowledged packets per QP")
+    s.add_argument("--ev-count", type=int, default=0, help="EVs per destination (0: all)")
+    s.add_argument("--evs-per-qp", type=int, default=0, help="EVs of each QP (0: all; m: QP k takes m from EV k*m)")
+    s.add_argument("--parts", type=int, default=4, help="ethereal: parts per message")
+    s.add_argument("--rate", type=float, default=400.0)
+    s.add_argument("--duration", type=float, default=30.0)
+    s.add_argument("--min-rto-ms", type=float, default=25.0)
+    s.add_argument("--probe-ms", type=float, default=20.0)
+    s.add_argument("--start-at-ns", type=int, default=0)
+    s.add_argument("--bin-ms", type=float, default=20.0)
+    r = sub.choices["recv"]
+    r.add_argument("--expect", type=int, default=0)
+    r.add_argument("--timeout", type=float, default=30.0)
+    r.add_argument("--linger", type=float, default=1.0)
+    r.add_argument("--ready-file")
+    r.add_argument("--bin-ms", type=float, default=20.0)
+    r.add_argument("--trim-dscp", type=int, default=TRIM_DSCP)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "send":
+            cfg = SenderConfig(args.qps, args.messages, args.per_message, args.size, args.window, ev_count=args.ev_count,
+                               evs_per_qp=args.evs_per_qp, bin_ms=args.bin_ms)
+            evc = EvConfig(min_rto=args.min_rto_ms / 1e3, probe_interval=args.probe_ms / 1e3)
+            doc = send(SendSpec(args.topology, args.evs, args.host, args.to, args.policy, cfg, evc, args.rate,
+                                args.duration, args.parts, args.start_at_ns))
+        else:
+            doc = receive(RecvSpec(args.topology, args.evs, args.host, args.expect, args.timeout, args.linger,
+                                   args.ready_file, args.bin_ms, args.trim_dscp))
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    text = json.dumps(doc)
+    if args.out:
+        write_atomic(Path(args.out), text + "\n")
+    else:
+        print(text)
+    return 0

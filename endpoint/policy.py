@@ -1,0 +1,173 @@
+"""EV choice policies: which EV a QP's packet (or retransmission) takes.
+
+- `spray`: oblivious per-packet spraying, round-robin over every EV whatever its state.
+- `hash`: the 5-tuple hash of the QP's flow picks one EV for good (a classic RoCE NIC behind ECMP).
+- `qp-rr`: QP k takes EV k mod n (one path per QP, QPs spread evenly).
+- `health`: per-packet spraying over the GOOD EVs (SUSPECT ones only when no GOOD is left), never
+  a FAILED or PROBING one while another is usable; a retransmission avoids the EV that lost it (MRC).
+- `ethereal`: each message is split on arrival into `parts` equal parts, each part sent whole on
+  the usable EV with the least assigned (unacknowledged) load, no per-packet spraying (seed 003).
+
+Every policy is deterministic: the same events give the same choices.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+from endpoint.ev import EvState, EvTable
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A QP as the network sees it: the 5-tuple parts a hash would use, and the QP's index at its sender."""
+
+    src: str
+    dst: str
+    sport: int
+    qp: int
+    index: int
+
+
+class Policy:
+    """Base: subclasses choose `pick` (a new packet) and may override `repick`, `on_message`, `on_done`."""
+
+    name = "?"
+
+    def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
+        """The EV of the flow's packet number `seq` (0-based within the QP)."""
+        raise NotImplementedError
+
+    def repick(self, table: EvTable, flow: Flow, seq: int, lost_ev: int) -> int:
+        """The EV a lost packet is sent again on (default: the policy's own choice)."""
+        return self.pick(table, flow, seq)
+
+    def on_message(self, table: EvTable, flow: Flow, first_seq: int, packets: int) -> None:
+        """A message of `packets` packets starting at `first_seq` arrives to be sent."""
+
+    def on_done(self, flow: Flow, ev: int, packets: int = 1) -> None:
+        """Packets of `flow` sent on `ev` were acknowledged (or given up)."""
+
+
+def usable(table: EvTable) -> list[int]:
+    """GOOD EVs, else SUSPECT ones, else every EV (nothing usable: keep trying, in order)."""
+    return table.in_state(EvState.GOOD) or table.in_state(EvState.SUSPECT) or list(table.ids)
+
+
+class Spray(Policy):
+    """Oblivious per-packet spraying: round-robin over all EVs; a retransmission takes the next other EV."""
+
+    name = "spray"
+
+    def __init__(self) -> None:
+        self.next: dict[int, int] = {}  # per QP: its packets go round the EVs
+
+    def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
+        n = self.next.get(flow.qp, flow.index)
+        self.next[flow.qp] = n + 1
+        return table.ids[n % len(table.ids)]
+
+    def repick(self, table: EvTable, flow: Flow, seq: int, lost_ev: int) -> int:
+        for _ in range(len(table.ids)):
+            ev = self.pick(table, flow, seq)
+            if ev != lost_ev:
+                return ev
+        return lost_ev
+
+
+class FiveTupleHash(Policy):
+    """One EV per flow by a CRC-32 of its 5-tuple (source, destination, protocol, ports): retransmissions too."""
+
+    name = "hash"
+
+    def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
+        key = f"{flow.src}|{flow.dst}|17|{flow.sport}|4791".encode()
+        return table.ids[zlib.crc32(key) % len(table.ids)]
+
+
+class QpRoundRobin(Policy):
+    """QP k of a sender on EV k mod n, retransmissions too."""
+
+    name = "qp-rr"
+
+    def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
+        return table.ids[flow.index % len(table.ids)]
+
+
+class HealthAware(Policy):
+    """Per-packet round-robin over the usable EVs (GOOD first); a retransmission avoids the EV that lost it."""
+
+    name = "health"
+
+    def __init__(self) -> None:
+        self.next: dict[int, int] = {}  # per QP: its packets go round the usable EVs
+
+    def _turn(self, flow: Flow) -> int:
+        n = self.next.get(flow.qp, flow.index)
+        self.next[flow.qp] = n + 1
+        return n
+
+    def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
+        choices = usable(table)
+        return choices[self._turn(flow) % len(choices)]
+
+    def repick(self, table: EvTable, flow: Flow, seq: int, lost_ev: int) -> int:
+        choices = [e for e in usable(table) if e != lost_ev] or usable(table)
+        return choices[self._turn(flow) % len(choices)]
+
+
+@dataclass
+class Ethereal(Policy):
+    """Ethereal (seed 003): split each message into `parts` equal parts, each on the least-loaded usable EV."""
+
+    parts: int = 4
+    name = "ethereal"
+    load: dict[tuple[str, int], int] = field(default_factory=dict)  # (destination, EV) -> packets assigned, unacknowledged
+    route: dict[tuple[int, int], int] = field(default_factory=dict)  # (qp, seq) -> EV
+
+    def on_message(self, table: EvTable, flow: Flow, first_seq: int, packets: int) -> None:
+        n = max(1, min(self.parts, packets))
+        base, extra = divmod(packets, n)
+        seq = first_seq
+        for part in range(n):
+            size = base + (1 if part < extra else 0)
+            ev = self._least(table, flow.dst)
+            self._add(flow.dst, ev, size)
+            for s in range(seq, seq + size):
+                self.route[flow.qp, s] = ev
+            seq += size
+
+    def _least(self, table: EvTable, dst: str, avoid: int | None = None) -> int:
+        choices = [e for e in usable(table) if e != avoid] or usable(table)
+        return min(choices, key=lambda e: (self.load.get((dst, e), 0), choices.index(e)))
+
+    def _add(self, dst: str, ev: int, packets: int) -> None:
+        self.load[dst, ev] = max(0, self.load.get((dst, ev), 0) + packets)
+
+    def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
+        ev = self.route.pop((flow.qp, seq), None)
+        if ev is None:  # a packet of no announced message: a one-packet part
+            ev = self._least(table, flow.dst)
+            self._add(flow.dst, ev, 1)
+        return ev
+
+    def repick(self, table: EvTable, flow: Flow, seq: int, lost_ev: int) -> int:
+        """The lost packet's load moved (on_done already took it off `lost_ev`) to the least-loaded other EV."""
+        ev = self._least(table, flow.dst, avoid=lost_ev)
+        self._add(flow.dst, ev, 1)
+        return ev
+
+    def on_done(self, flow: Flow, ev: int, packets: int = 1) -> None:
+        self._add(flow.dst, ev, -packets)
+
+
+POLICIES: dict[str, type[Policy]] = {p.name: p for p in (Spray, FiveTupleHash, QpRoundRobin, HealthAware, Ethereal)}
+
+
+def make(name: str, **kwargs: int) -> Policy:
+    """A fresh policy by name (ValueError naming the known ones otherwise)."""
+    cls = POLICIES.get(name)
+    if cls is None:
+        raise ValueError(f"unknown policy '{name}' (known: {', '.join(POLICIES)})")
+    return cls(**kwargs) if cls is Ethereal else cls()

@@ -1,0 +1,137 @@
+"""The receiver side of an endpoint-mode NIC: per-PSN selective ACKs on the reverse EV, CE echo, NACK for trimmed packets, stats.
+
+`ReceiverCore.on_packet(rx, now_ns)` takes one packet as `endpoint.wire.parse` gives it and
+returns the ACK to send (or None): an ACK for every data packet with a good ICRC (CE echoed), a
+NACK for a trimmed one, a probe ACK for a probe. Per (sender, QP) it counts what arrived: distinct
+PSNs, duplicates, the reorder distance of each late packet (how many higher PSNs came first,
+histogram in powers of two), per EV, CE marks, trimmed packets, bad ICRCs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.evs import Ev
+from endpoint.wire import ACK, DATA, NACK, PROBE, PROBE_ACK, AckHeader, DataHeader, Received, ev_of
+
+PSN_MASK = 0xFFFFFF
+
+
+def reorder_bucket(distance: int) -> str:
+    """'0' in order, then '1', '2-3', '4-7', ... (powers of two)."""
+    if distance <= 0:
+        return "0"
+    lo = 1 << (distance.bit_length() - 1)
+    return str(lo) if lo == 1 else f"{lo}-{2 * lo - 1}"
+
+
+@dataclass
+class QpRx:
+    """What arrived on one (sender, QP)."""
+
+    sender: str
+    qp: int
+    expected: int
+    start_psn: int
+    received: int = 0
+    duplicated: int = 0
+    ecn: int = 0
+    trimmed: int = 0
+    icrc_bad: int = 0
+    per_ev: dict[int, int] = field(default_factory=dict)
+    reorder: dict[str, int] = field(default_factory=dict)
+    highest: int = -1
+    seen: set[int] = field(default_factory=set)
+
+    @property
+    def lost(self) -> int:
+        return max(0, self.expected - self.received)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sender": self.sender, "qp": self.qp, "expected": self.expected, "received": self.received,
+                "lost": self.lost, "duplicated": self.duplicated, "ecn": self.ecn, "trimmed": self.trimmed,
+                "icrc_bad": self.icrc_bad, "per_ev": {str(k): v for k, v in sorted(self.per_ev.items())},
+                "reorder": dict(sorted(self.reorder.items(), key=lambda kv: int(kv[0].split("-")[0])))}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An ACK to send back to `peer` on EV `ev` (its reverse carrier) for QP `qp`, PSN `psn`."""
+
+    peer: str
+    ev: Ev
+    qp: int
+    psn: int
+    header: AckHeader
+
+
+class ReceiverCore:
+    """One host's receiving transport. `peers`: this host's EVs per peer host (its reverse paths)."""
+
+    def __init__(self, host: str, peers: dict[str, list[Ev]], bin_ms: float = 20.0) -> None:
+        self.host = host
+        self.reverse = {(p, e.id): e for p, evs in peers.items() for e in evs}
+        self.by_addr = {e.dst: p for p, evs in peers.items() for e in evs}  # a peer's NIC address -> the peer
+        self.qps: dict[tuple[str, int], QpRx] = {}
+        self.bin_ns = int(bin_ms * 1e6)
+        self.bins: dict[int, int] = {}  # distinct data packets per time bin (goodput)
+        self.unknown = 0  # RoCEv2 packets from no peer, or on an EV with no reverse path
+        self.probes = 0
+
+    def on_packet(self, rx: Received, now_ns: int) -> Reply | None:
+        peer = self.by_addr.get(rx.src)
+        ev_id = ev_of(rx.sport)
+        if peer is None or ev_id is None or (peer, ev_id) not in self.reverse:
+            self.unknown += 1
+            return None
+        ev = self.reverse[peer, ev_id]
+        if rx.trimmed:  # headers only: the BTH says which PSN to ask for again
+            q = self.qps.get((peer, rx.qp))
+            if q is not None:
+                q.trimmed += 1
+            return Reply(peer, ev, rx.qp, rx.psn, AckHeader(NACK, ev_id, 0, 0, rx.ecn == 3))
+        header = DataHeader.unpack(rx.body)
+        if header is None:
+            self.unknown += 1
+            return None
+        if header.kind == PROBE:
+            self.probes += 1
+            return Reply(peer, ev, rx.qp, rx.psn, AckHeader(PROBE_ACK, ev_id, header.ev_seq, header.tx_ns))
+        if header.kind != DATA:
+            self.unknown += 1
+            return None
+        q = self.qps.get((peer, rx.qp))
+        if q is None:
+            q = self.qps[peer, rx.qp] = QpRx(peer, rx.qp, header.total, header.start_psn)
+        if not rx.icrc_ok:
+            q.icrc_bad += 1
+            return None
+        ce = rx.ecn == 3
+        if ce:
+            q.ecn += 1
+        offset = (rx.psn - q.start_psn) & PSN_MASK
+        if offset in q.seen:
+            q.duplicated += 1
+        else:
+            q.seen.add(offset)
+            q.received += 1
+            q.per_ev[ev_id] = q.per_ev.get(ev_id, 0) + 1
+            bucket = reorder_bucket(q.highest - offset)
+            q.reorder[bucket] = q.reorder.get(bucket, 0) + 1
+            q.highest = max(q.highest, offset)
+            if self.bin_ns:
+                b = now_ns // self.bin_ns
+                self.bins[b] = self.bins.get(b, 0) + 1
+        return Reply(peer, ev, rx.qp, rx.psn, AckHeader(ACK, ev_id, header.ev_seq, header.tx_ns, ce))
+
+    def expected_total(self) -> int:
+        return sum(q.expected for q in self.qps.values())
+
+    def received_total(self) -> int:
+        return sum(q.received for q in self.qps.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "unknown": self.unknown, "probes": self.probes,
+                "qps": [q.to_json() for q in sorted(self.qps.values(), key=lambda q: (q.sender, q.qp))],
+                "bins": {str(k): v for k, v in sorted(self.bins.items())}, "bin_ms": self.bin_ns / 1e6}

@@ -1,0 +1,270 @@
+"""Side by side under one fault: leaf spraying + the controller told (ops.failure_change) against host EV spraying.
+
+    result = compare(lab, "cut", "p0-t0-0", "p0-t1-1", modes=("leaf", "host"))
+    print(json.dumps(result.to_json(), indent=1))
+
+Every mode runs the same endpoint transport (endpoint.sender/receiver: per-PSN ACKs, retransmission,
+the same QPs, window and pace) for the same time with the same fault at the same moment; what
+differs is who picks the path. `leaf`: the host sends plain RoCEv2 (one EV per plane, no carrier),
+the leaves spray per packet, and the fault is announced to the controller at once (Lab.fail: record
+and reconcile, the `fabricctl fail link` path), the repair restored the same way. `host` (and the
+other host-* modes): the hosts write the carriers and choose the EVs by a policy; nobody tells the
+controller anything. Per mode: per-QP first-try losses, retransmissions and loss window (from the
+fault to the QP's last first-try loss), goodput (distinct packets delivered per second) during the
+fault against before it, the reorder-distance histogram, CE and trim counts, and in host modes
+when each sender's EVs through the fault failed and came back.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from controller import ops
+from controller.evs import host_evs
+from endpoint.faults import Fault
+from endpoint.lab import EndpointReport, Workload, enable, start
+from mininet_labs.lab import Lab, LabError
+
+# mode -> (how packets find their path, EV policy, is the controller told)
+MODES: dict[str, tuple[str, str, bool]] = {
+    "leaf": ("leaf", "spray", True),
+    "host": ("host", "health", False),
+    "host-spray": ("host", "spray", False),
+    "host-ethereal": ("host", "ethereal", False),
+    "host-hash": ("host", "hash", False),
+}
+
+
+@dataclass
+class Schedule:
+    """Traffic for `seconds` at `rate` packets/s per sender; the fault at `fault_at`, the repair at
+    `repair_at` (seconds after the senders start)."""
+
+    seconds: float = 4.0
+    fault_at: float = 1.0
+    repair_at: float = 2.5
+    rate: float = 500.0
+    qps: int = 4
+    window: int = 16
+    per_message: int = 4
+    min_rto_ms: float = 25.0
+    probe_ms: float = 20.0
+    evs_per_qp: int = 0
+    bin_ms: float = 20.0
+    start_delay: float = 2.5  # for the sender processes to come up on a busy machine: all start together
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    policy: str
+    announced: bool
+    events: list[dict[str, Any]]
+    summary: dict[str, Any]
+    qps: list[dict[str, Any]]
+    evs: list[dict[str, Any]]  # host modes: the EVs through the fault, per sender
+    goodput: dict[str, Any]  # bins of delivered packets (all receivers), relative to the senders' start
+
+
+@dataclass
+class Comparison:
+    fault: str
+    pairs: list[tuple[str, str]]
+    schedule: Schedule
+    modes: list[ModeResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fault": self.fault, "pairs": [list(p) for p in self.pairs], "schedule": asdict(self.schedule),
+                "modes": [asdict(m) for m in self.modes], "notes": self.notes}
+
+
+def default_pairs(lab: Lab, t0: str) -> list[tuple[str, str]]:
+    """Each host under `t0` sends to the host at the same position under the next leaf of the plane."""
+    leaf = lab.model.switch(t0)
+    leaves = lab.model.t0s(leaf.plane)
+    other = leaves[(leaf.index + 1) % len(leaves)]
+    if other is leaf:
+        raise LabError("the scenario needs two leaves per plane")
+    return list(zip(leaf.host_names, other.host_names))
+
+
+def _at(started_ns: int, seconds: float) -> None:
+    left = started_ns / 1e9 + seconds - time.monotonic()
+    if left > 0:
+        time.sleep(left)
+
+
+def _rel(started_ns: int, t_ns: int | None = None) -> float:
+    return round(((t_ns or time.monotonic_ns()) - started_ns) / 1e9, 4)
+
+
+def run_mode(lab: Lab, fault: Fault, mode: str, pairs: list[tuple[str, str]], sch: Schedule) -> ModeResult:
+    """One mode under the fault (see the module docstring)."""
+    how, policy, announce = MODES[mode]
+    if lab.failures():
+        raise LabError("the lab has recorded failures ('fabricctl restore all' first): a scenario starts healthy")
+    per_sender = max(sum(1 for a, _ in pairs if a == s) for s, _ in pairs)
+    messages = max(sch.qps, int(sch.seconds * sch.rate / per_sender / sch.per_message) // sch.qps * sch.qps)
+    work = Workload(policy=policy, mode=how, qps=sch.qps, messages=messages, per_message=sch.per_message,
+                    window=sch.window, evs_per_qp=sch.evs_per_qp if how == "host" else 0, rate=sch.rate,
+                    min_rto_ms=sch.min_rto_ms, probe_ms=sch.probe_ms, duration=sch.seconds * 3 + 5, bin_ms=sch.bin_ms)
+    run = start(lab, pairs, work, start_delay=sch.start_delay)
+    events: list[dict[str, Any]] = []
+    try:
+        _at(run.started_ns, sch.fault_at)
+        t = time.monotonic_ns()
+        fault.apply()
+        events.append({"what": f"fault: {fault.describe()}", "t_s": _rel(run.started_ns, t)})
+        if announce:
+            t = time.monotonic_ns()
+            r = lab.fail(fault.failure)
+            events.append({"what": "controller: fail recorded and reconciled", "t_s": _rel(run.started_ns, t),
+                           "took_s": r.seconds})
+        _at(run.started_ns, sch.repair_at)
+        t = time.monotonic_ns()
+        fault.revert()
+        events.append({"what": "repair", "t_s": _rel(run.started_ns, t)})
+        if announce:
+            t = time.monotonic_ns()
+            r = lab.restore(fault.failure)
+            events.append({"what": "controller: restore recorded and reconciled", "t_s": _rel(run.started_ns, t),
+                           "took_s": r.seconds})
+        controller_untouched = not announce and not lab.failures()
+        report = run.wait()
+    except BaseException:
+        run.kill()
+        fault.revert()
+        if lab.failures():
+            lab.restore()
+        raise
+    fault_s = events[0]["t_s"]
+    repair_s = next(e["t_s"] for e in events if e["what"] == "repair")
+    return summarize(lab, fault, mode, report, events, fault_s, repair_s, sch, controller_untouched)
+
+
+def summarize(lab: Lab, fault: Fault, mode: str, report: EndpointReport, events: list[dict[str, Any]],
+              fault_s: float, repair_s: float, sch: Schedule, controller_untouched: bool) -> ModeResult:
+    """Per-QP losses and windows, goodput, reordering and marks of one mode's run."""
+    how, policy, announce = MODES[mode]
+    t0 = report.started_ns / 1e9
+    fabric = ops.fabric(lab.model, "srv6_spray")
+    qps, windows = [], []
+    for s, doc in report.senders.items():
+        for q in doc["qps"]:
+            faulty = {e.id for e in host_evs(fabric, s, [q["dst"]])[q["dst"]]
+                      if e.spine_name == fault.t1 and fault.t0 in (e.src_leaf, e.dst_leaf)}
+            on_fault = how == "leaf" or bool(faulty & set(q["evs"]))
+            during = [t - t0 for t in q["lost_at_s"] if fault_s <= t - t0 < repair_s + 0.5]
+            window = round((max(during) - fault_s) * 1e3, 2) if during else None
+            if window is not None:
+                windows.append(window)
+            first = q["first_loss_s"]
+            qps.append({"sender": s, "dst": q["dst"], "qp": q["qp"], "on_fault": on_fault, "evs": q["evs"],
+                        "total": q["total"], "acked": q["acked"], "lost_first_try": q["lost_first_try"],
+                        "retransmitted": q["retransmitted"], "loss_window_ms": window,
+                        "lost_outside_fault": q["lost_first_try"] - len(during),
+                        "first_loss_s": None if first is None else round(first - t0, 4),
+                        "max_recovery_ms": q["max_recovery_ms"], "trims": q["trims"], "ecn": q["ecn"]})
+    evs = []
+    if how == "host":
+        for s, doc in report.senders.items():
+            for dst, table in doc["evs"].items():
+                faulty = {e.id for e in host_evs(fabric, s, [dst])[dst]
+                          if e.spine_name == fault.t1 and fault.t0 in (e.src_leaf, e.dst_leaf)}
+                for e in table:
+                    if e["ev"] in faulty:
+                        trans = [[round(t - t0, 4), a, b, why] for t, a, b, why in e["transitions"]]
+                        # detected: its first step out of GOOD after the fault (a SUSPECT EV is not used while GOOD ones are)
+                        failed = next((t for t, _, b, _ in trans if b in ("suspect", "failed") and t >= fault_s), None)
+                        back = next((t for t, _, b, why in trans if b == "good" and t >= repair_s), None)
+                        evs.append({"sender": s, "dst": dst, "ev": e["ev"], "spine": e["spine"], "plane": e["plane"],
+                                    "detected_ms": None if failed is None else round((failed - fault_s) * 1e3, 2),
+                                    "restored_ms": None if back is None else round((back - repair_s) * 1e3, 2),
+                                    "sent_while_failed": e["sent_while_failed"], "timeouts": e["timeouts"],
+                                    "sack_losses": e["sack_losses"], "probes": e["probes"], "transitions": trans})
+    bins: dict[int, int] = {}
+    bin_ms = sch.bin_ms
+    for r in report.receivers.values():
+        for b, n in r["bins"].items():
+            rel = int(int(b) - report.started_ns // int(bin_ms * 1e6))
+            bins[rel] = bins.get(rel, 0) + n
+    series = [bins.get(i, 0) for i in range(max(bins) + 1)] if bins else []
+
+    def rate(a: float, b: float) -> float | None:
+        lo, hi = int(a * 1000 / bin_ms), int(b * 1000 / bin_ms)
+        window_bins = series[lo:hi]
+        return round(sum(window_bins) / ((hi - lo) * bin_ms / 1000), 1) if hi > lo and window_bins else None
+
+    began = max((d["start_ns"] - report.started_ns) / 1e9 for d in report.senders.values())
+    healthy, during = rate(max(0.2, began + 0.2), fault_s), rate(fault_s, repair_s)
+    reorder: dict[str, int] = {}
+    for r in report.receivers.values():
+        for q in r["qps"]:
+            for k, v in q["reorder"].items():
+                reorder[k] = reorder.get(k, 0) + v
+    totals = report.totals()
+    on = [q for q in qps if q["on_fault"]]
+    off = [q for q in qps if not q["on_fault"]]
+    summary = {
+        **totals, "complete": all(d["complete"] for d in report.senders.values()),
+        "qps_on_fault": len(on), "qps_elsewhere": len(off),
+        "lost_first_try_on_fault": sum(q["lost_first_try"] for q in on),
+        "lost_first_try_elsewhere": sum(q["lost_first_try"] for q in off),
+        "lost_outside_fault": sum(q["lost_outside_fault"] for q in qps),
+        "spurious": sum(q["spurious"] for s_ in report.senders.values() for q in s_["qps"]),  # spurious timeouts (RTT spikes) and the like
+        "loss_window_ms": {"median": statistics.median(windows) if windows else None,
+                           "max": max(windows) if windows else None, "qps_with_loss": len(windows)},
+        "min_rto_ms": sch.min_rto_ms,
+        "goodput_pps": {"healthy": healthy, "fault": during,
+                        "ratio": round(during / healthy, 4) if healthy and during is not None else None},
+        "reorder": dict(sorted(reorder.items(), key=lambda kv: int(kv[0].split("-")[0]))),
+        "controller_untouched": controller_untouched if not announce else None,
+        "evs_detected_ms": sorted(e["detected_ms"] for e in evs if e["detected_ms"] is not None),
+        "evs_sent_while_failed": sum(e["sent_while_failed"] for e in evs),
+        "evs_restored": sum(1 for e in evs if e["restored_ms"] is not None), "evs_on_fault": len(evs),
+    }
+    return ModeResult(mode, policy, announce, events, summary, qps, evs,
+                      {"bin_ms": bin_ms, "packets": series, "fault_s": fault_s, "repair_s": repair_s})
+
+
+def compare(lab: Lab, kind: str, t0: str, t1: str, *, modes: tuple[str, ...] = ("leaf", "host"),
+            pairs: list[tuple[str, str]] | None = None, schedule: Schedule | None = None, percent: int = 10,
+            rate: str = "2mbit") -> Comparison:
+    """Each mode in turn under the same fault and traffic (endpoint mode switched on first)."""
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise LabError(f"unknown mode '{unknown[0]}' (known: {', '.join(MODES)})")
+    sch = schedule or Schedule()
+    pairs = pairs or default_pairs(lab, t0)
+    fault = Fault(lab, kind, t0, t1, percent=percent, rate=rate)
+    enable(lab)
+    out = Comparison(fault.describe(), pairs, sch)
+    for m in modes:
+        out.modes.append(run_mode(lab, fault, m, pairs, sch))
+    return out
+
+
+def describe(c: Comparison) -> list[str]:
+    """Lines for a terminal: one per mode."""
+    s = c.schedule
+    lines = [f"{c.fault}: {len(c.pairs)} pairs, {s.rate:.0f} packets/s per sender, {s.qps} QPs, window {s.window}, "
+             f"min RTO {s.min_rto_ms:.0f} ms; fault at {s.fault_at}s, repair at {s.repair_at}s"]
+    lines.append(f"  {'mode':14} {'lost 1st':>8} {'resent':>6} {'lost':>5} {'window ms (med/max)':>20} "
+                 f"{'goodput fault/healthy':>22} {'CE':>4} {'trim':>4}  reorder")
+    for m in c.modes:
+        x = m.summary
+        lw, gp = x["loss_window_ms"], x["goodput_pps"]
+        lines.append(f"  {m.mode:14} {x['lost_first_try']:>8} {x['retransmitted']:>6} {x['lost']:>5} "
+                     f"{str(lw['median']) + ' / ' + str(lw['max']):>20} "
+                     f"{str(gp['fault']) + ' / ' + str(gp['healthy']) + ' = ' + str(gp['ratio']):>22} "
+                     f"{x['ecn']:>4} {x['trimmed']:>4}  {x['reorder']}")
+        if x["evs_on_fault"]:
+            lines.append(f"  {'':14} EVs through the fault: {x['evs_on_fault']}, failed after {x['evs_detected_ms']} ms, "
+                         f"data sent while failed {x['evs_sent_while_failed']}, restored {x['evs_restored']}"
+                         f"{', controller untouched' if x['controller_untouched'] else ''}")
+    lines += [f"  note: {n}" for n in c.notes]
+    return lines

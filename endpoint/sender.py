@@ -1,0 +1,320 @@
+"""The sender side of an endpoint-mode NIC: QPs, PSNs, EV choice, selective ACKs, retransmission on another EV, probes.
+
+`SenderCore` is the transport without sockets: `next_packet(now)` gives what to transmit next (a
+data packet, new or resent, in PSN order per QP and within each QP's window), `on_ack(...)` takes
+the receiver's per-PSN ACK/NACK, `tick(now)` runs the timers (retransmission timeouts, probes of
+failed EVs). Times are seconds on one monotonic clock. The socket loop that drives it in a lab
+host is `run` (endpoint.host).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.evs import Ev
+from endpoint.ev import EvConfig, EvState, EvTable
+from endpoint.policy import Flow, Policy
+from endpoint.wire import ACK, DATA, NACK, PROBE, PROBE_ACK, AckHeader, DataHeader
+
+PSN_MASK = 0xFFFFFF
+
+
+@dataclass(frozen=True)
+class Tx:
+    """One packet to put on the wire: to `dst` on EV `ev`, QP `qp` with PSN `psn` and this header."""
+
+    dst: str
+    ev: int
+    qp: int
+    psn: int
+    header: DataHeader
+
+
+@dataclass
+class Outstanding:
+    seq: int
+    ev: int
+    ev_seq: int
+    tx: float
+    tx_ns: int
+    attempt: int
+    first_tx: float
+    first_tx_ns: int
+
+
+@dataclass
+class QpState:
+    """One QP to one destination: what is sent, acknowledged, outstanding and lost."""
+
+    dst: str
+    qp: int
+    index: int
+    start_psn: int
+    total: int
+    per_message: int
+    flow: Flow
+    table: EvTable  # the QP's own EVs (a view sharing the destination's EV health)
+    next_seq: int = 0
+    acked: set[int] = field(default_factory=set)
+    outstanding: dict[int, Outstanding] = field(default_factory=dict)
+    first_tx: dict[int, tuple[float, int]] = field(default_factory=dict)
+    lost_first_tx: dict[int, tuple[float, int]] = field(default_factory=dict)  # seq -> first send (s, ns), first try lost
+    spurious: int = 0  # declared lost, then the first try's ACK came after all (an RTT spike, not a loss)
+    retransmitted: int = 0
+    trims: int = 0
+    ecn: int = 0
+    duplicate_acks: int = 0
+    per_ev: dict[int, int] = field(default_factory=dict)
+    recovery: list[float] = field(default_factory=list)  # first send -> acknowledged, for packets resent
+
+    @property
+    def done(self) -> bool:
+        return len(self.acked) >= self.total
+
+
+@dataclass
+class SenderConfig:
+    """QPs per destination, messages per destination (round-robined over the QPs), packets per
+    message, payload bytes, window (unacknowledged packets per QP), EV policy and count."""
+
+    qps: int = 4
+    messages: int = 64
+    per_message: int = 1
+    size: int = 256
+    window: int = 16
+    qp_base: int = 0x100
+    start_psn: int = 0
+    ev_count: int = 0  # 0: every EV the export gives
+    evs_per_qp: int = 0  # 0: every QP sprays over all of them; m: QP k over m of them starting at EV k*m
+    bin_ms: float = 20.0
+
+
+def choose_evs(evs: list[Ev], count: int) -> list[Ev]:
+    """The first `count` EVs taking one spine of every plane in turn (count 0: all), in id order."""
+    if not count or count >= len(evs):
+        return sorted(evs, key=lambda e: e.id)
+    chosen = sorted(evs, key=lambda e: (e.spine, e.plane))[:count]
+    return sorted(chosen, key=lambda e: e.id)
+
+
+def qp_evs(ids: list[int], k: int, m: int) -> list[int]:
+    """QP k's EVs: m of them starting at position k*m, wrapping (m 0 or >= len: all)."""
+    if not m or m >= len(ids):
+        return list(ids)
+    return [ids[(k * m + j) % len(ids)] for j in range(m)]
+
+
+class SenderCore:
+    """One host's sending transport towards its destinations (see the module docstring)."""
+
+    def __init__(self, host: str, evs: dict[str, list[Ev]], policy: Policy, config: SenderConfig,
+                 ev_config: EvConfig | None = None) -> None:
+        self.host, self.policy, self.config = host, policy, config
+        self.evs = {d: {e.id: e for e in choose_evs(v, config.ev_count)} for d, v in evs.items()}
+        for d, v in self.evs.items():
+            if not v:
+                raise ValueError(f"{host} has no EV towards {d}")
+        self.tables = {d: EvTable(sorted(v), ev_config) for d, v in self.evs.items()}
+        self.ev_seq: dict[tuple[str, int], int] = {}
+        self.qps: dict[tuple[str, int], QpState] = {}
+        self.order: list[QpState] = []
+        for d in self.evs:
+            counts = [0] * config.qps
+            for m in range(config.messages):
+                counts[m % config.qps] += 1
+            for k in range(config.qps):
+                qp = config.qp_base + k
+                src = next(iter(self.evs[d].values())).src
+                q = QpState(d, qp, k, (config.start_psn + k * 0x1000) & PSN_MASK, counts[k] * config.per_message,
+                            config.per_message, Flow(src, d, 0xC000 | (qp & 0x3FFF), qp, k),
+                            self.tables[d].view(qp_evs(self.tables[d].ids, k, config.evs_per_qp)))
+                self.qps[d, qp] = q
+                self.order.append(q)
+        self.resend: deque[tuple[QpState, int, int]] = deque()  # (qp, seq, the EV that lost it)
+        self.rr = 0
+        self.probes_sent = 0
+        self.acked_bins: dict[int, int] = {}  # first acknowledgements per time bin
+        self.ev_bins: dict[int, dict[int, int]] = {}  # per EV (dst-independent id) data packets sent per bin
+        self.stalls = 0
+        self.late_acks = 0
+        self.reorder_window = (ev_config or EvConfig()).reorder_window  # RACK's, doubled on each spurious loss
+
+    # --- what to send ----------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return all(q.done for q in self.order)
+
+    def next_packet(self, now: float, now_ns: int) -> Tx | None:
+        """The next data packet: a retransmission first, else a new packet of the next QP with room."""
+        while self.resend:
+            q, seq, lost_ev = self.resend.popleft()
+            if seq in q.acked or seq in q.outstanding:
+                continue
+            ev = self.policy.repick(q.table, q.flow, seq, lost_ev)
+            q.retransmitted += 1
+            return self._send(q, seq, ev, now, now_ns, attempt=1)
+        n = len(self.order)
+        for i in range(n):
+            q = self.order[(self.rr + i) % n]
+            if q.next_seq < q.total and len(q.outstanding) < self.config.window:
+                self.rr = (self.rr + i + 1) % n
+                seq = q.next_seq
+                q.next_seq += 1
+                if seq % q.per_message == 0:
+                    self.policy.on_message(q.table, q.flow, seq, min(q.per_message, q.total - seq))
+                return self._send(q, seq, self.policy.pick(q.table, q.flow, seq), now, now_ns, attempt=0)
+        if not self.done:
+            self.stalls += 1
+        return None
+
+    def _send(self, q: QpState, seq: int, ev: int, now: float, now_ns: int, attempt: int) -> Tx:
+        key = (q.dst, ev)
+        ev_seq = self.ev_seq.get(key, 0)
+        self.ev_seq[key] = ev_seq + 1
+        first, first_ns = q.first_tx.setdefault(seq, (now, now_ns))
+        prev_attempts = q.outstanding.pop(seq).attempt if seq in q.outstanding else 0
+        q.outstanding[seq] = Outstanding(seq, ev, ev_seq, now, now_ns, max(attempt, prev_attempts), first, first_ns)
+        q.per_ev[ev] = q.per_ev.get(ev, 0) + 1
+        self.tables[q.dst][ev].on_sent(now)
+        b = self._bin(now_ns)
+        per = self.ev_bins.setdefault(ev, {})
+        per[b] = per.get(b, 0) + 1
+        header = DataHeader(DATA, self.host, ev, ev_seq, q.total, q.start_psn, now_ns, min(attempt, 255))
+        return Tx(q.dst, ev, q.qp, (q.start_psn + seq) & PSN_MASK, header)
+
+    def _bin(self, now_ns: int) -> int:
+        return int(now_ns // (self.config.bin_ms * 1e6))
+
+    # --- what comes back -------------------------------------------------------------------------
+    def on_ack(self, dst: str, qp: int, psn: int, ack: AckHeader, now: float, now_ns: int) -> None:
+        table = self.tables.get(dst)
+        if table is None or ack.ev not in table.health:
+            return
+        if ack.kind == PROBE_ACK:
+            table[ack.ev].on_probe_ack(now)
+            return
+        q = self.qps.get((dst, qp))
+        if q is None:
+            return
+        seq = (psn - q.start_psn) & PSN_MASK
+        out = q.outstanding.get(seq)
+        if ack.kind == NACK:
+            q.trims += 1
+            table[ack.ev].on_nack(now)
+            if out is not None and out.ev == ack.ev:
+                del q.outstanding[seq]
+                self.policy.on_done(q.flow, out.ev)
+                self.resend.appendleft((q, seq, ack.ev))  # trimmed: resend now, not after an RTO
+            return
+        if ack.ce:
+            q.ecn += 1
+        if out is None or out.tx_ns != ack.tx_ns:  # an earlier transmission's ACK, or a duplicate
+            lost = q.lost_first_tx.get(seq)
+            if lost is not None and lost[1] == ack.tx_ns:  # the first try arrived after all
+                del q.lost_first_tx[seq]
+                q.spurious += 1
+                self.reorder_window = min(2 * self.reorder_window, 0.05)  # RFC 8985 7.2: widen on a spurious loss
+            if seq in q.acked:
+                q.duplicate_acks += 1
+            else:
+                self.late_acks += 1
+                self._acked(q, seq, now, now_ns, out)
+            table[ack.ev].on_ack(now, None, ack.ce)
+            return
+        self._acked(q, seq, now, now_ns, out)
+        table[ack.ev].on_ack(now, now - out.tx, ack.ce)
+        # An EV with a carrier is one FIFO path: what was sent on it before this packet and is still
+        # unacknowledged is lost. (A leaf-spray EV is many paths: there, only timeouts tell.)
+        if self.evs[dst][ack.ev].carrier:
+            for oq, o in [x for x in self._on_ev(dst, ack.ev) if x[1].ev_seq < ack.ev_seq]:
+                self._lost(oq, o, now, "sack")
+        # RACK (RFC 8985), per QP: a packet of this QP sent a reordering window before the one now acknowledged,
+        # and older than an RTT plus that window, is lost whatever its EV; a dead EV shows in about an RTT.
+        reo = self.reorder_window
+        srtt = table[ack.ev].stats.srtt or 0.0
+        for o in [o for o in q.outstanding.values() if o.tx + reo < out.tx and now - o.tx > srtt + reo]:
+            self._lost(q, o, now, "sack")
+
+    def _acked(self, q: QpState, seq: int, now: float, now_ns: int, out: Outstanding | None) -> None:
+        if out is not None:
+            q.outstanding.pop(seq, None)
+            self.policy.on_done(q.flow, out.ev)
+            if out.attempt:
+                q.recovery.append(now - out.first_tx)
+        q.acked.add(seq)
+        b = self._bin(now_ns)
+        self.acked_bins[b] = self.acked_bins.get(b, 0) + 1
+
+    def _on_ev(self, dst: str, ev: int) -> list[tuple[QpState, Outstanding]]:
+        return [(q, o) for q in self.order if q.dst == dst for o in q.outstanding.values() if o.ev == ev]
+
+    def _lost(self, q: QpState, out: Outstanding, now: float, how: str) -> None:
+        """A transmission is lost: tell its EV, and queue the packet for another EV."""
+        table = self.tables[q.dst]
+        q.outstanding.pop(out.seq, None)
+        self.policy.on_done(q.flow, out.ev)
+        if out.attempt == 0:
+            q.lost_first_tx[out.seq] = (out.first_tx, out.first_tx_ns)
+        before = table[out.ev].state
+        if how == "sack":
+            table[out.ev].on_sack_loss(now)
+        else:
+            table[out.ev].on_timeout(now)
+        self.resend.append((q, out.seq, out.ev))
+        if before != EvState.FAILED and table[out.ev].state == EvState.FAILED:
+            for oq, o in self._on_ev(q.dst, out.ev):  # the path is dead: everything on it is lost
+                self._lost(oq, o, now, "timeout")
+
+    # --- timers ----------------------------------------------------------------------------------
+    def tick(self, now: float, now_ns: int) -> list[Tx]:
+        """Retransmission timeouts, and probes for the failed EVs that are due one."""
+        for q in self.order:
+            table = self.tables[q.dst]
+            for o in list(q.outstanding.values()):
+                if o.seq in q.outstanding and now - o.tx >= table[o.ev].rto() * (2 ** min(o.attempt, 3)):
+                    self._lost(q, o, now, "timeout")
+        probes = []
+        for dst, table in self.tables.items():
+            for ev in table.tick(now):
+                table[ev].on_probe_sent(now)
+                self.probes_sent += 1
+                probes.append(Tx(dst, ev, 0, 0, DataHeader(PROBE, self.host, ev, 0, 0, 0, now_ns)))
+        return probes
+
+    def next_timer(self, now: float) -> float:
+        """When `tick` has something to do next (at most 5 ms away)."""
+        t = now + 0.005
+        for q in self.order:
+            table = self.tables[q.dst]
+            for o in q.outstanding.values():
+                t = min(t, o.tx + table[o.ev].rto() * (2 ** min(o.attempt, 3)))
+        for table in self.tables.values():
+            for h in table.health.values():
+                if h.state in (EvState.FAILED, EvState.SUSPECT):
+                    t = min(t, h.next_probe)
+                elif h.state == EvState.PROBING:
+                    t = min(t, h.probe_deadline)
+        return t
+
+    # --- results ---------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        qps = []
+        for q in self.order:
+            lost = sorted(t for t, _ in q.lost_first_tx.values())
+            qps.append({
+                "dst": q.dst, "qp": q.qp, "evs": q.table.ids, "total": q.total, "acked": len(q.acked),
+                "lost_first_try": len(lost),
+                "retransmitted": q.retransmitted, "spurious": q.spurious, "trims": q.trims, "ecn": q.ecn, "duplicate_acks": q.duplicate_acks,
+                "per_ev": {str(k): v for k, v in sorted(q.per_ev.items())},
+                "loss_span_ms": round((lost[-1] - lost[0]) * 1e3, 3) if lost else None,
+                "first_loss_s": lost[0] if lost else None, "last_loss_s": lost[-1] if lost else None,
+                "lost_at_s": [round(t, 4) for t in lost],
+                "max_recovery_ms": round(max(q.recovery) * 1e3, 3) if q.recovery else None})
+        return {"host": self.host, "policy": self.policy.name, "config": vars(self.config),
+                "evs": {d: [{**t.to_json(), "spine": self.evs[d][t.ev].spine_name, "plane": self.evs[d][t.ev].plane}
+                            for t in table.health.values()] for d, table in self.tables.items()},
+                "qps": qps, "probes_sent": self.probes_sent, "stalls": self.stalls, "late_acks": self.late_acks,
+                "reorder_window_ms": round(self.reorder_window * 1e3, 3), "acked_bins": {str(k): v for k, v in sorted(self.acked_bins.items())},
+                "ev_bins": {str(e): {str(k): v for k, v in sorted(b.items())} for e, b in sorted(self.ev_bins.items())}}

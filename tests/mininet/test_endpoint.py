@@ -1,0 +1,82 @@
+"""Endpoint mode on a lab: hosts spray over their own SRv6 EVs through real bmv2 switches, and route
+around a cut link by themselves (counts, states and tables asserted, never times)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller import ops
+from controller.evs import host_evs
+from endpoint import lab as ep
+from endpoint.scenarios import Schedule, compare
+from mininet_labs.scenarios import read_cells
+
+PAIRS = [("h0", "h2"), ("h2", "h0"), ("h1", "h3"), ("h3", "h1")]
+PATH_PACKETS = "IngressPipe.headend.path_packets"
+PORT_TX = "FabricEgress.port_tx"
+
+
+def faulty(lab: Any, src: str, dst: str, t0: str, t1: str) -> set[int]:
+    evs = host_evs(ops.fabric(lab.model, "srv6_spray"), src, [dst])[dst]
+    return {e.id for e in evs if e.spine_name == t1 and t0 in (e.src_leaf, e.dst_leaf)}
+
+
+def test_host_ev_spraying_crosses_every_spine_and_plane_and_delivers_everything_intact(lab):
+    ep.enable(lab)
+    leaf = lab.model.switch("p0-t0-0")
+    cells = [("p0-t0-0", PORT_TX, p) for p in leaf.uplinks] + [("p0-t0-0", PATH_PACKETS, j) for j in range(2)]
+    before = read_cells(lab, cells)
+    report = ep.start(lab, PAIRS, ep.Workload(policy="health", messages=192, rate=800, duration=20)).wait()
+    after = read_cells(lab, cells)
+    t = report.totals()
+    # (duplicates are allowed: a retransmission after an RTT spike on a busy machine delivers a PSN twice)
+    assert (t["expected"], t["received"], t["lost"], t["icrc_bad"]) == (4 * 192, 4 * 192, 0, 0)
+    for r in report.receivers.values():
+        assert r["unknown"] == 0
+        for q in r["qps"]:
+            assert sorted(map(int, q["per_ev"])) == [0, 1, 1024, 1025]  # both spines of both planes
+            assert sum(q["per_ev"].values()) == q["received"] == 48
+    delta = {k: after[k] - before[k] for k in after}
+    tx = [v for k, v in delta.items() if PORT_TX in k]
+    assert all(v >= 48 for v in tx)  # both uplinks of the leaf carried host-encapsulated packets
+    assert all(v == 0 for k, v in delta.items() if PATH_PACKETS in k)  # the leaf's own spraying was not used
+    assert all(s["complete"] and s["policy"] == "health" for s in report.senders.values())
+
+
+def test_a_cut_link_is_routed_around_by_the_hosts_alone_and_probed_back_after_repair(lab):
+    ep.enable(lab)
+    t0, t1 = "p0-t0-0", "p0-t1-1"
+    sch = Schedule(seconds=3.0, fault_at=1.0, repair_at=2.0, rate=400, evs_per_qp=2, min_rto_ms=60, probe_ms=20)
+    c = compare(lab, "cut", t0, t1, modes=("host",), pairs=[("h0", "h2"), ("h1", "h3")], schedule=sch)
+    m = c.modes[0]
+    s = m.summary
+    assert lab.failures() == frozenset() and s["controller_untouched"]  # no controller or operator action
+    assert s["complete"] and s["lost"] == 0 and s["icrc_bad"] == 0  # every PSN delivered in the end
+    on = [q for q in m.qps if q["on_fault"]]
+    off = [q for q in m.qps if not q["on_fault"]]
+    # QP k takes EVs 2k, 2k+1 (mod 4): QPs 0 and 2 are on plane 0 (one of their EVs crosses the cut), 1 and 3 not
+    assert sorted((q["sender"], q["qp"]) for q in on) == [("h0", 0x100), ("h0", 0x102), ("h1", 0x100), ("h1", 0x102)]
+    assert all(q["lost_first_try"] == 0 for q in off)  # (resent after an RTT spike, perhaps; never lost)
+    assert sum(q["lost_first_try"] for q in on) > 0
+    assert all(q["acked"] == q["total"] for q in m.qps)
+    assert len(m.evs) == 2 and {e["ev"] for e in m.evs} == faulty(lab, "h0", "h2", t0, t1) == {1}
+    for e in m.evs:
+        states = [(a, b) for _, a, b, _ in e["transitions"]]
+        assert states[0] in (("good", "suspect"), ("good", "failed")) and ("probing", "good") in states
+        assert e["sent_while_failed"] == 0 and e["detected_ms"] is not None and e["restored_ms"] is not None
+        assert e["timeouts"] + e["sack_losses"] >= 1 and e["probes"] >= 1  # seen by an ACK of a later packet or an RTO
+    # the EV carried data again after the repair
+    assert s["evs_restored"] == 2
+
+
+def test_a_blackholed_direction_is_seen_by_acks_alone_and_avoided(lab):
+    """The T1 drops what it sends down to the T0: h0's data to h2 still arrives through it, only the ACKs
+    (and h2's data to h0) are lost; h0's sender fails the EV on the missing ACKs all the same."""
+    ep.enable(lab)
+    sch = Schedule(seconds=2.5, fault_at=0.8, repair_at=1.8, rate=400, min_rto_ms=60)
+    c = compare(lab, "blackhole", "p0-t0-0", "p0-t1-1", modes=("host",), pairs=[("h0", "h2")], schedule=sch)
+    m = c.modes[0]
+    assert m.summary["complete"] and m.summary["lost"] == 0 and lab.failures() == frozenset()
+    (e,) = m.evs
+    assert e["ev"] == 1 and e["detected_ms"] is not None and e["sent_while_failed"] == 0
+    assert e["restored_ms"] is not None
