@@ -9,7 +9,8 @@
  * controller installs one `host_policy` entry (ports without one are fabric ports and are
  * not checked here):
  *  - every IPv6 packet from the port must carry the host's own source address (ingress
- *    filtering, RFC 8754 5.1 / BCP 38): otherwise HOST_SOURCE;
+ *    filtering, RFC 8754 5.1 / BCP 38): otherwise HOST_SOURCE; and a hop limit the leaf
+ *    may forward (> 1): otherwise HOP_LIMIT;
  *  - `sr_boundary` (the default policy): a packet to the fabric's uSID block, or with any
  *    Routing header, or tunnelling an inner IP header (IPv6- or IPv4-in-IPv6) is dropped
  *    as SR_BOUNDARY;
@@ -71,6 +72,12 @@ control SrBoundary(in headers_t hdr,
         }
         if (hdr.ipv6.src_addr != host) {
             meta.drop_reason = DROP_HOST_SOURCE;
+            return;
+        }
+        /* RFC 8200 3, RFC 2473 3.1: the leaf is the first router of the host's packet and
+         * forwards it (into a tunnel or not): a hop limit that would expire here is dropped. */
+        if (hdr.ipv6.hop_limit <= 1) {
+            meta.drop_reason = DROP_HOP_LIMIT;
             return;
         }
         bool to_block = hdr.ipv6.dst_addr[127:96] == block;

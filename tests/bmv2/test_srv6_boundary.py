@@ -17,7 +17,7 @@ from tests.bmv2.test_srv6_spray import (
     outer, spray_hash, sw_mac,
 )
 
-SR_BOUNDARY, HOST_SOURCE, HOST_SR_STEERING = 21, 22, 23
+HOP_LIMIT, SR_BOUNDARY, HOST_SOURCE, HOST_SR_STEERING = 4, 21, 22, 23
 OWN_LEAF = 0x0011  # this leaf's uN
 POLICY = "IngressPipe.boundary.host_policy"
 FIRST_USID = "IngressPipe.boundary.host_first_usid"
@@ -148,3 +148,10 @@ def test_policies_read_back_from_the_switch(spray):
     assert [e for e in held if getattr(e, "table", "") == POLICY] == [want]
     assert sorted(e.match[0][1].value for e in held if getattr(e, "table", "") == FIRST_USID) == \
         sorted([SPINE_A, SPINE_B, OWN_LEAF])
+
+
+@pytest.mark.parametrize("hlim", [0, 1])
+def test_a_host_packet_whose_hop_limit_would_expire_at_the_leaf_is_dropped(spray, hlim):
+    """RFC 8200 3 / RFC 2473 3.1: the leaf forwards the host's packet into the tunnel."""
+    install(spray, "sr_boundary")
+    assert drops(spray, bytes(roce_v6(SRC_HOST, DST_HOST, qp=5, psn=1, hlim=hlim))) == {HOP_LIMIT: 1}
