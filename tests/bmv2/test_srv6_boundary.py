@@ -4,6 +4,8 @@ dropped with exactly one count under its reason."""
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 from scapy.layers.inet6 import ICMPv6EchoRequest, IPv6, IPv6ExtHdrRouting, IPv6ExtHdrSegmentRouting
 from scapy.layers.l2 import Ether
@@ -155,3 +157,42 @@ def test_a_host_packet_whose_hop_limit_would_expire_at_the_leaf_is_dropped(spray
     """RFC 8200 3 / RFC 2473 3.1: the leaf forwards the host's packet into the tunnel."""
     install(spray, "sr_boundary")
     assert drops(spray, bytes(roce_v6(SRC_HOST, DST_HOST, qp=5, psn=1, hlim=hlim))) == {HOP_LIMIT: 1}
+
+
+def _leaf_plan(host_source_routing: bool):
+    """The controller's plan of leaf p0-t0-0 of the default lab (host ports 1, 2; uplinks 3, 4)."""
+    from controller.ops import fabric, sid_plan
+    from controller.plan import plan
+    from controller.routes import Options
+    from mininet_labs.lab import default_topology
+
+    topo = default_topology()
+    f = fabric(topo, "srv6_spray", options=Options(host_source_routing=host_source_routing))
+    return topo, sid_plan(topo), plan(f)["p0-t0-0"]
+
+
+@pytest.mark.parametrize("endpoint_mode", [False, True])
+def test_the_controllers_plan_transits_a_host_carrier_only_in_endpoint_mode(spray, endpoint_mode):
+    """What the controller installs: host h0 (slot 0 of p0-t0-0) writes block | spine 1 | leaf 1 | DT6
+    itself; in endpoint mode the leaf sends it to spine 1 unchanged but for the hop limit, otherwise
+    it is the SR-domain boundary."""
+    from controller.reconcile import apply
+
+    topo, sids, entities = _leaf_plan(endpoint_mode)
+    apply(spray.conn, entities)
+    leaf, spine1 = topo.switch("p0-t0-0"), topo.switch("p0-t1-1")
+    host = str(ipaddress.IPv6Address(sids.host_v6(0, 0, 0)))
+    victim = str(ipaddress.IPv6Address(sids.host_v6(0, 1, 1)))
+    c = str(ipaddress.IPv6Address(sids.carrier((sids.t1_usid(0, 1), sids.t0_usid(0, 1), sids.dt6_usid(0)))))
+    inner = bytes(roce_v6(host, victim, qp=3, psn=9)[IPv6])
+    sent = Ether(src=topo.host_mac(leaf, 0), dst=leaf.mac) / IPv6(src=host, dst=c, nh=41, fl=0xBEEF) / Raw(inner)
+    before = spray.drop_counts()
+    spray.switch.send(leaf.host_ports[0], bytes(sent))
+    got = spray.switch.receive(timeout=0.5)
+    if not endpoint_mode:
+        assert got == []
+        after = spray.drop_counts()
+        assert {r: after[r] - before[r] for r in after if after[r] != before[r]} == {SR_BOUNDARY: 1}
+        return
+    expected = Ether(src=leaf.mac, dst=spine1.mac) / IPv6(src=host, dst=c, nh=41, fl=0xBEEF, hlim=63) / Raw(inner)
+    assert got == [(leaf.uplinks[1], bytes(expected))]
