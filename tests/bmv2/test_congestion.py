@@ -145,3 +145,51 @@ def test_a_trimmed_packet_passes_the_next_switch_length_checks(spray):
     inner = IPv6(frame[14 + 40:])
     inner.tc = inner.tc | CE  # RFC 6040 4.2: the outer CE copied inward
     assert got == bytes(Ether(src=sw_mac(UP_A), dst=nbr_mac(UP_A), type=0x86DD)) + bytes(inner)
+
+
+def test_eecmp_marks_and_trims_ipv4_roce_with_true_lengths_and_checksum(ecmp):
+    """Both programs share the egress signals: IPv4 RoCEv2 through eecmp_qp_hash, one uplink."""
+    from scapy.layers.inet import IP
+
+    from controller.entries import ActionProfileGroup, ActionProfileMember, Lpm
+    from mininet_labs.roce import roce_v4
+
+    host, uplink, profile = 1, 2, "IngressPipe.ecmp.ecmp_selector"
+    dst = Lpm("::ffff:10.0.1.0", 96 + 24)
+    ecmp.install(ActionProfileMember(profile, 1, "IngressPipe.ecmp.set_next_hop",
+                                     (("port", uplink), ("smac", sw_mac(uplink)), ("dmac", nbr_mac(uplink)),
+                                      ("member_index", 0))),
+                 ActionProfileGroup(profile, 1, (1,), max_size=4),
+                 TableEntry("IngressPipe.ecmp.routes", (("l3_dst", dst),), group_id=1))
+    ecmp.conn.write([("MODIFY", thresholds(ECN_AT, TRIM_AT, TRIM_DSCP))])
+    sent = []
+    for psn in range(BURST):
+        pkt = roce_v4("10.0.0.1", "10.0.1.1", qp=4, psn=psn, payload=bytes(200),
+                      smac=nbr_mac(host), dmac=sw_mac(host))
+        pkt[IP].tos = 0x68 | ECT0
+        sent.append(pkt)
+    out = burst_through_bottleneck(ecmp, [bytes(p) for p in sent], host, uplink)
+
+    def routed(pkt, tos: int, trim: bool) -> bytes:
+        p = pkt.copy()
+        p[Ether].src, p[Ether].dst = sw_mac(uplink), nbr_mac(uplink)
+        p[IP].ttl -= 1
+        p[IP].tos = tos
+        del p[IP].chksum
+        if not trim:
+            return bytes(p)
+        p[IP].len = 20 + 8 + 12
+        p[UDP].len = 8 + 12
+        p[UDP].chksum = 0
+        return bytes(p)[:14 + 20 + 8 + 12]
+
+    forms = []
+    for frame, pkt in zip(out, sent):
+        options = {"plain": routed(pkt, 0x68 | ECT0, False), "ce": routed(pkt, 0x68 | CE, False),
+                   "trim": routed(pkt, TRIM_DSCP << 2 | CE, True)}
+        match = [name for name, want in options.items() if frame == want]
+        assert match, frame.hex()
+        forms.append(match[0])
+    assert len(out) == BURST
+    assert forms == sorted(forms, key=["plain", "ce", "trim"].index)
+    assert forms[0] == "plain" and "ce" in forms and forms[-1] == "trim"
