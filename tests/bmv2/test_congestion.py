@@ -193,3 +193,12 @@ def test_eecmp_marks_and_trims_ipv4_roce_with_true_lengths_and_checksum(ecmp):
     assert len(out) == BURST
     assert forms == sorted(forms, key=["plain", "ce", "trim"].index)
     assert forms[0] == "plain" and "ce" in forms and forms[-1] == "trim"
+
+
+def test_the_runtime_cli_names_a_command_the_switch_refuses(spray):
+    from mininet_labs.bmv2runtime import RuntimeCliError
+
+    with pytest.raises(RuntimeCliError, match="no_such_command"):
+        Bmv2Runtime(ns=spray.switch.ns).run("no_such_command 1")
+    with pytest.raises(RuntimeCliError, match="set_queue_rate abc: .*Bad format for rate_pps"):
+        Bmv2Runtime(ns=spray.switch.ns).run("set_queue_rate abc")
