@@ -2,9 +2,11 @@
 each against the minimal forwarding program (p4/l3_baseline.p4) run the same way in the same run.
 
 Prints one JSON document: pps per case and the ratios srv6_spray / baseline (aim: >= 0.8).
+With --compare-build DIR (another build's p4/build, e.g. of main), srv6_spray from there is run
+the same way, the rounds interleaved, and the ratios this build / that build are printed too.
 Needs root and simple_switch_grpc. Not a test: nothing here asserts a time.
 
-    python3 bench/dataplane_pps.py [--packets 20000] [--window 64]
+    python3 bench/dataplane_pps.py [--packets 20000] [--window 64] [--compare-build DIR] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -38,9 +40,17 @@ def _route(table: str, action: str, prefix: str, plen: int) -> TableEntry:
     return TableEntry(table, (("dst_addr", Lpm(prefix, plen)),), action, NEXT_HOP)
 
 
-def headend_entries() -> list:
+def headend_entries(p4info_text: str) -> list:
+    """A source leaf as the controller sets one up; with the host port's SR-domain policy where
+    the program has it (checked by the packets' source) and the egress thresholds on (ECN, trim)
+    at depths the benchmark's queue never reaches, so both are evaluated per packet."""
     profile = "IngressPipe.headend.spray_selector"
-    return [
+    policy = []
+    if "IngressPipe.boundary.host_policy" in p4info_text:
+        policy.append(TableEntry("IngressPipe.boundary.host_policy", (("ingress_port", Exact(IN)),),
+                                 "IngressPipe.boundary.sr_boundary", (("host_addr", "fd00:0:0:11::1"),
+                                                                      ("usid_block", BLOCK))))
+    return policy + [
         TableEntry("IngressPipe.headend.host_port", (("ingress_port", Exact(IN)),),
                    "IngressPipe.headend.set_headend", (("src_addr", "2001:db8:ff::1"), ("usid_block", BLOCK))),
         TableEntry("IngressPipe.headend.spray_dest", (("dst_addr", Lpm("fd00:0:0:12::", 64)),),
@@ -101,20 +111,50 @@ def measure(switch: NetnsSwitch, frames: list[bytes], window: int) -> dict:
             "pps": round(received / elapsed, 1) if elapsed > 0 else 0.0}
 
 
-def run_case(program: str, entries: list, frames: list[bytes], window: int, tag: str) -> dict:
+def thresholds(p4info_text: str) -> list:
+    if "FabricEgress.congestion.thresholds" not in p4info_text:
+        return []
+    return [TableEntry("FabricEgress.congestion.thresholds", (), "FabricEgress.congestion.set_thresholds",
+                       (("ecn_qdepth", 60000), ("trim_qdepth", 60001), ("trim_dscp", 46)), is_default=True)]
+
+
+def run_case(program: str | Artifacts, entries: list, frames: list[bytes], window: int, tag: str) -> dict:
     switch = NetnsSwitch(f"bench{tag}{os.getpid()}", ports=(IN, OUT))
     with switch:
         with SwitchConnection(tag, switch.grpc_address, device_id=1, election_id=1) as conn:
-            conn.set_pipeline(Artifacts.of(program))
+            artifacts = program if isinstance(program, Artifacts) else Artifacts.of(program)
+            conn.set_pipeline(artifacts)
             conn.write([("INSERT", e) for e in entries])
+            conn.write([("MODIFY", e) for e in thresholds(artifacts.p4info.read_text())])
             measure(switch, frames[:200], window)  # warm-up
             return measure(switch, frames, window)
+
+
+def compare(other: Artifacts, plain: list[bytes], encapsulated: list[bytes], args: argparse.Namespace) -> dict:
+    """This build's srv6_spray against another's, round after round (A, B, A, B ...): pps per round,
+    and the ratio of the medians this / other per case."""
+    here = Artifacts.of("srv6_spray")
+    cases = {"headend": (plain, headend_entries), "transit_un": (encapsulated, lambda _text: transit_entries())}
+    out: dict = {"other_build": str(other.bmv2_json.parent)}
+    for case, (frames, entries) in cases.items():
+        pps: dict[str, list[float]] = {"this": [], "other": []}
+        for r in range(args.rounds):
+            for name, art in (("this", here), ("other", other)):
+                got = run_case(art, entries(art.p4info.read_text()), frames, args.window, f"c{r}{name[0]}")
+                pps[name].append(got["pps"])
+        med = {k: sorted(v)[len(v) // 2] for k, v in pps.items()}
+        out[case] = {"pps_this": pps["this"], "pps_other": pps["other"],
+                     "ratio_of_medians": round(med["this"] / med["other"], 3) if med["other"] else None}
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packets", type=int, default=20000)
     parser.add_argument("--window", type=int, default=64, help="packets in flight at most")
+    parser.add_argument("--compare-build", type=Path, metavar="DIR",
+                        help="another build directory holding srv6_spray.json and its P4Info")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds with --compare-build")
     args = parser.parse_args()
     if find_binary("simple_switch_grpc") is None or os.geteuid() != 0:
         print(json.dumps({"skipped": "needs root and simple_switch_grpc"}))
@@ -124,7 +164,8 @@ def main() -> int:
     baseline_route = [_route("IngressPipe.routes_v6", "IngressPipe.set_next_hop", p, plen)
                       for p, plen in (("fd00:0:0:12::", 64), ("fcbb:bb00:1::", 48))]
     results = {
-        "headend": run_case("srv6_spray", headend_entries(), plain, args.window, "he"),
+        "headend": run_case("srv6_spray", headend_entries(Artifacts.of("srv6_spray").p4info.read_text()), plain,
+                            args.window, "he"),
         "headend_baseline": run_case("l3_baseline", baseline_route, plain, args.window, "hb"),
         "transit_un": run_case("srv6_spray", transit_entries(), encapsulated, args.window, "tr"),
         "transit_baseline": run_case("l3_baseline", baseline_route, encapsulated, args.window, "tb"),
@@ -133,6 +174,8 @@ def main() -> int:
     results["ratio_transit_un"] = round(results["transit_un"]["pps"] / results["transit_baseline"]["pps"], 3)
     results["aim"] = ">= 0.8"
     results["config"] = {"packets": args.packets, "window": args.window, "payload_bytes": 256}
+    if args.compare_build is not None:
+        results["compare"] = compare(Artifacts.of("srv6_spray", args.compare_build), plain, encapsulated, args)
     print(json.dumps(results, indent=2))
     return 0
 

@@ -97,8 +97,11 @@ def sid_plan(topo: Topology) -> SidPlan:
 
 
 def fabric(topo: Topology, program: Program, failures: Iterable[Failure] = (), options: Options | None = None) -> Fabric:
-    """The fabric of a topology and program, with these failures (and these Options: hash mode, pins)."""
-    opts = Options(program=program) if options is None else dataclasses.replace(options, program=program)
+    """The fabric of a topology and program, with these failures (and these Options: hash mode, pins).
+    Endpoint mode is on when the Options or the topology file (`host_source_routing: true`) say so."""
+    opts = Options() if options is None else options
+    opts = dataclasses.replace(opts, program=program,
+                               host_source_routing=opts.host_source_routing or topo.host_source_routing)
     base = Fabric(topo, sid_plan(topo), opts)
     failures = list(failures)
     return failover.with_failures(base, failures) if failures else base

@@ -25,6 +25,8 @@ from controller.routes import (
     ECMP_ROUTES,
     ECMP_SELECTOR,
     HASH_POLICY,
+    HOST_FIRST_USID,
+    HOST_POLICY,
     HOST_PORT,
     MY_SID,
     PINNED_PATH,
@@ -33,6 +35,7 @@ from controller.routes import (
     SPRAY_DEST,
     SPRAY_PATHS,
     SPRAY_SELECTOR,
+    THRESHOLDS,
     Fabric,
     leaf_blocks,
     spray_leaf_pins,
@@ -180,12 +183,14 @@ def count_switch(f: Fabric, sw: Switch) -> dict[str, int]:
     """The entity counts of one switch, from the path math alone (equal to count_entities of it)."""
     p, h = sw.plane, f.health
     spray = f.options.program == SPRAY
+    opts = f.options
+    thresholds = 1 if opts.ecn_qdepth or opts.trim_qdepth else 0
     punts = {PUNT: len(fabric_ports(sw))}
     if sw.role == "t1":
         up = sum(1 for i in range(len(sw.downlinks)) if h.link_up(p, i, sw.index))
         if spray:
-            return _nonzero({MY_SID: 1, ROUTES_V6: up + 1, **punts})
-        return _nonzero({f"{ECMP_SELECTOR}/members": up, ECMP_ROUTES: up, **punts})
+            return _nonzero({MY_SID: 1, ROUTES_V6: up + 1, THRESHOLDS: thresholds, **punts})
+        return _nonzero({f"{ECMP_SELECTOR}/members": up, ECMP_ROUTES: up, THRESHOLDS: thresholds, **punts})
     live = len(f.live(p, sw.index))
     slots = 0 if (p, sw.index) in h.leaves else len(sw.host_ports) - len(h.dead_slots(p, sw.index))
     reach, exc, dead = _dest_counts(f, sw)
@@ -197,9 +202,10 @@ def count_switch(f: Fabric, sw: Switch) -> dict[str, int]:
             f"{SPRAY_SELECTOR}/members": live, f"{SPRAY_SELECTOR}/groups": has_group + exc,
             HOST_PORT: slots, MY_SID: 2 + slots, ROUTES_V6: slots + live + 1,
             SPRAY_DEST: blocks + has_group + (dead if live else 0) + own_modes, SPRAY_PATHS: blocks + exc,
-            PINNED_PATH: len(spray_leaf_pins(f, sw)), **punts})
-    opts = f.options
-    return _nonzero({
+            PINNED_PATH: len(spray_leaf_pins(f, sw)),
+            HOST_POLICY: len(sw.host_ports), THRESHOLDS: thresholds,
+            HOST_FIRST_USID: len(f.topo.t1s(p)) + 1 if opts.host_source_routing else 0, **punts})
+    return _nonzero({THRESHOLDS: thresholds,
         f"{ECMP_SELECTOR}/members": live + 1 + slots, f"{ECMP_SELECTOR}/groups": has_group + exc,
         ECMP_ROUTES: has_group + slots + 1 + (exc + dead if live else 0),
         HASH_POLICY: 1 + sum(1 for q, _, _ in opts.dest_modes if q == p) + sum(1 for x in opts.host_pins if x.plane == p),

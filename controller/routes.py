@@ -40,6 +40,7 @@ SPRAY: Program = "srv6_spray"
 EECMP: Program = "eecmp_qp_hash"
 
 FLOW, QP, PACKET, PIN = 0, 1, 2, 3  # hash modes (docs/pipeline.md)
+TRIM_DSCP = 46  # the DSCP a trimmed packet carries unless Options say otherwise
 
 # srv6_spray names
 HOST_PORT = "IngressPipe.headend.host_port"
@@ -60,6 +61,14 @@ END_DX6 = "IngressPipe.endpoint.end_dx6"
 END_DT6 = "IngressPipe.endpoint.end_dt6"
 SET_NEXT_HOP_V6 = "IngressPipe.routing.set_next_hop"
 DROP_USID_UNKNOWN = "IngressPipe.routing.drop_usid_unknown"
+HOST_POLICY = "IngressPipe.boundary.host_policy"
+HOST_FIRST_USID = "IngressPipe.boundary.host_first_usid"
+SR_BOUNDARY = "IngressPipe.boundary.sr_boundary"
+HOST_SOURCE_ROUTING = "IngressPipe.boundary.host_source_routing"
+FIRST_USID_ALLOWED = "IngressPipe.boundary.first_usid_allowed"
+# both programs
+THRESHOLDS = "FabricEgress.congestion.thresholds"
+SET_THRESHOLDS = "FabricEgress.congestion.set_thresholds"
 # eecmp_qp_hash names
 HASH_POLICY = "IngressPipe.ecmp.hash_policy"
 ECMP_ROUTES = "IngressPipe.ecmp.routes"
@@ -139,14 +148,19 @@ class HostPin:
 
 @dataclass(frozen=True, slots=True)
 class Options:
-    """What the user chooses: program, default hash mode, per-destination-leaf modes, pins."""
+    """What the user chooses: program, default hash mode, per-destination-leaf modes, pins, whether
+    hosts may send their own SRv6 (endpoint mode), and the egress queue depths (packets) at which
+    switches mark ECN CE and trim RoCEv2 packets (0: off; docs/pipeline.md)."""
 
     program: Program = SPRAY
     mode: int = PACKET
     dest_modes: tuple[tuple[int, int, int], ...] = ()  # (plane, dst leaf, mode)
     pins: tuple[Pin, ...] = ()
     host_pins: tuple[HostPin, ...] = ()
-    host_source_routing: bool = False  # endpoint mode (issue 10): leaves accept host-encapsulated SRv6 from host ports
+    host_source_routing: bool = False  # endpoint mode (issue 10): leaves transit carriers their hosts write
+    ecn_qdepth: int = 0
+    trim_qdepth: int = 0
+    trim_dscp: int = TRIM_DSCP
 
 
 @dataclass(frozen=True)
@@ -435,6 +449,20 @@ def spray_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
     if f.live(p, i):  # a leaf with no uplink sprays nothing: no aggregate, as before no destination
         out += f.shared.spray_aggregate(p)
         out.append(TableEntry(SPRAY_DEST, f.shared.leaf_match(p, i), LOCAL_LEAF))
+    return out + host_policies(f, leaf)
+
+
+def host_policies(f: Fabric, leaf: Switch) -> list[Entity]:
+    """The SR-domain boundary of every host port (whatever its health: a port the plan thinks
+    down is still outside the domain), its host's own address, and in endpoint mode the uSIDs
+    a host carrier may start with."""
+    p, i, sids = leaf.plane, leaf.index, f.sids
+    action = HOST_SOURCE_ROUTING if f.options.host_source_routing else SR_BOUNDARY
+    out: list[Entity] = [TableEntry(HOST_POLICY, (("ingress_port", Exact(port)),), action,
+                                    (("host_addr", sids.host_v6_text(p, i, k)), ("usid_block", sids.block)))
+                         for k, port in enumerate(leaf.host_ports)]
+    if f.options.host_source_routing:
+        out += host_first_usids(f, leaf)
     return out
 
 
@@ -463,6 +491,24 @@ def _spray_host_entities(f: Fabric, leaf: Switch, un: int) -> list[Entity]:
         append(TableEntry(MY_SID, (("dst_addr", Lpm(sid, LOCAL_SID_LEN)),), END_DX6, hop))
         append(TableEntry(ROUTES_V6, (("dst_addr", Lpm(host, 128)),), SET_NEXT_HOP_V6, hop))
     return out
+
+
+def host_first_usids(f: Fabric, leaf: Switch) -> list[Entity]:
+    """Endpoint mode: the uSIDs a host carrier may start with at this leaf, every spine of its plane
+    and the leaf itself (the carrier enters the fabric here; a spine that is down drops it as
+    USID_NO_MATCH, which the host sees as loss on that EV)."""
+    p, sids = leaf.plane, f.sids
+    usids = [sids.t1_usid(p, j) for j in range(len(f.topo.t1s(p)))] + [sids.t0_usid(p, leaf.index)]
+    return [TableEntry(HOST_FIRST_USID, (("first_usid", Exact(u)),), FIRST_USID_ALLOWED) for u in usids]
+
+
+def congestion_thresholds(f: Fabric) -> list[Entity]:
+    """The egress thresholds (default entry, both programs), when the Options turn a signal on."""
+    o = f.options
+    if not (o.ecn_qdepth or o.trim_qdepth):
+        return []
+    return [TableEntry(THRESHOLDS, (), SET_THRESHOLDS, (("ecn_qdepth", o.ecn_qdepth), ("trim_qdepth", o.trim_qdepth),
+                                                        ("trim_dscp", o.trim_dscp)), is_default=True)]
 
 
 def _spray_uplink_members(f: Fabric, leaf: Switch) -> list[Entity]:
@@ -632,10 +678,12 @@ def ecmp_spine(f: Fabric, spine: Switch, only: Collection[int] | None = None) ->
 # --- whole switches --------------------------------------------------------------------------
 
 def leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
-    """A leaf's own entities, with the punt entries of the controller's link probes (whatever fails)."""
+    """A leaf's own entities, with the probes' punt entries and the congestion thresholds (whatever fails)."""
     if f.options.program == SPRAY:
-        return spray_leaf_local(f, leaf) + spray_leaf_pins(f, leaf) + f.shared.punts(leaf)
-    return ecmp_leaf_local(f, leaf) + f.shared.punts(leaf)
+        own = spray_leaf_local(f, leaf) + spray_leaf_pins(f, leaf)
+    else:
+        own = ecmp_leaf_local(f, leaf)
+    return own + f.shared.punts(leaf) + congestion_thresholds(f)
 
 
 def leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
@@ -643,9 +691,10 @@ def leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
 
 
 def spine_entities(f: Fabric, spine: Switch, only: Collection[int] | None = None) -> list[Entity]:
-    """A spine's entities (`only`: just those towards these leaves)."""
+    """A spine's entities (`only`: just those towards these leaves, without the switch-wide ones: the
+    probes' punt entries and the congestion thresholds, the same whatever fails)."""
     own = spray_spine(f, spine, only) if f.options.program == SPRAY else ecmp_spine(f, spine, only)
-    return own + f.shared.punts(spine) if only is None else own  # punts: the same whatever fails
+    return own if only is not None else own + f.shared.punts(spine) + congestion_thresholds(f)
 
 
 def leaf_dests(f: Fabric, leaf: Switch) -> Iterator[Entity]:

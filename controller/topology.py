@@ -104,6 +104,7 @@ class Topology:
     max_port: int = MAX_PORT
     cpu_port: int | None = CPU_PORT
     usid_block: str | None = None  # the file's uSID block ("fcbb:bb00::/32"); None: the default
+    host_source_routing: bool = False  # endpoint mode: leaves transit SRv6 their hosts write themselves
     _by_name: dict[str, Switch] = field(default_factory=dict, repr=False, compare=False)
     _t0: tuple[tuple[Switch, ...], ...] = field(default=(), repr=False, compare=False)
     _t1: tuple[tuple[Switch, ...], ...] = field(default=(), repr=False, compare=False)
@@ -255,6 +256,8 @@ def to_dict(topo: Topology) -> dict[str, Any]:
     doc: dict[str, Any] = {"name": topo.name, "max_port": topo.max_port, "cpu_port": topo.cpu_port}
     if topo.usid_block is not None:
         doc["usid_block"] = topo.usid_block
+    if topo.host_source_routing:
+        doc["host_source_routing"] = True
     return {**doc, "switches": out}
 
 
@@ -316,13 +319,16 @@ class _Loader:
     def topology(self) -> Topology:
         raw = self._switch_records()
         switches = self._resolve(raw)
+        host_sr = self.doc.get("host_source_routing", False)
+        if not isinstance(host_sr, bool):
+            self.problems.append(f"host_source_routing must be true or false, got {host_sr!r}")
         if self.problems:
             raise TopologyError(self.problems)
         planes = 1 + max((s.plane for s in switches), default=-1)
         block = self.doc.get("usid_block")
         return Topology(name=str(self.doc.get("name") or "fabric"), planes=planes, switches=tuple(switches),
                         max_port=self.max_port, cpu_port=self.cpu_port,
-                        usid_block=None if block is None else str(block))
+                        usid_block=None if block is None else str(block), host_source_routing=host_sr)
 
     def _switch_records(self) -> dict[str, dict[str, Any]]:
         records: dict[str, dict[str, Any]] = {}

@@ -707,9 +707,13 @@ class Lab:
         return done
 
     def mend(self, intfs: Iterable[str]) -> list[str]:
+        """Put a cut port's MTU back. An MTU below 1280 made the kernel drop the port's IPv6 state
+        with its disable_ipv6=1, and the restore brings IPv6 back on: turn it off again, or the
+        switch would take the port's own ND and MLD as traffic."""
         done = []
         for intf in intfs:
             self._ip_link(intf, "mtu", str(self._mtus.pop(intf, 1500)))
+            subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{intf}.disable_ipv6=1"], capture_output=True)
             done.append(intf)
         return done
 

@@ -79,7 +79,8 @@ def _libc_setns(fd: int) -> None:
 
 
 def call_in(ns: str, fn: Callable[[], T]) -> T:
-    """Run fn in namespace ns from a short-lived thread and return its result.
+    """Run fn in namespace ns (a name under /var/run/netns, or a path such as /proc/PID/ns/net)
+    from a short-lived thread and return its result.
 
     setns() moves only the calling thread, so a helper thread enters the namespace, runs
     fn (sockets it opens stay in that namespace) and exits; the caller's thread never moves.
@@ -89,7 +90,7 @@ def call_in(ns: str, fn: Callable[[], T]) -> T:
 
     def worker() -> None:
         try:
-            with open(NETNS_DIR / ns) as target:
+            with open(ns if ns.startswith("/") else NETNS_DIR / ns) as target:
                 _libc_setns(target.fileno())
             result.append(fn())
         except BaseException as exc:  # re-raised in the caller's thread
@@ -104,7 +105,7 @@ def call_in(ns: str, fn: Callable[[], T]) -> T:
 
 
 def open_raw_sockets(ns: str, ifaces: list[str]) -> dict[str, socket.socket]:
-    """AF_PACKET sockets bound to interfaces of ns (they see every frame the far end sends)."""
+    """AF_PACKET sockets bound to interfaces of ns (as for call_in; they see every frame the far end sends)."""
 
     def open_all() -> dict[str, socket.socket]:
         socks: dict[str, socket.socket] = {}

@@ -7,13 +7,17 @@
  *  - uN (RFC 9800 NEXT-CSID, F3216) and End (RFC 8986 4.1) on the way;
  *  - decapsulation at the destination leaf: End.DX6 (RFC 8986 4.5) to a host port, or
  *    End.DT6 (4.6) followed by a lookup of the inner destination;
- *  - plain IPv6 LPM forwarding for everything else.
+ *  - plain IPv6 LPM forwarding for everything else;
+ *  - at host ports, the SR-domain boundary (RFC 8754 5.1, RFC 8986 8) and, where the
+ *    controller allows it, hosts as SRv6 sources (endpoint mode, include/sr_boundary.p4);
+ *  - in egress, ECN CE marking and packet trimming (include/congestion.p4).
  * Malformed packets are dropped and counted by reason (drop_reasons). */
 
 #include <core.p4>
 #include <v1model.p4>
 
 #include "include/common.p4"
+#include "include/sr_boundary.p4"
 
 const bit<3> SID_NONE = 0;
 const bit<3> SID_UN   = 1;
@@ -407,6 +411,7 @@ control IngressPipe(inout headers_t hdr,
 
     ParserErrors() parser_errors;
     CpuPunt() cpu;
+    SrBoundary() boundary;
     Headend() headend;
     Endpoint() endpoint;
     Routing() routing;
@@ -422,6 +427,9 @@ control IngressPipe(inout headers_t hdr,
         parser_errors.apply(hdr, meta, std);
         if (meta.drop_reason == DROP_NONE) {
             cpu.apply(hdr, meta, std);
+        }
+        if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
+            boundary.apply(hdr, meta, std);
         }
         if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
             headend.apply(hdr, meta, std);

@@ -3,6 +3,7 @@
 #define __COMMON_P4__
 
 #include "parser.p4"
+#include "congestion.p4"
 
 /* Turns a parser error into a drop reason, naming the header the packet ended in. */
 control ParserErrors(in headers_t hdr,
@@ -32,6 +33,12 @@ control ParserErrors(in headers_t hdr,
             meta.drop_reason = DROP_SRH_SEGMENTS_LEFT;
         } else if (std.parser_error == error.Ipv4IhlInvalid) {
             meta.drop_reason = DROP_IPV4_IHL;
+        } else if (std.parser_error == error.Ipv6Version) {
+            meta.drop_reason = DROP_IPV6_VERSION;
+        } else if (std.parser_error == error.Ipv6Length) {
+            meta.drop_reason = DROP_IPV6_LENGTH;
+        } else if (std.parser_error == error.SrhPastEnd) {
+            meta.drop_reason = DROP_SRH_TRUNCATED;
         } else {
             meta.drop_reason = DROP_PARSER_OTHER;
         }
@@ -75,7 +82,10 @@ control FabricEgress(inout headers_t hdr,
                      inout standard_metadata_t std) {
     counter(PORT_COUNT, CounterType.packets_and_bytes) port_tx;
 
+    CongestionSignals() congestion;
+
     apply {
+        congestion.apply(hdr, meta, std);
         port_tx.count((bit<32>) std.egress_port);
         if (std.egress_port == CPU_PORT) {
             hdr.packet_in.setValid();

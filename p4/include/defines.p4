@@ -63,6 +63,11 @@ const drop_reason_t DROP_NO_PATH           = 15;
 const drop_reason_t DROP_DECAP_INVALID     = 16;
 const drop_reason_t DROP_NOT_IP            = 17;
 const drop_reason_t DROP_ECN_NOT_ECT       = 18;
+const drop_reason_t DROP_IPV6_VERSION      = 19;
+const drop_reason_t DROP_IPV6_LENGTH       = 20;
+const drop_reason_t DROP_SR_BOUNDARY       = 21;
+const drop_reason_t DROP_HOST_SOURCE       = 22;
+const drop_reason_t DROP_HOST_SR_STEERING  = 23;
 #define DROP_REASON_COUNT 32
 
 /* Where the parser was when it failed, to name the truncated header. */
@@ -76,6 +81,16 @@ const parser_stage_t STAGE_BTH = 4;
 /* ECN codepoints, RFC 3168 5: the low two bits of the IPv6 Traffic Class. */
 const bit<2> ECN_NOT_ECT = 0;
 const bit<2> ECN_CE      = 3;
+
+/* Header sizes the parser and the trimming need (bytes). */
+const bit<32> ETHERNET_BYTES    = 14;
+const bit<32> PACKET_OUT_BYTES  = 2;
+const bit<32> IPV4_BYTES        = 20;
+const bit<32> UDP_BYTES         = 8;
+const bit<32> BTH_BYTES         = 12;
+
+/* bmv2's queue depths (standard_metadata.enq_qdepth) are in packets, 19 bits wide. */
+typedef bit<19> qdepth_t;
 
 #define PORT_COUNT 512
 

@@ -136,10 +136,14 @@ struct headers_t {
 struct local_metadata_t {
     /* parser */
     parser_stage_t parser_stage;
+    bit<32>        frame_left;      /* bytes of the frame after the headers extracted so far */
+    bit<32>        ip6_left;        /* bytes the outer IPv6 Payload Length leaves after its extension headers */
     bit<8>         srh_segments_to_parse;
     bit<8>         srh_tlv_len;
     bit<16>        l4_src_port;
     bit<16>        l4_dst_port;
+    /* SR-domain boundary */
+    bit<16>        first_usid;
     /* drop accounting */
     drop_reason_t  drop_reason;
     /* headend */

@@ -12,7 +12,10 @@ error {
     SrhTooDeep,         /* Last Entry >= SRH_MAX_SEGMENTS */
     SrhLength,          /* Hdr Ext Len < 2 * (Last Entry + 1), RFC 8754 4.3.1.1 */
     SrhSegmentsLeft,    /* Segments Left > Last Entry + 1, RFC 8754 4.3.1.1 */
-    Ipv4IhlInvalid      /* outer IHL != 5 (options unsupported) or inner IHL < 5, RFC 791 3.1 */
+    Ipv4IhlInvalid,     /* outer IHL != 5 (options unsupported) or inner IHL < 5, RFC 791 3.1 */
+    Ipv6Version,        /* Version != 6 in a header parsed as IPv6, RFC 8200 3 */
+    Ipv6Length,         /* Payload Length runs past the frame (or past the outer packet), RFC 8200 3 */
+    SrhPastEnd          /* (Hdr Ext Len + 1) * 8 runs past the IPv6 payload, RFC 8754 2 */
 }
 
 parser FabricParser(packet_in packet,
@@ -21,6 +24,8 @@ parser FabricParser(packet_in packet,
                     inout standard_metadata_t std) {
     state start {
         meta.parser_stage = STAGE_L2;
+        /* What the lengths in the headers are checked against: the frame as received. */
+        meta.frame_left = std.packet_length;
         transition select(std.ingress_port) {
             CPU_PORT: parse_packet_out;
             default: parse_ethernet;
@@ -29,11 +34,13 @@ parser FabricParser(packet_in packet,
 
     state parse_packet_out {
         packet.extract(hdr.packet_out);
+        meta.frame_left = meta.frame_left - PACKET_OUT_BYTES;
         transition parse_ethernet;
     }
 
     state parse_ethernet {
         packet.extract(hdr.ethernet);
+        meta.frame_left = meta.frame_left - ETHERNET_BYTES;
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_IPV6: parse_ipv6;
             ETHERTYPE_IPV4: parse_ipv4;
@@ -59,6 +66,14 @@ parser FabricParser(packet_in packet,
     state parse_ipv6 {
         meta.parser_stage = STAGE_L3;
         packet.extract(hdr.ipv6);
+        /* RFC 8200 3: a header that says it is not version 6, or whose Payload Length
+         * claims more bytes than the frame holds, is malformed: never forwarded (a host
+         * would read past the packet, a switch would trim or pad it). Frames may be
+         * longer (Ethernet padding), never shorter. */
+        verify(hdr.ipv6.version == 6, error.Ipv6Version);
+        meta.frame_left = meta.frame_left - (bit<32>) IPV6_HEADER_BYTES;
+        verify((bit<32>) hdr.ipv6.payload_len <= meta.frame_left, error.Ipv6Length);
+        meta.ip6_left = (bit<32>) hdr.ipv6.payload_len;
         meta.l3_proto = hdr.ipv6.next_hdr;
         transition select(hdr.ipv6.next_hdr) {
             PROTO_ROUTING: parse_routing;
@@ -87,6 +102,11 @@ parser FabricParser(packet_in packet,
     /* RFC 8754 2 and 4.3.1.1: an SRH whose lengths contradict each other is malformed. */
     state parse_srh {
         packet.extract(hdr.srh);
+        /* RFC 8754 2: the SRH is (Hdr Ext Len + 1) * 8 bytes; one that runs past the
+         * packet is dropped here, where it is first parsed, not hops later. */
+        bit<32> srh_bytes = ((bit<32>) hdr.srh.hdr_ext_len + 1) << 3;
+        verify(srh_bytes <= meta.ip6_left, error.SrhPastEnd);
+        meta.ip6_left = meta.ip6_left - srh_bytes;
         verify(hdr.srh.last_entry < SRH_MAX_SEGMENTS, error.SrhTooDeep);
         verify(hdr.srh.hdr_ext_len >= ((hdr.srh.last_entry + 1) << 1), error.SrhLength);
         verify(hdr.srh.segments_left <= hdr.srh.last_entry + 1, error.SrhSegmentsLeft);
@@ -119,6 +139,11 @@ parser FabricParser(packet_in packet,
     state parse_inner_ipv6 {
         meta.parser_stage = STAGE_L3;
         packet.extract(hdr.inner_ipv6);
+        /* RFC 8200 3 for the inner header too (RFC 2473 3.1: the tunnel payload is a whole
+         * IPv6 packet), measured against what the outer header leaves for it. */
+        verify(hdr.inner_ipv6.version == 6, error.Ipv6Version);
+        verify((bit<32>) hdr.inner_ipv6.payload_len + (bit<32>) IPV6_HEADER_BYTES <= meta.ip6_left,
+               error.Ipv6Length);
         transition select(hdr.inner_ipv6.next_hdr) {
             PROTO_UDP: parse_udp;
             PROTO_TCP: parse_tcp;

@@ -20,6 +20,7 @@ from tests.bmv2.test_srv6_spray import (
 SRH_TRUNCATED, SRH_SEGMENTS_LEFT, ROUTING_TYPE, HOP_LIMIT, BTH_TRUNCATED = 1, 2, 3, 4, 5
 USID_NO_MATCH, NO_ROUTE, SRH_TOO_DEEP, SRH_LENGTH, SID_NO_NEXT = 6, 7, 8, 9, 10
 NO_PATH, DECAP_INVALID, NOT_IP = 15, 16, 17
+IPV6_VERSION, IPV6_LENGTH = 19, 20
 
 INNER = bytes(roce_v6(SRC_HOST, DST_HOST, qp=5, psn=1)[IPv6])
 
@@ -35,6 +36,14 @@ def raw_srh(next_hdr: int, ext_len: int, segments_left: int, last_entry: int,
 
 
 SEG = bytes(16)
+
+
+def lying(frame: bytes, offset: int, value: bytes) -> bytes:
+    """The frame with `value` written over the bytes at `offset` (a header field that lies)."""
+    return frame[:offset] + value + frame[offset + len(value):]
+
+
+IP = 14  # offset of the outer IPv6 header in a frame
 
 
 def cases() -> dict[str, tuple[int, bytes]]:
@@ -65,6 +74,21 @@ def cases() -> dict[str, tuple[int, bytes]]:
             eth() / IPv6(src=LEAF_SRC, dst=carrier(DST_LEAF, DST_DT6), nh=43)
             / IPv6ExtHdrSegmentRouting(addresses=[carrier(DST_LEAF, DST_DT6), "fc00::1"], segleft=1, nh=41)
             / Raw(INNER))),
+        # RFC 8200 3: headers that lie about themselves
+        "version 4 under ethertype 0x86dd": (IPV6_VERSION, lying(bytes(
+            eth() / IPv6(src=LEAF_SRC, dst=un, nh=41) / Raw(INNER)), IP, b"\x40")),
+        "inner ipv6 with version 5": (IPV6_VERSION, bytes(
+            eth() / IPv6(src=LEAF_SRC, dst=un, nh=41) / Raw(b"\x50" + INNER[1:]))),
+        "payload length one byte more than the frame": (IPV6_LENGTH, lying(bytes(
+            eth() / IPv6(src=LEAF_SRC, dst=un, nh=41) / Raw(INNER)), IP + 4, (len(INNER) + 1).to_bytes(2, "big"))),
+        "payload length 65535 on a short frame from a host": (IPV6_LENGTH, lying(bytes(
+            eth(HOST) / IPv6(src=SRC_HOST, dst=DST_HOST) / UDP(sport=1, dport=4791) / Raw(b"\x04" * 20)),
+            IP + 4, b"\xff\xff")),
+        "inner payload length past the outer packet": (IPV6_LENGTH, bytes(
+            eth() / IPv6(src=LEAF_SRC, dst=un, nh=41) / Raw(lying(INNER, 4, (len(INNER) - 39).to_bytes(2, "big"))))),
+        # RFC 8754 2: Hdr Ext Len says 1608 bytes, the packet has far fewer: dropped at the first switch
+        "srh hdr ext len past the end of the packet": (SRH_TRUNCATED, bytes(
+            eth() / IPv6(src=LEAF_SRC, dst=un, nh=43) / Raw(raw_srh(41, 200, 0, 0, [SEG]) + INNER))),
         "not ip": (NOT_IP, bytes(Ether(src=nbr_mac(UP_A), dst=sw_mac(UP_A), type=0x88B5) / Raw(b"\x00" * 50))),
     }
 
@@ -79,7 +103,7 @@ def test_malformed_packet_is_dropped_and_counted_by_reason(spray, name):
                   route(DST_HOST, 128, HOST),
                   route("fcbb:bb00::", 32, UP_B, action="drop_usid_unknown"))
     before = spray.drop_counts()
-    spray.switch.send(HOST if reason == BTH_TRUNCATED else UP_A, frame)
+    spray.switch.send(HOST if frame[6:12] == bytes.fromhex(nbr_mac(HOST).replace(":", "")) else UP_A, frame)
 
     assert spray.switch.receive(timeout=1.0) == []
     after = spray.drop_counts()

@@ -1,0 +1,204 @@
+"""ECN CE marking and packet trimming in egress (p4/include/congestion.p4), on simple_switch_grpc with
+a real bottleneck: the egress queue of one port served at a low rate (bmv2's Thrift runtime), a burst
+sent into it, and every packet that comes out checked byte for byte against the form its place in
+the queue allows (untouched, CE-marked, or trimmed to its headers with the trim DSCP)."""
+
+from __future__ import annotations
+
+import pytest
+from scapy.layers.inet import UDP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+from controller.entries import TableEntry
+from mininet_labs.bmv2runtime import Bmv2Runtime
+from mininet_labs.roce import roce_v6
+from tests.bmv2.test_srv6_spray import (
+    DST_DT6, DST_HOST, DST_LEAF, SPINE_A, SRC_HOST, UP_A, UP_B, carrier, my_sid, nbr_mac, outer, route, sw_mac,
+)
+
+THRESHOLDS = "FabricEgress.congestion.thresholds"
+ECN_AT, TRIM_AT, TRIM_DSCP = 3, 6, 0x2E  # queue depths in packets; DSCP 46 as the trim class
+BURST = 12
+ECT0, CE = 0b10, 0b11
+
+
+def thresholds(ecn: int, trim: int, dscp: int) -> TableEntry:
+    return TableEntry(THRESHOLDS, (), "FabricEgress.congestion.set_thresholds",
+                      (("ecn_qdepth", ecn), ("trim_qdepth", trim), ("trim_dscp", dscp)), is_default=True)
+
+
+def burst_through_bottleneck(device, frames: list[bytes], in_port: int, out_port: int) -> list[bytes]:
+    """Serve out_port at 50 packets/s, send the frames at once, collect what comes out (in order)."""
+    runtime = Bmv2Runtime(ns=device.switch.ns)
+    runtime.set_queue_rate(50, out_port)
+    try:
+        for f in frames:
+            device.switch.send(in_port, f)
+        got = device.switch.receive(timeout=len(frames) / 50 + 2.0, count=len(frames))
+    finally:
+        runtime.set_queue_rate(1_000_000, out_port)
+    assert {p for p, _ in got} <= {out_port}
+    return [f for _, f in got]
+
+
+def transit_frames(tc: int) -> tuple[list[bytes], list[bytes]]:
+    """A burst of encapsulated RoCEv2 (PSN 0..BURST-1) arriving at a spine, and the inner packets."""
+    inners = [bytes(roce_v6(SRC_HOST, DST_HOST, qp=9, psn=psn, tc=tc, payload=bytes(range(200)))[IPv6])
+              for psn in range(BURST)]
+    arriving = [bytes(Ether(src=nbr_mac(UP_A), dst=sw_mac(UP_A))
+                      / IPv6(src="2001:db8:ff::1", dst=carrier(SPINE_A, DST_LEAF, DST_DT6), nh=41, tc=tc, fl=0x42)
+                      / Raw(inner)) for inner in inners]
+    return arriving, inners
+
+
+def with_ecn(tc: int, ecn: int) -> int:
+    return tc & ~0b11 | ecn
+
+
+def forwarded(inner: bytes, tc: int) -> bytes:
+    """The uN-shifted packet out of UP_B with outer Traffic Class tc."""
+    return bytes(outer(carrier(DST_LEAF, DST_DT6), inner, UP_B, fl=0x42, hlim=63, tc=tc, src="2001:db8:ff::1"))
+
+
+def trimmed(inner: bytes, tc: int) -> bytes:
+    """What trimming leaves: outer + inner IPv6 + UDP + BTH, DSCP = trim class on both IPv6 headers
+    (CE on the outer when ECN-capable), lengths true, UDP checksum 0, nothing after the BTH."""
+    ip = IPv6(inner)
+    ip.tc = TRIM_DSCP << 2 | ip.tc & 0b11
+    ip.plen = 8 + 12
+    ip[UDP].len = 8 + 12
+    ip[UDP].chksum = 0
+    cut = bytes(ip)[:40 + 8 + 12]
+    frame = forwarded(cut, TRIM_DSCP << 2 | (CE if tc & 0b11 else 0))
+    return frame[:14 + 4] + (40 + 8 + 12).to_bytes(2, "big") + frame[14 + 6:]
+
+
+def spine_entries() -> list:
+    return [my_sid(carrier(SPINE_A), 48, "usid_un"), route(carrier(DST_LEAF), 48, UP_B)]
+
+
+def classify(frames: list[bytes], inners: list[bytes], tc: int) -> list[str]:
+    """Each frame as 'plain', 'ce' or 'trim': the form it matches byte for byte (else the test fails)."""
+    forms = []
+    for frame, inner in zip(frames, inners):
+        options = {"plain": forwarded(inner, tc), "ce": forwarded(inner, with_ecn(tc, CE) if tc & 0b11 else tc),
+                   "trim": trimmed(inner, tc)}
+        match = [name for name, want in options.items() if frame == want]
+        assert match, f"frame {frames.index(frame)} is none of the expected forms: {frame.hex()}"
+        forms.append(match[0])
+    return forms
+
+
+def test_without_thresholds_a_queue_marks_and_trims_nothing(spray):
+    spray.install(*spine_entries())
+    arriving, inners = transit_frames(tc=0x68 | ECT0)
+    out = burst_through_bottleneck(spray, arriving, UP_A, UP_B)
+    assert out == [forwarded(i, 0x68 | ECT0) for i in inners]
+
+
+def test_a_growing_queue_first_marks_ce_then_trims_to_the_headers(spray):
+    spray.install(*spine_entries())
+    spray.conn.write([("MODIFY", thresholds(ECN_AT, TRIM_AT, TRIM_DSCP))])
+    tc = 0x68 | ECT0
+    arriving, inners = transit_frames(tc)
+    out = burst_through_bottleneck(spray, arriving, UP_A, UP_B)
+
+    assert len(out) == BURST
+    forms = classify(out, inners, tc)
+    # The queue only grows during the burst: untouched, then CE, then trimmed, in that order.
+    assert forms == sorted(forms, key=["plain", "ce", "trim"].index)
+    assert forms[0] == "plain" and "ce" in forms and forms[-1] == "trim"
+    assert forms.count("plain") <= ECN_AT + 1 and forms.count("plain") + forms.count("ce") <= TRIM_AT + 1
+
+
+def test_not_ect_traffic_is_never_ce_marked_but_still_trimmed(spray):
+    spray.install(*spine_entries())
+    spray.conn.write([("MODIFY", thresholds(1, TRIM_AT, TRIM_DSCP))])
+    tc = 0x68  # Not-ECT
+    arriving, inners = transit_frames(tc)
+    out = burst_through_bottleneck(spray, arriving, UP_A, UP_B)
+
+    forms = classify(out, inners, tc)
+    assert "trim" in forms and forms[-1] == "trim"
+    assert all(f == forwarded(i, tc) for f, i, form in zip(out, inners, forms) if form != "trim")
+
+
+def test_thresholds_read_back_from_the_switch(spray):
+    spray.conn.write([("MODIFY", thresholds(ECN_AT, TRIM_AT, TRIM_DSCP))])
+    assert spray.conn.read_default(THRESHOLDS) == [thresholds(ECN_AT, TRIM_AT, TRIM_DSCP)]
+
+
+def test_a_trimmed_packet_passes_the_next_switch_length_checks(spray):
+    """The trimmed packet's lengths are true: a second hop (the destination leaf's DT6) decapsulates it
+    and forwards the inner headers, rather than dropping it as IPV6_LENGTH."""
+    tc = 0x68 | ECT0
+    _, inners = transit_frames(tc)
+    frame = trimmed(inners[0], tc)
+    spray.install(my_sid(carrier(DST_LEAF, DST_DT6), 64, "end_dt6"), route(DST_HOST, 128, UP_A))
+    spray.switch.send(UP_B, bytes(Ether(src=nbr_mac(UP_B), dst=sw_mac(UP_B), type=0x86DD)) + frame[14:])
+    received = spray.switch.receive(count=1)
+    assert received, {k: v for k, v in spray.drop_counts().items() if v}
+    (port, got), = received
+    assert port == UP_A
+    inner = IPv6(frame[14 + 40:])
+    inner.tc = inner.tc | CE  # RFC 6040 4.2: the outer CE copied inward
+    assert got == bytes(Ether(src=sw_mac(UP_A), dst=nbr_mac(UP_A), type=0x86DD)) + bytes(inner)
+
+
+def test_eecmp_marks_and_trims_ipv4_roce_with_true_lengths_and_checksum(ecmp):
+    """Both programs share the egress signals: IPv4 RoCEv2 through eecmp_qp_hash, one uplink."""
+    from scapy.layers.inet import IP
+
+    from controller.entries import ActionProfileGroup, ActionProfileMember, Lpm
+    from mininet_labs.roce import roce_v4
+
+    host, uplink, profile = 1, 2, "IngressPipe.ecmp.ecmp_selector"
+    dst = Lpm("::ffff:10.0.1.0", 96 + 24)
+    ecmp.install(ActionProfileMember(profile, 1, "IngressPipe.ecmp.set_next_hop",
+                                     (("port", uplink), ("smac", sw_mac(uplink)), ("dmac", nbr_mac(uplink)),
+                                      ("member_index", 0))),
+                 ActionProfileGroup(profile, 1, (1,), max_size=4),
+                 TableEntry("IngressPipe.ecmp.routes", (("l3_dst", dst),), group_id=1))
+    ecmp.conn.write([("MODIFY", thresholds(ECN_AT, TRIM_AT, TRIM_DSCP))])
+    sent = []
+    for psn in range(BURST):
+        pkt = roce_v4("10.0.0.1", "10.0.1.1", qp=4, psn=psn, payload=bytes(200),
+                      smac=nbr_mac(host), dmac=sw_mac(host))
+        pkt[IP].tos = 0x68 | ECT0
+        sent.append(pkt)
+    out = burst_through_bottleneck(ecmp, [bytes(p) for p in sent], host, uplink)
+
+    def routed(pkt, tos: int, trim: bool) -> bytes:
+        p = pkt.copy()
+        p[Ether].src, p[Ether].dst = sw_mac(uplink), nbr_mac(uplink)
+        p[IP].ttl -= 1
+        p[IP].tos = tos
+        del p[IP].chksum
+        if not trim:
+            return bytes(p)
+        p[IP].len = 20 + 8 + 12
+        p[UDP].len = 8 + 12
+        p[UDP].chksum = 0
+        return bytes(p)[:14 + 20 + 8 + 12]
+
+    forms = []
+    for frame, pkt in zip(out, sent):
+        options = {"plain": routed(pkt, 0x68 | ECT0, False), "ce": routed(pkt, 0x68 | CE, False),
+                   "trim": routed(pkt, TRIM_DSCP << 2 | CE, True)}
+        match = [name for name, want in options.items() if frame == want]
+        assert match, frame.hex()
+        forms.append(match[0])
+    assert len(out) == BURST
+    assert forms == sorted(forms, key=["plain", "ce", "trim"].index)
+    assert forms[0] == "plain" and "ce" in forms and forms[-1] == "trim"
+
+
+def test_the_runtime_cli_names_a_command_the_switch_refuses(spray):
+    from mininet_labs.bmv2runtime import RuntimeCliError
+
+    with pytest.raises(RuntimeCliError, match="no_such_command"):
+        Bmv2Runtime(ns=spray.switch.ns).run("no_such_command 1")
+    with pytest.raises(RuntimeCliError, match="set_queue_rate abc: .*Bad format for rate_pps"):
+        Bmv2Runtime(ns=spray.switch.ns).run("set_queue_rate abc")

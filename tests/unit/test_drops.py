@@ -1,0 +1,16 @@
+"""controller.drops names exactly the drop reasons p4/include/defines.p4 defines."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from controller.drops import DropReason
+
+DEFINES = Path(__file__).parents[2] / "p4" / "include" / "defines.p4"
+
+
+def test_drop_reasons_match_the_p4_defines() -> None:
+    p4 = {name: int(value) for name, value in
+          re.findall(r"const drop_reason_t DROP_(\w+)\s*=\s*(\d+);", DEFINES.read_text()) if name != "NONE"}
+    assert p4 == {r.name: r.value for r in DropReason}
