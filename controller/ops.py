@@ -318,13 +318,18 @@ def connection(sw: Switch, election_id: int, timeout: float) -> SwitchConnection
                             pipeline_timeout=max(60.0, timeout), tls=sw.tls)
 
 
+def replace_tls(topo: Topology, tls_of: Callable[[Switch], TlsConfig | None]) -> Topology:
+    """The topology with each switch's TLS setting replaced by tls_of(switch)."""
+    switches = tuple(dataclasses.replace(s, tls=tls_of(s)) for s in topo.switches)
+    return dataclasses.replace(topo, switches=switches, _by_name={}, _t0=(), _t1=())
+
+
 def with_tls(topo: Topology, options: TlsConfig | None) -> Topology:
     """The topology with the TLS options over every switch's own (field by field), and every TLS
     file it names checked (readable PEM of the right kind, key matching certificate): OpError naming
     the file otherwise, before any switch is contacted."""
     if options is not None:
-        switches = tuple(dataclasses.replace(s, tls=override(s.tls, options)) for s in topo.switches)
-        topo = dataclasses.replace(topo, switches=switches, _by_name={}, _t0=(), _t1=())
+        topo = replace_tls(topo, lambda s: override(s.tls, options))
     try:
         check_all([s.tls for s in topo.switches])
     except TlsError as e:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -31,16 +32,37 @@ from mininet_labs.bmv2proc import ServerTls
 from mininet_labs.nsswitch import NetnsSwitch
 from tests.bmv2.conftest import require_bmv2
 from tests.bmv2.fabric_fixture import FabricLab, differences, start_lab
-from tests.bmv2.tls_pki import Pki, make_pki, require_openssl
+from mininet_labs import pki as labpki
 
 ARTIFACTS = Artifacts.of("srv6_spray")
 LEAF, SPINE = "p0-t0-0", "p0-t1-1"
 
 
+@dataclass(frozen=True)
+class Pki:
+    """The lab PKI (a CA, the switches' certificate, our client certificate), and another CA with a
+    client certificate of its own, which the switches must refuse."""
+
+    dir: Path
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+    other_ca: Path
+    other_cert: Path
+    other_key: Path
+
+
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    require_openssl()
-    return make_pki(tmp_path_factory.mktemp("pki"))
+    if labpki.openssl() is None:
+        pytest.skip("openssl not found on PATH (the TLS tests make their certificates with it)")
+    d = tmp_path_factory.mktemp("pki")
+    ours = labpki.make_pki(d)
+    other_ca = labpki.make_ca(d, "other-ca")
+    other = labpki.make_cert(d, "intruder", other_ca, labpki.CLIENT_EXT)
+    return Pki(d, ours.ca, ours.server_cert, ours.server_key, ours.client_cert, ours.client_key, other_ca[0], *other)
 
 
 def good(pki: Pki, **kw: object) -> TlsConfig:
