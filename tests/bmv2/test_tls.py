@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
@@ -39,19 +39,13 @@ LEAF, SPINE = "p0-t0-0", "p0-t1-1"
 
 
 @dataclass(frozen=True)
-class Pki:
+class Pki(labpki.Pki):
     """The lab PKI (a CA, the switches' certificate, our client certificate), and another CA with a
     client certificate of its own, which the switches must refuse."""
 
-    dir: Path
-    ca: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
-    other_ca: Path
-    other_cert: Path
-    other_key: Path
+    other_ca: Path = Path()
+    other_cert: Path = Path()
+    other_key: Path = Path()
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +56,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     ours = labpki.make_pki(d)
     other_ca = labpki.make_ca(d, "other-ca")
     other = labpki.make_cert(d, "intruder", other_ca, labpki.CLIENT_EXT)
-    return Pki(d, ours.ca, ours.server_cert, ours.server_key, ours.client_cert, ours.client_key, other_ca[0], *other)
+    return Pki(**asdict(ours), other_ca=other_ca[0], other_cert=other[0], other_key=other[1])
 
 
 def good(pki: Pki, **kw: object) -> TlsConfig:
