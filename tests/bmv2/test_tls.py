@@ -293,6 +293,11 @@ def test_fabricctl_and_shell_over_tcp_with_mutual_tls(tmp_path: Path, pki: Pki) 
         status = fabricctl("status", LEAF, "--json")
         assert json.loads(status.stdout)["switches"][LEAF]["in_sync"] is True
 
+        untrusted = fabricctl("--tls-ca", str(pki.other_ca), "status", LEAF)  # gRPC's own handshake log muted
+        assert untrusted.returncode == 1 and len(untrusted.stderr.splitlines()) == 1, untrusted.stderr
+        assert untrusted.stderr.startswith(f"error: {LEAF}: the TLS certificate of {leaf.grpc_addr} is not trusted: ")
+        assert untrusted.stderr.endswith(f"; is it signed by the CA in {pki.other_ca}?\n")
+
         command = fabricctl("shell", LEAF, "--print-command")
         assert command.stdout.split()[-7:] == ["--ssl", "--cacert", str(pki.ca), "--cert", str(pki.client_cert),
                                                "--private-key", str(pki.client_key)]
