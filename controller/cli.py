@@ -347,6 +347,8 @@ def topo_validate(env: Env, as_json: bool) -> None:
     """
     path = env.topology_path()
     t, problems = ops.check_topology(path)
+    if t is not None:
+        ops.with_tls(t, env.tls)  # the TLS files: an `error:` line and exit 2 if one cannot be used
     if as_json:
         _print_json({"topology": str(path), "ok": t is not None, "problems": problems,
                      **({"summary": _summary(t)} if t is not None else {})})
@@ -354,7 +356,6 @@ def topo_validate(env: Env, as_json: bool) -> None:
         for p in problems:
             click.echo(f"error: {path}: {p}", err=True)
     else:
-        ops.with_tls(t, env.tls)  # the TLS files: an `error:` line and exit 2 if one cannot be used
         click.echo(f"ok: {_summary(t)}")
     if t is None:
         raise click.exceptions.Exit(ops.BAD_TOPOLOGY)

@@ -174,7 +174,8 @@ def test_unusable_files_in_the_topology_are_one_line_before_anything_is_written(
         d = tmp_path / str(n)
         d.mkdir()
         path = with_tls(d, None, **{LEAF: settings})
-        for args in (("topo", "validate"), ("fail", "link", LEAF, "p0-t1-1"), ("install",), ("status",)):
+        for args in (("topo", "validate"), ("topo", "validate", "--json"), ("fail", "link", LEAF, "p0-t1-1"),
+                     ("install",), ("status",)):
             assert one_error(run("--topology", str(path), *args), 2) == message, args
         assert sorted(p.name for p in d.iterdir()) == ["lab.yaml"]  # no state file written
 
