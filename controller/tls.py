@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import ssl
@@ -321,14 +322,16 @@ def shell_args(address: str, config: TlsConfig | None) -> list[str]:
     if config is None:
         return []
     try:
-        from p4runtime_sh.p4runtime import SSLOptions  # noqa: F401  (p4runtime-shell 0.0.6 and later)
+        has_tls = hasattr(importlib.import_module("p4runtime_sh.p4runtime"), "SSLOptions")  # 0.0.6 and later
     except ImportError:
+        has_tls = False
+    if not has_tls:
         raise TlsError("this p4runtime-shell has no TLS options (--ssl, --cacert, --cert, --private-key: "
-                       "p4runtime-shell 0.0.6 and later); upgrade it") from None
+                       "p4runtime-shell 0.0.6 and later); upgrade it")
     name = target_name(address, config)
     if name is not None:
         why = (f"server name {name!r}" if config.server_name else
-               f"server name 'localhost' that a unix: address needs (gRPC would check the socket path)")
+               "server name 'localhost' that a unix: address needs (gRPC would check the socket path)")
         raise TlsError(f"p4runtime-shell has no option for the TLS {why}; give the switch a host:port "
                        "address its certificate names")
     out = ["--ssl"]
