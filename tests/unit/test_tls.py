@@ -224,3 +224,18 @@ def test_shell_refuses_what_p4runtime_shell_cannot_do(tmp_path: Path, pki, monke
     assert one_error(run("--topology", str(path), "shell", "p1-t0-0", "--print-command"), 2) == (
         "p1-t0-0: this p4runtime-shell has no TLS options (--ssl, --cacert, --cert, --private-key: "
         "p4runtime-shell 0.0.6 and later); upgrade it")
+
+
+def test_tls_options_after_the_subcommand_and_in_a_config_file(tmp_path: Path, pki) -> None:  # type: ignore[no-untyped-def]
+    def tls_of(result: Result) -> set[str]:
+        assert result.exit_code == 0, result.stderr
+        return {json.dumps(s.get("tls")) for s in json.loads(result.stdout)["switches"]}
+
+    assert tls_of(run("--topology", str(LAB), "topo", "show", "--json", "--tls-ca", str(pki.ca))) == {
+        json.dumps({"ca": str(pki.ca)})}
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "ca.crt").write_bytes(pki.ca.read_bytes())
+    config = tmp_path / "fabric.yaml"
+    config.write_text("tls_ca: certs/ca.crt\ntls-server-name: fabric.test\n")  # relative to the config file
+    assert tls_of(run("--config", str(config), "--topology", str(LAB), "topo", "show", "--json")) == {
+        json.dumps({"ca": str(tmp_path / "certs" / "ca.crt"), "server_name": "fabric.test"})}
