@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from controller import failover, options, ops
+from controller import failover, options, ops, tls
 from controller.safefile import UnsafeFile, marked, open_atomic
 from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, Value
 from controller.failover import Failure, failure_to_json
@@ -134,6 +134,7 @@ class Env:
     state_file: Path | None
     election_id: int
     timeout: float
+    tls: tls.TlsConfig | None = None  # the --tls-* options, over the topology's TLS settings
     _topo: Topology | None = field(default=None, repr=False)
     _p4info: P4Info | None = field(default=None, repr=False)
 
@@ -150,7 +151,7 @@ class Env:
                 n = len(problems) - 1
                 more = f" (+{n} more; 'fabricctl topo validate' lists them)" if n else ""
                 raise OpError(f"topology {path} is invalid: {problems[0]}{more}", ops.BAD_TOPOLOGY)
-            self._topo = topo
+            self._topo = ops.with_tls(topo, self.tls)
         return self._topo
 
     def state_path(self) -> Path:
@@ -227,10 +228,21 @@ def _print_json(doc: Any) -> None:
 @click.option("-v", "--verbose", count=True, envvar="FABRIC_VERBOSE",
               help="Log to stderr what is written to which switch: -v per write batch, -vv per entity "
                    "(env FABRIC_VERBOSE=1|2).")
+@click.option("--tls-ca", type=click.Path(dir_okay=False, path_type=Path), envvar="FABRIC_TLS_CA", metavar="FILE",
+              help="TLS to every switch: PEM of the CA that signs the switches' certificates (over the "
+                   "topology's tls: settings; env FABRIC_TLS_CA). Default: plaintext, or the topology's.")
+@click.option("--tls-cert", type=click.Path(dir_okay=False, path_type=Path), envvar="FABRIC_TLS_CERT", metavar="FILE",
+              help="Mutual TLS: our client certificate (PEM; with --tls-key; env FABRIC_TLS_CERT).")
+@click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path), envvar="FABRIC_TLS_KEY", metavar="FILE",
+              help="Mutual TLS: the unencrypted key of --tls-cert (PEM; env FABRIC_TLS_KEY).")
+@click.option("--tls-server-name", envvar="FABRIC_TLS_SERVER_NAME", metavar="NAME",
+              help="Check the switches' certificates for NAME instead of the address's host "
+                   "(unix: addresses: localhost; env FABRIC_TLS_SERVER_NAME).")
 @click.version_option(package_name="srv6-fabric", message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file: Path | None,
-        election_id: int, timeout: float, verbose: int) -> None:
+        election_id: int, timeout: float, verbose: int, tls_ca: Path | None, tls_cert: Path | None,
+        tls_key: Path | None, tls_server_name: str | None) -> None:
     """Plan, install and operate a multi-plane SRv6 / E-ECMP fabric of P4Runtime switches.
 
     The topology file names every switch with its gRPC address and device id; the plan (the
@@ -240,11 +252,16 @@ def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file
 
     Global options may also follow the subcommand (fabricctl plan --timeout 3), be set in the
     environment (FABRIC_TOPOLOGY, FABRIC_PROGRAM, FABRIC_STATE, FABRIC_ELECTION_ID,
-    FABRIC_TIMEOUT, FABRIC_VERBOSE) or in a --config file; the command line wins, then the
+    FABRIC_TIMEOUT, FABRIC_VERBOSE, FABRIC_TLS_CA, FABRIC_TLS_CERT, FABRIC_TLS_KEY,
+    FABRIC_TLS_SERVER_NAME) or in a --config file; the command line wins, then the
     environment, then the config file.
     """
     options.setup_logging(verbose)
-    ctx.obj = Env(topology_file, program, state_file, election_id, timeout)
+    try:
+        tls_options = tls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)
+    except tls.TlsError as e:
+        raise click.UsageError(str(e), ctx) from None
+    ctx.obj = Env(topology_file, program, state_file, election_id, timeout, tls_options)
 
 
 # --- topo ------------------------------------------------------------------------------------
@@ -330,6 +347,8 @@ def topo_validate(env: Env, as_json: bool) -> None:
     """
     path = env.topology_path()
     t, problems = ops.check_topology(path)
+    if t is not None:
+        ops.with_tls(t, env.tls)  # the TLS files: an `error:` line and exit 2 if one cannot be used
     if as_json:
         _print_json({"topology": str(path), "ok": t is not None, "problems": problems,
                      **({"summary": _summary(t)} if t is not None else {})})
@@ -834,7 +853,11 @@ def shell(env: Env, name: str, push_pipeline: bool, print_command: bool) -> None
     (sw,) = ops.switches(env.topo(), [name])
     art = env.artifacts()
     p4info = env.p4info()
-    argv = shell_command(sw.grpc_addr, sw.device_id, env.election_id, art if push_pipeline else None)
+    try:
+        tls_args = tls.shell_args(sw.grpc_addr, sw.tls)
+    except tls.TlsError as e:
+        raise OpError(f"{sw.name}: {e}") from None
+    argv = shell_command(sw.grpc_addr, sw.device_id, env.election_id, art if push_pipeline else None) + tls_args
     if print_command:
         click.echo(shlex.join(argv))
         return

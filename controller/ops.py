@@ -28,6 +28,7 @@ from controller.reconcile import Delta, apply, diff
 from controller.safefile import UnsafeFile
 from controller.routes import Fabric, Options, Program
 from controller.sids import SidError, SidPlan
+from controller.tls import TlsConfig, TlsError, check_all, override
 from controller.toolchain import Artifacts
 from controller.topology import Switch, Topology, TopologyError, from_dict
 
@@ -70,7 +71,7 @@ def check_topology(path: Path) -> tuple[Topology | None, list[str]]:
     if bad:
         return None, bad
     try:
-        topo = from_dict(doc)
+        topo = from_dict(doc, path.parent)
     except TopologyError as e:
         return None, e.problems
     except (TypeError, ValueError, AttributeError, KeyError) as e:
@@ -317,7 +318,26 @@ def exit_code(outcomes: Iterable[Outcome]) -> int:
 
 def connection(sw: Switch, election_id: int, timeout: float) -> SwitchConnection:
     return SwitchConnection(sw.name, sw.grpc_addr, sw.device_id, election_id, timeout=timeout,
-                            pipeline_timeout=max(60.0, timeout))
+                            pipeline_timeout=max(60.0, timeout), tls=sw.tls)
+
+
+def replace_tls(topo: Topology, tls_of: Callable[[Switch], TlsConfig | None]) -> Topology:
+    """The topology with each switch's TLS setting replaced by tls_of(switch)."""
+    switches = tuple(dataclasses.replace(s, tls=tls_of(s)) for s in topo.switches)
+    return dataclasses.replace(topo, switches=switches, _by_name={}, _t0=(), _t1=())
+
+
+def with_tls(topo: Topology, options: TlsConfig | None) -> Topology:
+    """The topology with the TLS options over every switch's own (field by field), and every TLS
+    file it names checked (readable PEM of the right kind, key matching certificate): OpError naming
+    the file otherwise, before any switch is contacted."""
+    if options is not None:
+        topo = replace_tls(topo, lambda s: override(s.tls, options))
+    try:
+        check_all([s.tls for s in topo.switches])
+    except TlsError as e:
+        raise OpError(str(e)) from None
+    return topo
 
 
 def _not_primary(conn: SwitchConnection) -> NotPrimaryError:

@@ -29,9 +29,14 @@ GLOBALS: dict[str, tuple[str, str, bool]] = {
     "election-id": ("election_id", "FABRIC_ELECTION_ID", True),
     "timeout": ("timeout", "FABRIC_TIMEOUT", True),
     "verbose": ("verbose", "FABRIC_VERBOSE", False),
+    "tls-ca": ("tls_ca", "FABRIC_TLS_CA", True),
+    "tls-cert": ("tls_cert", "FABRIC_TLS_CERT", True),
+    "tls-key": ("tls_key", "FABRIC_TLS_KEY", True),
+    "tls-server-name": ("tls_server_name", "FABRIC_TLS_SERVER_NAME", True),
     "config": ("config", "FABRIC_CONFIG", True),
 }
 CONFIG_KEYS = [k for k in GLOBALS if k != "config"]
+_TLS_FILES = ("tls-ca", "tls-cert", "tls-key")
 LOGGER = "controller"
 
 
@@ -70,7 +75,7 @@ def _config_value(key: str, value: Any, path: Path) -> Any:
             isinstance(value, float) and not math.isfinite(value)):
         problem = f"expected a string or number, got {limits.type_name(value)}"
     else:
-        return str(value) if key in ("topology", "state", "program") else value
+        return str(value) if key in ("topology", "state", "program", *_TLS_FILES, "tls-server-name") else value
     if problem:
         raise click.BadParameter(f"{path}: {key}: {problem}", param_hint="'--config'")
     return value
@@ -98,7 +103,7 @@ def read_config(path: Path) -> dict[str, Any]:
             raise click.BadParameter(f"{path}: unknown key {str(key)[:40]!r} (known: {', '.join(CONFIG_KEYS)})",
                                      param_hint="'--config'")
         value = _config_value(norm, value, path)
-        if norm in ("topology", "state") and not Path(value).is_absolute():
+        if norm in ("topology", "state", *_TLS_FILES) and not Path(value).is_absolute():
             value = str(path.parent / value)
         out[GLOBALS[norm][0]] = value
     return out

@@ -17,6 +17,7 @@ from controller import codec, wire
 from controller.entries import ActionProfileMember, CounterValue, Entity, Exact, Lpm, Match, TableEntry, Value
 from controller.p4info import P4Info, pipeline_differences
 from controller.reconcile import Update, UpdateType
+from controller.tls import TlsConfig, TlsError, channel as tls_channel, explain as tls_explain
 from controller.toolchain import Artifacts
 
 ElectionId = int | tuple[int, int]
@@ -169,7 +170,8 @@ def _log_batch(conn: SwitchConnection, updates: list[Update], number: int, batch
 
 @dataclass(eq=False)
 class SwitchConnection:
-    """A P4Runtime session with one device: `address` is "host:port" or "unix:/path"."""
+    """A P4Runtime session with one device: `address` is "host:port" or "unix:/path"; `tls` None
+    is plaintext, a TlsConfig TLS (mutual TLS with its client certificate)."""
 
     name: str
     address: str
@@ -178,6 +180,7 @@ class SwitchConnection:
     p4info: P4Info | None = None
     timeout: float = 10.0
     pipeline_timeout: float = 60.0
+    tls: TlsConfig | None = None
     _channel: grpc.Channel | None = field(default=None, init=False, repr=False)
     _stub: _Stub | None = field(default=None, init=False, repr=False)
     _requests: queue.Queue = field(default_factory=queue.Queue, init=False, repr=False)
@@ -201,11 +204,18 @@ class SwitchConnection:
             return self._primary
         timeout = self.timeout if timeout is None else timeout
         self._stream_error = None
-        self._channel = grpc.insecure_channel(self.address, options=_GRPC_OPTIONS)
+        try:
+            self._channel = tls_channel(self.address, self.tls, _GRPC_OPTIONS)
+        except TlsError as e:
+            raise P4RuntimeError(f"{self.name}: {e}") from None
         state = wait_ready(self._channel, timeout)
         if state is not grpc.ChannelConnectivity.READY:
             self.close()
             if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+                # our own TLS handshake with the server says whether TLS is why (controller.tls.explain)
+                why = tls_explain(self.address, self.tls, min(2.0, timeout))
+                if why is not None:
+                    raise P4RuntimeError(f"{self.name}: {why}")
                 raise P4RuntimeError(f"{self.name}: no P4Runtime server at {self.address}: the connection failed "
                                      "at once (refused or unreachable)")
             raise P4RuntimeError(f"{self.name}: no P4Runtime server at {self.address} within {timeout}s")

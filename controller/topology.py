@@ -14,6 +14,8 @@ import networkx as nx
 
 from controller import limits
 
+from controller import tls as tlsconf
+
 Role = Literal["t0", "t1"]
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
@@ -46,6 +48,7 @@ class Switch:
     host_macs: tuple[str, ...] | None = None  # None: derived with host_mac()
     uplinks: tuple[int, ...] = ()
     downlinks: tuple[int, ...] = ()
+    tls: tlsconf.TlsConfig | None = None  # None: plaintext P4Runtime
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +227,7 @@ def load(path: str | Path) -> Topology:
     doc = load_file(path, limits.MAX_TOPOLOGY_BYTES, "topology")
     if doc is not None and not isinstance(doc, dict):
         raise TopologyError(["expected a mapping with a 'switches' list"])
-    return from_dict(doc or {})
+    return from_dict(doc or {}, Path(path).parent)
 
 
 def load_yaml(stream: Any) -> Any:
@@ -235,9 +238,10 @@ def load_yaml(stream: Any) -> Any:
     return load(stream)
 
 
-def from_dict(doc: Mapping[str, Any]) -> Topology:
-    """Validate a topology document; raise TopologyError listing every problem found."""
-    return _Loader(doc).topology()
+def from_dict(doc: Mapping[str, Any], base: Path | None = None) -> Topology:
+    """Validate a topology document; raise TopologyError listing every problem found. `base`: the
+    directory relative TLS file paths are resolved against (the topology file's)."""
+    return _Loader(doc, base).topology()
 
 
 def to_dict(topo: Topology) -> dict[str, Any]:
@@ -246,6 +250,8 @@ def to_dict(topo: Topology) -> dict[str, Any]:
     for s in topo.switches:
         d: dict[str, Any] = {"name": s.name, "role": s.role, "plane": s.plane, "index": s.index,
                              "device_id": s.device_id, "grpc": s.grpc_addr, "mac": s.mac}
+        if s.tls is not None:
+            d["tls"] = tlsconf.to_doc(s.tls)
         if s.role == "t0":
             d["hosts"] = {h: {"port": p, "mac": topo.host_mac(s, k)}
                           for k, (h, p) in enumerate(zip(s.host_names, s.host_ports))}
@@ -264,8 +270,9 @@ def to_dict(topo: Topology) -> dict[str, Any]:
 class _Loader:
     """One pass over a topology document that gathers all problems before failing."""
 
-    def __init__(self, doc: Mapping[str, Any]) -> None:
+    def __init__(self, doc: Mapping[str, Any], base: Path | None = None) -> None:
         self.doc = doc
+        self.base = base
         self.problems: list[str] = []
         self.rejected: set[str] = set()  # named switches already reported as invalid
         self.max_port = self._int("max_port", doc.get("max_port", MAX_PORT), 1, limits.MAX_DATA_PORT, MAX_PORT)
@@ -332,6 +339,9 @@ class _Loader:
 
     def _switch_records(self) -> dict[str, dict[str, Any]]:
         records: dict[str, dict[str, Any]] = {}
+        parsed, problems = tlsconf.parse(self.doc.get("tls"), "topology", self.base)
+        self.problems += problems
+        fabric_tls = parsed if isinstance(parsed, tlsconf.TlsConfig) else None
         for n, rec in enumerate(self.doc.get("switches") or []):
             if "name" not in rec:
                 self.problems.append(f"switch #{n} has no name")
@@ -363,7 +373,9 @@ class _Loader:
                                           if isinstance(h, dict))]:
                 if mac is not None and not (isinstance(mac, str) and _MAC.match(mac)):
                     self.problems.append(f"MAC {mac!r} of {name} is not a quoted xx:xx:xx:xx:xx:xx string")
-            records[name] = dict(rec, _order=n)
+            own_tls, problems = tlsconf.parse(rec.get("tls"), f"switch {name}", self.base)
+            self.problems += problems
+            records[name] = dict(rec, _order=n, _tls=tlsconf.resolve(fabric_tls, own_tls))  # type: ignore[arg-type]
         return records
 
     def _resolve(self, raw: dict[str, dict[str, Any]]) -> list[Switch]:
@@ -511,5 +523,5 @@ class _Loader:
             out.append(Switch(name=name, role=role, plane=plane, index=i,
                               device_id=int(rec.get("device_id", rec["_order"] + 1)),
                               grpc_addr=str(rec.get("grpc", f"127.0.0.1:{50001 + rec['_order']}")),
-                              mac=str(rec.get("mac") or switch_mac(plane, role, i)), **kw))
+                              mac=str(rec.get("mac") or switch_mac(plane, role, i)), tls=rec["_tls"], **kw))
         return out

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import grpc
 
+from controller.tls import TlsConfig, channel as tls_channel
+
 
 class SwitchStartError(RuntimeError):
     """simple_switch_grpc did not come up; the message carries the tail of its log."""
@@ -60,6 +62,23 @@ def fresh_logs(paths: Iterable[Path]) -> None:
         path.unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class ServerTls:
+    """simple_switch_grpc's own TLS for its P4Runtime server: its certificate and key, and with
+    `client_ca` mutual TLS (only clients whose certificate that CA signed are let in)."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+    def args(self) -> list[str]:
+        """The target options (after `--`) that turn it on."""
+        out = ["--grpc-server-ssl", "--grpc-server-cert", str(self.cert), "--grpc-server-key", str(self.key)]
+        if self.client_ca is not None:
+            out += ["--grpc-server-cacert", str(self.client_ca), "--grpc-server-with-client-auth"]
+        return out
+
+
 def log_tail(paths: Iterable[Path], lines: int = 5) -> str:
     """The last lines of a switch's logs, joined on one line for an error message."""
     text = ""
@@ -70,14 +89,14 @@ def log_tail(paths: Iterable[Path], lines: int = 5) -> str:
 
 
 def wait_grpc_ready(address: str, proc: subprocess.Popen | None, deadline: float, who: str,
-                    logs: Iterable[Path]) -> None:
-    """Return once the gRPC server at `address` accepts connections.
+                    logs: Iterable[Path], tls: TlsConfig | None = None) -> None:
+    """Return once the gRPC server at `address` accepts connections (over TLS with `tls`).
 
     SwitchStartError, with the logs' tail, if the process exits or `deadline`
     (time.monotonic()) passes first.
     """
     logs = list(logs)
-    channel = grpc.insecure_channel(address)
+    channel = tls_channel(address, tls)
     try:
         while True:
             if proc is None or proc.poll() is not None:

@@ -79,12 +79,15 @@ def lab() -> None:
 @click.option("--log-level", type=click.Choice(["trace", "debug", "info", "warn", "error", "off"]), default="warn",
               show_default=True, help="bmv2's log level (DIR/<switch>.txt); 'debug' logs every packet.")
 @click.option("--no-install", is_flag=True, help="Start switches and hosts only: no pipeline, no plan.")
+@click.option("--tls", is_flag=True, help="Start the switches with mutual TLS on P4Runtime: a CA, switch and client "
+              "certificate made with openssl in DIR/tls, named by the lab's topology.yaml.")
 @click.option("--cli", "run_cli", is_flag=True, help="Run in this process and open the Mininet CLI; leaving it "
               "tears the lab down.")
 @_json_option
 @click.pass_context
 def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0: int, hosts: int, grpc_base_port: int,
-       lab_dir: Path, tag: str, pcap: bool, log_level: str, no_install: bool, run_cli: bool, as_json: bool) -> None:
+       lab_dir: Path, tag: str, pcap: bool, log_level: str, no_install: bool, tls: bool, run_cli: bool,
+       as_json: bool) -> None:
     """Start a lab: of TOPOLOGY (a topology YAML), or of the size the options give.
 
     In the background by default: it prints the hosts' addresses and returns once every switch
@@ -97,6 +100,7 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
       fabricctl lab up --planes 4 --t1 2 --t0 3 --hosts 1 --dir /tmp/lab4
       fabricctl --program eecmp_qp_hash lab up examples/two_plane_lab.yaml --cli
       fabricctl lab up --pcap --log-level debug      # pcaps and per-packet logs in DIR
+      fabricctl lab up --tls                         # P4Runtime with mutual TLS
     """
     from mininet_labs.lab import Lab, LabError, default_topology, size_problem, start_headless
 
@@ -112,7 +116,7 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
     too_big = size_problem(model)
     if too_big:
         raise OpError(too_big)
-    opts = dict(tag=tag, pcap=pcap, log_level=log_level, **_global(ctx))
+    opts = dict(tag=tag, pcap=pcap, log_level=log_level, tls=tls, **_global(ctx))
     try:
         if run_cli:
             running = Lab(model, lab_dir, **opts)  # type: ignore[arg-type]
@@ -138,6 +142,9 @@ def _print_up(running: Any, as_json: bool) -> None:
     click.echo(f"lab up in {st.timings.get('up_s', 0):.1f}s: {n_sw} switches, {n_h} hosts, {running.program} "
                f"({', '.join(f'{k} {v}s' for k, v in st.timings.items() if k != 'up_s')})")
     click.echo(f"  dir: {st.lab_dir} (switch logs <switch>.txt, state {Path(st.lab_dir).name}/lab-state.json)")
+    tls = running.model.switches[0].tls if running.model.switches else None
+    if tls is not None:
+        click.echo(f"  P4Runtime: {tls.describe()}; the CA, switch and client certificates in {tls.ca.parent}")
     for name in running.hosts:
         nics = ", ".join(f"{n.intf} {n.v6}" for n in running.host(name).nics)
         click.echo(f"  {name}: {nics}")

@@ -39,10 +39,13 @@ from controller.ops import Outcome
 from controller.p4info import P4Info
 from controller.plan import plan as make_plan
 from controller.routes import Fabric, Options
+from controller.tls import TlsConfig
 from controller.toolchain import Artifacts, find_binary
 from controller.topology import Topology, build, load, to_dict
 from mininet_labs import traffic as tr
 from mininet_labs._mininet import missing as mininet_missing
+from mininet_labs.bmv2proc import ServerTls
+from mininet_labs.pki import PkiError, make_pki
 
 DEFAULT_DIR = Path("/tmp/srv6-fabric-lab")
 STATE_NAME = "lab-state.json"
@@ -370,8 +373,10 @@ class Lab:
 
     def __init__(self, model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, program: str = "srv6_spray",
                  tag: str = "", pcap: bool = False, log_level: str = "warn", election_id: int = 1,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, tls: bool = False) -> None:
         self.model = model
+        self.tls = tls  # up(): the switches with mutual TLS, certificates made in DIR/tls
+        self._server_tls: ServerTls | None = None
         self.dir = Path(lab_dir).resolve()
         self.program = program
         self.tag = tag
@@ -419,6 +424,7 @@ class Lab:
             cleanup(self.dir)  # the remains of a crashed lab
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "traffic").mkdir(exist_ok=True)
+        self._settle_tls()
         write_lab_file(self.dir, TOPOLOGY_NAME, yaml.safe_dump(to_dict(self.model), sort_keys=False))
         t0 = time.monotonic()
         self.state.phase, self.state.error = "starting", None
@@ -448,6 +454,20 @@ class Lab:
             raise
         return self
 
+    def _settle_tls(self) -> None:
+        """With `tls`, a fresh CA, switch and client certificate in DIR/tls: every switch starts with
+        mutual TLS and the lab's topology names the client's files; without, plaintext (a topology's
+        own tls: settings are for its real switches, not for the lab's)."""
+        client = None
+        if self.tls:
+            try:
+                pki = make_pki(self.dir / "tls")
+            except PkiError as e:
+                raise LabError(str(e)) from None
+            self._server_tls = ServerTls(pki.server_cert, pki.server_key, client_ca=pki.ca)
+            client = TlsConfig(pki.ca, pki.client_cert, pki.client_key)
+        self.model = ops.replace_tls(self.model, lambda s: client)
+
     def _start_mininet(self) -> None:
         from mininet_labs.topo import FabricTopo, all_intfs  # imports Mininet (also Debian's)
 
@@ -458,7 +478,9 @@ class Lab:
 
         setLogLevel(os.environ.get("SRV6_LAB_MININET_LOG", "output"))  # "output": what the CLI prints, no chatter
         pcap_dir = self.dir / "pcap" if self.pcap else None
-        topo = FabricTopo(self.model, tag=self.tag, lab_dir=self.dir, pcap_dir=pcap_dir, log_level=self.log_level)
+        client_tls = self.model.switches[0].tls if self.model.switches else None
+        topo = FabricTopo(self.model, tag=self.tag, lab_dir=self.dir, pcap_dir=pcap_dir, log_level=self.log_level,
+                          server_tls=self._server_tls, client_tls=client_tls)
         self.state.intfs = all_intfs(self.model, self.tag)
         self.net = Mininet(topo=topo, host=Host, link=Link, controller=None, autoSetMacs=False, build=False,
                            waitConnected=False)
@@ -986,7 +1008,7 @@ def serve(lab_dir: Path) -> int:
     config = json.loads((lab_dir / CONFIG_NAME).read_text())
     lab = Lab(load(lab_dir / TOPOLOGY_NAME), lab_dir, program=config["program"], tag=config["tag"],
               pcap=config["pcap"], log_level=config["log_level"], election_id=config["election_id"],
-              timeout=config["timeout"])
+              timeout=config["timeout"], tls=config.get("tls", False))
     stop = {"now": False}
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -1017,7 +1039,7 @@ def serve(lab_dir: Path) -> int:
 
 def start_headless(model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, program: str = "srv6_spray", tag: str = "",
                    pcap: bool = False, log_level: str = "warn", election_id: int = 1, timeout: float = 10.0,
-                   install: bool = True, wait: float = 300.0) -> Lab:
+                   install: bool = True, wait: float = 300.0, tls: bool = False) -> Lab:
     """Start a lab in a background process (it outlives this one) and wait until it is ready;
     the attached Lab, or LabError with the background process's error."""
     lab_dir = Path(lab_dir).resolve()
@@ -1034,7 +1056,7 @@ def start_headless(model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, progra
     write_lab_file(lab_dir, TOPOLOGY_NAME, yaml.safe_dump(to_dict(model), sort_keys=False))
     write_lab_file(lab_dir, CONFIG_NAME, json.dumps({
         "program": program, "tag": tag, "pcap": pcap, "log_level": log_level, "election_id": election_id,
-        "timeout": timeout, "install": install}) + "\n")
+        "timeout": timeout, "install": install, "tls": tls}) + "\n")
     env = _with_repo_path({**os.environ, ENV_MARK: str(lab_dir)})
     with open(lab_dir / "lab.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "mininet_labs.lab", "serve", str(lab_dir)], env=env,

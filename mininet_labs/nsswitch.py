@@ -14,7 +14,8 @@ from pathlib import Path
 
 from controller.toolchain import find_binary
 from mininet_labs import netns
-from mininet_labs.bmv2proc import SwitchStartError, fresh_logs, probe, stop_process, wait_grpc_ready
+from controller.tls import TlsConfig
+from mininet_labs.bmv2proc import ServerTls, SwitchStartError, fresh_logs, probe, stop_process, wait_grpc_ready
 
 CPU_PORT = 255
 
@@ -26,7 +27,9 @@ class NetnsSwitch:
     """simple_switch_grpc in namespace `ns`: switch port n is veth `swN`, we hold its peer `hN`.
 
     The gRPC server listens on a unix socket (namespace-independent), so a controller in
-    the root namespace reaches it while the data ports stay inside the namespace.
+    the root namespace reaches it while the data ports stay inside the namespace; `grpc_addr`
+    (e.g. 127.0.0.1:9559) puts it on TCP inside the namespace instead. `server_tls` turns on the
+    switch's own TLS; `client_tls` is how we then reach it (to see it is up).
     """
 
     ns: str
@@ -36,12 +39,17 @@ class NetnsSwitch:
     # port -> namespace (already made by the caller) that gets the far end `hN` of that port
     foreign_ports: dict[int, str] = field(default_factory=dict)
     log_level: str = "warn"
+    grpc_addr: str | None = None
+    server_tls: ServerTls | None = None
+    client_tls: TlsConfig | None = None
     _proc: subprocess.Popen | None = None
     _socks: dict[int, socket.socket] = field(default_factory=dict)
     _own_workdir: bool = False
 
     @property
     def grpc_address(self) -> str:
+        if self.grpc_addr is not None:
+            return self.grpc_addr
         assert self.workdir is not None
         return f"unix:{self.workdir / 'p4rt.sock'}"
 
@@ -76,6 +84,8 @@ class NetnsSwitch:
             for iface in ifaces:
                 cmd += ["-i", iface]
             cmd += ["--", "--grpc-server-addr", self.grpc_address, "--cpu-port", str(CPU_PORT)]
+            if self.server_tls is not None:
+                cmd += self.server_tls.args()
             self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                                           stderr=open(self.workdir / "stderr.log", "w"))
             self._wait_ready(timeout)
@@ -87,7 +97,16 @@ class NetnsSwitch:
         return self
 
     def _wait_ready(self, timeout: float) -> None:
-        wait_grpc_ready(self.grpc_address, self._proc, time.monotonic() + timeout, self.ns, self._logs())
+        if self.grpc_addr is not None:  # TCP inside the namespace: ask from there
+            deadline = time.monotonic() + timeout
+            port = self.grpc_addr.rpartition(":")[2]
+            while not netns.run("ss", "-ltnH", f"sport = :{port}", ns=self.ns, check=False).stdout.strip():
+                if self._proc is None or self._proc.poll() is not None or time.monotonic() > deadline:
+                    raise SwitchStartError(f"{self.ns}: no gRPC server at {self.grpc_addr}")
+                time.sleep(0.1)
+            return
+        wait_grpc_ready(self.grpc_address, self._proc, time.monotonic() + timeout, self.ns, self._logs(),
+                        self.client_tls)
 
     def _logs(self) -> tuple[Path, ...]:
         assert self.workdir is not None

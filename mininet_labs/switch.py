@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 
+from controller.tls import TlsConfig
 from controller.toolchain import find_binary
-from mininet_labs.bmv2proc import SwitchStartError, fresh_logs, log_tail, probe, stop_process, wait_grpc_ready
+from mininet_labs.bmv2proc import ServerTls, SwitchStartError, fresh_logs, log_tail, probe, stop_process, wait_grpc_ready
 from mininet_labs._mininet import load
 
 load()
@@ -55,13 +56,14 @@ class Bmv2Switch(Switch):
     Parameters (all keyword, also through Topo.addSwitch): device_id, grpc_port, lab_dir (where
     logs go), pcap_dir (None: no pcaps), log_level (bmv2's: trace|debug|info|warn|error|off),
     thrift_port (default grpc_port + 10000), cpu_port (255), binary (default: found like the
-    toolkit finds it), start_timeout (seconds to wait for the gRPC server).
+    toolkit finds it), start_timeout (seconds to wait for the gRPC server), server_tls (the
+    switch's own TLS; None: plaintext) and client_tls (how we reach it then, to see it is up).
     """
 
     def __init__(self, name: str, *, device_id: int, grpc_port: int, lab_dir: str | Path,
                  pcap_dir: str | Path | None = None, log_level: str = "warn", thrift_port: int | None = None,
                  cpu_port: int = CPU_PORT, binary: str | None = None, start_timeout: float = 30.0,
-                 **params: Any) -> None:
+                 server_tls: ServerTls | None = None, client_tls: TlsConfig | None = None, **params: Any) -> None:
         params.setdefault("dpid", f"{device_id:x}")
         params["inNamespace"] = False  # Mininet passes its default (True for hosts); switches stay in the root
         super().__init__(name, **params)
@@ -74,6 +76,8 @@ class Bmv2Switch(Switch):
         self.cpu_port = cpu_port
         self.binary = binary
         self.start_timeout = start_timeout
+        self.server_tls = server_tls
+        self.client_tls = client_tls
         self.proc: subprocess.Popen[bytes] | None = None
 
     # --- what it is -------------------------------------------------------------------------
@@ -114,7 +118,8 @@ class Bmv2Switch(Switch):
             cmd.append(f"--pcap={self.pcap_dir}")
         for port, intf in sorted(self.data_ports().items()):
             cmd += ["-i", f"{port}@{intf}"]
-        return cmd + ["--no-p4", "--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", str(self.cpu_port)]
+        cmd += ["--no-p4", "--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", str(self.cpu_port)]
+        return cmd + (self.server_tls.args() if self.server_tls is not None else [])
 
     # --- Mininet's switch interface ----------------------------------------------------------
     def start(self, controllers: Sequence[Any] = ()) -> None:
@@ -149,7 +154,8 @@ class Bmv2Switch(Switch):
     def wait_ready(self, deadline: float | None = None) -> None:
         """Wait until the gRPC server accepts connections; SwitchStartError with the log's tail otherwise."""
         deadline = deadline if deadline is not None else time.monotonic() + self.start_timeout
-        wait_grpc_ready(self.grpc_addr, self.proc, deadline, self.name, (self.out_path, self.log_path))
+        wait_grpc_ready(self.grpc_addr, self.proc, deadline, self.name, (self.out_path, self.log_path),
+                        self.client_tls)
 
     def log_tail(self, lines: int = 5) -> str:
         return log_tail((self.out_path, self.log_path), lines)

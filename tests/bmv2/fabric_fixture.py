@@ -28,8 +28,10 @@ from controller.p4info import P4Info
 from controller.p4rt import SwitchConnection
 from controller.plan import plan as make_plan
 from controller.reconcile import Delta
+from controller.tls import TlsConfig
 from controller.toolchain import Artifacts
 from controller.topology import Topology
+from mininet_labs.bmv2proc import ServerTls
 from mininet_labs.nsswitch import NetnsSwitch
 
 READER_ELECTION_ID = 0  # reads (and wipes); a lingering reader stream never outranks a controller
@@ -61,7 +63,7 @@ class FabricLab:
     def connection(self, name: str, election_id: int = READER_ELECTION_ID) -> SwitchConnection:
         """A connected session to one switch (the caller closes it), with our P4Info loaded."""
         sw = self.topo.switch(name)
-        conn = SwitchConnection(name, sw.grpc_addr, sw.device_id, election_id, p4info=self.p4info)
+        conn = SwitchConnection(name, sw.grpc_addr, sw.device_id, election_id, p4info=self.p4info, tls=sw.tls)
         conn.connect()
         return conn
 
@@ -119,11 +121,16 @@ class FabricLab:
                              prog_name="fabricctl")
 
 
-def start_lab(workdir: Path, topo: Topology, program: str = "srv6_spray") -> Iterator[FabricLab]:
+def start_lab(workdir: Path, topo: Topology, program: str = "srv6_spray", *, tag: str = "fc",
+              server_tls: ServerTls | None = None, tls: Mapping[str, str] | None = None) -> Iterator[FabricLab]:
     """Start one NetnsSwitch per switch of `topo` (in parallel), write the topology file that
-    points at them into `workdir`, yield the lab, stop every switch."""
-    tag = f"fc{os.getpid() % 100000}"
-    switches = {s.name: NetnsSwitch(f"{tag}-{s.device_id}", ports=switch_ports(s), device_id=s.device_id)
+    points at them into `workdir`, yield the lab, stop every switch. `server_tls`: the switches'
+    own TLS; `tls`: the topology's fabric-wide `tls:` mapping (paths relative to `workdir`)."""
+    tag = f"{tag}{os.getpid() % 100000}"
+    client_tls = None if tls is None else TlsConfig(**{k: (v if k == "server_name" else workdir / v)
+                                                       for k, v in tls.items()})
+    switches = {s.name: NetnsSwitch(f"{tag}-{s.device_id}", ports=switch_ports(s), device_id=s.device_id,
+                                    server_tls=server_tls, client_tls=client_tls)
                 for s in topo.switches}
     started: list[NetnsSwitch] = []
     lock = threading.Lock()
@@ -137,6 +144,8 @@ def start_lab(workdir: Path, topo: Topology, program: str = "srv6_spray") -> Ite
         with ThreadPoolExecutor(max_workers=len(switches)) as pool:
             list(pool.map(start, switches.values()))  # re-raises the first start error
         doc = topology.to_dict(topo)
+        if tls is not None:
+            doc = {"tls": dict(tls), **doc}
         for rec in doc["switches"]:
             rec["grpc"] = switches[rec["name"]].grpc_address
         path = workdir / "fabric.yaml"
