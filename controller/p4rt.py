@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -49,6 +50,10 @@ class _Stub(p4runtime_pb2_grpc.P4RuntimeStub):
 
 class P4RuntimeError(Exception):
     """A P4Runtime call failed (connection, arbitration, pipeline)."""
+
+
+class _ElectionIdTaken(P4RuntimeError):
+    """The switch still holds a stream with our election id ("Election id already exists"): retried by connect."""
 
 
 class NotPrimaryError(P4RuntimeError):
@@ -199,10 +204,25 @@ class SwitchConnection:
     # --- session ---------------------------------------------------------------------------
 
     def connect(self, timeout: float | None = None) -> bool:
-        """Open the channel and stream, send our arbitration, wait for the answer; True if primary."""
+        """Open the channel and stream, send our arbitration, wait for the answer; True if primary.
+
+        A switch refuses our election id ("Election id already exists") while it has not yet seen the end of a
+        stream we (or a previous run of ours) just closed with the same id: that is retried for up to
+        the timeout (at most 2 s), since the id is free again within milliseconds.
+        """
         if self.connected:
             return self._primary
         timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + min(timeout, 2.0)
+        while True:
+            try:
+                return self._connect_once(timeout)
+            except _ElectionIdTaken as e:
+                if time.monotonic() >= deadline:
+                    raise P4RuntimeError(str(e)) from None
+                time.sleep(0.05)
+
+    def _connect_once(self, timeout: float) -> bool:
         self._stream_error = None
         try:
             self._channel = tls_channel(self.address, self.tls, _GRPC_OPTIONS)
@@ -234,7 +254,8 @@ class SwitchConnection:
         if self._stream_error is not None:
             error = self._stream_error
             self.close()
-            raise P4RuntimeError(f"{self.name}: arbitration for device {self.device_id} on {self.address} failed: {error}")
+            kind = _ElectionIdTaken if "election id already exists" in error.lower() else P4RuntimeError
+            raise kind(f"{self.name}: arbitration for device {self.device_id} on {self.address} failed: {error}")
         return self._primary
 
     def _outgoing(self) -> Iterator[p4runtime_pb2.StreamMessageRequest]:
