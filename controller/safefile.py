@@ -104,7 +104,7 @@ def remove_stale_temps(path: Path) -> list[Path]:
     with contextlib.suppress(OSError):
         for entry in os.scandir(path.parent):
             m = _TMP.match(entry.name)
-            if m is None or m["name"] != path.name or _alive(int(m["pid"])):
+            if m is None or m["name"] != path.name or pid_alive(int(m["pid"])):
                 continue
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
@@ -112,7 +112,8 @@ def remove_stale_temps(path: Path) -> list[Path]:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from controller.atomic import write_atomic
+from controller.safefile import pid_alive
 
 STATUS_NAME = ".fabric-service.json"
 
@@ -29,19 +29,9 @@ def read_status(state: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     pid = doc.get("pid")
-    if not isinstance(pid, int) or not _alive(pid):
+    if not isinstance(pid, int) or not pid_alive(pid):
         return None
     return doc
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def lines(view: dict[str, Any] | None) -> list[str]:
