@@ -29,8 +29,11 @@ class Controller:
 
     def __init__(self, lab: Any, election_id: int, events: Path, *extra: str) -> None:
         self.lab, self.events = lab, events
+        # 50 ms / 400 ms rather than the 20 / 80 defaults: on CI's two cores, shared with 8 bmv2 and the test's
+        # own reads, probes on healthy links came back late in runs of 3 and were judged lost (a known
+        # limit of the detector, README "The controller as a service"); the tests check what is decided
         argv = [sys.executable, "-m", "controller.cli", "--topology", str(lab.topology_path), "--election-id",
-                str(election_id), "run", "--period", "20", "--probe-timeout", "150", "--restore-after", "20",
+                str(election_id), "run", "--period", "50", "--probe-timeout", "400", "--restore-after", "20",
                 "--counters-every", "0", "--events", str(events), *extra]
         self.log = open(events.with_suffix(".log"), "w")
         self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
@@ -179,7 +182,7 @@ def test_flapping_link_churns_the_tables_a_bounded_number_of_times(lab, controll
     c = controller()
     c.primary_everywhere()
     cuts = 8
-    for _ in range(cuts):  # 0.4 s cut, 0.4 s mended: up phases of ~20 probes, M = 20 doubling per flap
+    for _ in range(cuts):  # 0.4 s cut, 0.4 s mended: up phases of ~8 probes, M = 20 doubling per flap
         n = len(c.all_events())
         lab.cut_link(LEAF, SPINE)
         c.wait(link_event("link_down"), "link_down", after=n) if _ == 0 else time.sleep(0.4)
