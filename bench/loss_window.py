@@ -92,7 +92,8 @@ def unattended(lab: Lab, args: argparse.Namespace, events: Path) -> list[dict]:
     lab.install()
     svc = FabricService(lab.model, lab.program, lab.failure_state_path,  # type: ignore[arg-type]
                         Config(period=args.period / 1000, probe_timeout=args.probe_timeout / 1000, election_id=10,
-                               counters_every=0, events=events), options=lab.options)
+                               counters_every=0, events=events, nice=args.nice, port_evidence=args.port_evidence),
+                        options=lab.options)
     svc.start()
     runs = []
     try:
@@ -107,12 +108,18 @@ def unattended(lab: Lab, args: argparse.Namespace, events: Path) -> list[dict]:
             r = link_failure(lab, args.t0, args.t1, schedule=sch, controller=watcher)
             cut_ns = watcher.called_ns[-2]  # run_failure calls fail() right after the cut
             evs = [json.loads(x) for x in events.read_text().splitlines()[n:]]
-            down = next((e for e in evs if e["kind"] == "link_down" and e["t_mono_ns"] >= cut_ns), None)
+            cut_link = [lab.model.switch(args.t0).name, lab.model.switch(args.t1).name]
+            down = next((e for e in evs if e["kind"] == "link_down" and e["t_mono_ns"] >= cut_ns
+                         and e["link"] == cut_link), None)
+            false_downs = [e["direction"] for e in evs if e["kind"] == "link_down" and e["link"] != cut_link]
             delta = next((e for e in evs if e["kind"] == "deltas_written" and e["t_mono_ns"] >= cut_ns), None)
             row = summarize(r, "controller: fail")
             row["cut_to_detection_ms"] = None if down is None else round((down["t_mono_ns"] - cut_ns) / 1e6, 1)
             row["cut_to_tables_ms"] = None if delta is None else round((delta["t_mono_ns"] - cut_ns) / 1e6, 1)
             row["deltas_write_ms"] = None if delta is None else delta["ms"]
+            row["false_link_downs"] = false_downs
+            row["losses_held_back"] = sum(s.vetoed for s in svc.prober.states)
+            row["probe_timeout_ms_at_end"] = round(svc.prober.timeout_ms, 1)
             runs.append(row)
     finally:
         svc.stop()
@@ -133,7 +140,10 @@ def main() -> int:
     ap.add_argument("--no-unattended", dest="unattended", action="store_false",
                     help="only the announced case")
     ap.add_argument("--period", type=float, default=20.0, help="unattended: probe period, ms")
-    ap.add_argument("--probe-timeout", type=float, default=80.0, help="unattended: probe timeout, ms")
+    ap.add_argument("--probe-timeout", type=float, default=80.0, help="unattended: probe timeout floor, ms")
+    ap.add_argument("--nice", type=int, default=-10, help="unattended: the service threads' nice value")
+    ap.add_argument("--no-port-evidence", dest="port_evidence", action="store_false",
+                    help="unattended: K lost probes fail a link without asking its port counters (the old detector)")
     args = ap.parse_args()
     why = prerequisites()
     if why:
@@ -162,8 +172,10 @@ def main() -> int:
                 "lost_elsewhere": 0, "lost_elsewhere_met": all(x["lost_elsewhere"] == 0 for x in runs)},
         "per_run": runs,
         "unattended": None if not quiet else {
-            "how": (f"fabricctl run in this process (probe period {args.period:g} ms, timeout {args.probe_timeout:g} ms, "
-                    "K=3, M=50): nobody announces the cut"),
+            "how": (f"fabricctl run in this process (probe period {args.period:g} ms, timeout floor "
+                    f"{args.probe_timeout:g} ms, K=3, M=50, nice {args.nice}, port evidence "
+                    f"{'on' if args.port_evidence else 'off'}): nobody announces the cut"),
+            "false_link_downs_total": sum(len(x["false_link_downs"]) for x in quiet),
             "loss_window_ms": spread([w for x in quiet for w in x["windows_ms"]]),
             "run_median_loss_window_ms": spread([x["loss_window_ms"]["median"] for x in quiet]),
             "cut_to_detection_ms": spread([x["cut_to_detection_ms"] for x in quiet]),

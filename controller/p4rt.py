@@ -134,6 +134,7 @@ class PacketIn:
 
     payload: bytes
     metadata: tuple[tuple[str, int], ...]
+    received_ns: int = field(default=0, compare=False)  # time.monotonic_ns() when the stream's reader took it
 
 
 _STREAM_END = object()
@@ -272,7 +273,7 @@ class SwitchConnection:
                     self._primary_election = election_int((msg.arbitration.election_id.high, msg.arbitration.election_id.low))
                     self._arbitrated.set()
                 elif kind == "packet":
-                    self._packets.put(msg.packet)
+                    self._packets.put((msg.packet, time.monotonic_ns()))
             self._stream_error = "the server ended the stream"
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.CANCELLED:
@@ -513,11 +514,11 @@ class SwitchConnection:
         names = {f.id: f.name for f in header.fields}
         while True:
             try:
-                packet = self._packets.get(timeout=timeout)
+                packet, received_ns = self._packets.get(timeout=timeout)
             except queue.Empty:
                 return
             meta = tuple((names.get(m.metadata_id, str(m.metadata_id)), codec.decode_value(m.value)) for m in packet.metadata)
-            yield PacketIn(packet.payload, meta)
+            yield PacketIn(packet.payload, meta, received_ns)
 
 
 def _update_errors(error: grpc.RpcError, updates: list[Update]) -> list[UpdateError]:

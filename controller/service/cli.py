@@ -20,7 +20,9 @@ from controller.service.runner import EVENTS_NAME, Config, FabricService
 @click.option("--period", type=click.FloatRange(min=1, max=10000), default=20.0, show_default=True, metavar="MS",
               help="Probe period per link direction (the default lab sustains 20 ms: bench/service_probe_load.py).")
 @click.option("--probe-timeout", type=click.FloatRange(min=1, max=60000), default=80.0, show_default=True,
-              metavar="MS", help="A probe not back this long after it left is lost.")
+              metavar="MS", help="A probe not back this long after it left is lost: the floor of the timeout, "
+              "which rises to twice the 99th percentile of recent probe delays (and to 1.5x a late probe's delay) "
+              "on a busy fabric.")
 @click.option("--fail-after", "k", type=click.IntRange(min=1), default=3, show_default=True, metavar="K",
               help="Consecutive lost probes that fail a link.")
 @click.option("--restore-after", "m", type=click.IntRange(min=1), default=50, show_default=True, metavar="M",
@@ -37,13 +39,19 @@ from controller.service.runner import EVENTS_NAME, Config, FabricService
               help=f"Events file (JSON lines) [default: {EVENTS_NAME} next to the state file].")
 @click.option("--counters-every", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
               help="Read per-port and drop counters for the metrics this often (0: never).")
+@click.option("--nice", type=click.IntRange(min=-20, max=19), default=-10, show_default=True,
+              help="Nice value of the controller's threads: on cores shared with switches and traffic, a starved "
+              "controller sees healthy links' probes late. Below 0 needs root (else a warning, and as started).")
+@click.option("--port-evidence/--no-port-evidence", default=True, show_default=True,
+              help="K lost probes fail a link only if its port counters agree (packets left the source port, none "
+              "reached the far one): late probes on a busy fabric then fail nothing.")
 @click.option("--no-probe", is_flag=True, help="Hold the sessions and the plan, but send no probes.")
 @click.option("--duration", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
               help="Stop after this long (0: run until SIGTERM or Ctrl-C).")
 @click.pass_obj
 def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, window: int, gray_loss: float,
-            max_damping: int, metrics_port: int, events_file: Path | None, counters_every: float, no_probe: bool,
-            duration: float) -> None:
+            max_damping: int, metrics_port: int, events_file: Path | None, counters_every: float, nice: int,
+            port_evidence: bool, no_probe: bool, duration: float) -> None:
     """Run the controller: hold the fabric at its plan and heal it by itself.
 
     Keeps one P4Runtime stream per switch (reconnecting with backoff), is primary where its
@@ -71,7 +79,8 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
         raise OpError(str(e), BAD_INPUT) from None
     config = Config(period=period / 1000, probe_timeout=probe_timeout / 1000, thresholds=thresholds,
                     election_id=env.election_id, connect_timeout=min(env.timeout, 5.0), metrics_port=metrics_port,
-                    counters_every=counters_every, events=events_file, probe=not no_probe)
+                    counters_every=counters_every, events=events_file, probe=not no_probe, nice=nice,
+                    port_evidence=port_evidence)
     env.p4info()  # exit 5 with a hint when the artifacts are missing
     env.failures()  # exit 2 on an unreadable state file, before anything starts
     try:

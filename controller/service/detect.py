@@ -7,6 +7,9 @@ Counts start afresh at each change. It comes back after `restore_after` (M) cons
 (default 50: a link losing 20% passes 50 in a row with probability 1e-5), doubled for each recent flap (a
 down within `window` probes of the last restore), up to 2**`max_damping` times: a link that keeps
 flapping stays down longer each time, so the tables churn less.
+
+`port_evidence` is the second witness for a dead link: K probes missing in a row say only that the
+probes were not seen in time; the link's own port counters say whether packets still cross it.
 """
 
 from __future__ import annotations
@@ -96,3 +99,32 @@ def run(outcomes: list[bool] | tuple[bool, ...], t: Thresholds, d: Detector | No
         if c is not None:
             changes.append((i, c))
     return d, changes
+
+
+class Evidence(Enum):
+    """What a link direction's port counters say between two reads."""
+
+    DEAD = "dead"  # packets left the source port, none arrived at the far port
+    ALIVE = "alive"  # packets arrived at the far port: the probes are late, not lost
+    UNKNOWN = "unknown"  # too soon to tell, or nothing left the source port (its egress is stalled)
+
+
+def counter_deltas(before: tuple[int, int], after: tuple[int, int]) -> tuple[int, int]:
+    """(tx, rx) packets counted between two reads; a counter that went back counts from zero."""
+    return tuple(a - b if a >= b else a for b, a in zip(before, after))  # type: ignore[return-value]
+
+
+def port_evidence(before: tuple[int, int], after: tuple[int, int], elapsed_ns: int, settle_ns: int,
+                  patience_ns: int) -> Evidence:
+    """Judge a direction from (source port tx, far port rx) packet counts read twice, `elapsed_ns`
+    apart. A cut or blackholed direction takes packets at its source port (the switch counts them in
+    egress) and delivers none; a merely slow one delivers. Dead needs the reads at least `settle_ns`
+    apart (as long as packets take to cross now: sooner, what left may still be on its way), or a
+    source port that sent nothing for `patience_ns` while its probes went missing (a wedged port).
+    A counter that went back (a switch restarted) counts from zero."""
+    dtx, drx = counter_deltas(before, after)
+    if drx > 0:
+        return Evidence.ALIVE
+    if (dtx > 0 and elapsed_ns >= settle_ns) or elapsed_ns >= patience_ns:
+        return Evidence.DEAD
+    return Evidence.UNKNOWN

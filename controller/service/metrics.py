@@ -49,6 +49,9 @@ class Metrics:
                              ["switch"], registry=r)
         self.reconnects = Counter("fabric_reconnects", "P4Runtime streams that broke and were reopened",
                                   ["switch"], registry=r)
+        self.probe_timeout = Gauge("fabric_probe_timeout_seconds", "The probe timeout in use (floor --probe-timeout, "
+                                   "raised by recent probe delays)", registry=r)
+        self.probes_late = Gauge("fabric_probes_late", "Probes that arrived after they were judged lost", registry=r)
         self.packet_io = Gauge("fabric_probe_packets", "Probe packets through P4Runtime since start (out, in)",
                                ["way"], registry=r)
 

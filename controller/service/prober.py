@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from controller.failover import LinkDown
 from controller.p4rt import P4RuntimeError
 from controller.probes import Probe, parse_probe, probe_frame
-from controller.service.detect import Change, Detector, Thresholds, step
+from controller.service.detect import Change, Detector, Evidence, Thresholds, counter_deltas, port_evidence, step
+from controller.service.probetimer import ProbeTimer
 from controller.topology import Topology
 
 
@@ -58,6 +59,17 @@ class DirectionState:
     lost: int = 0
     last_delay_ms: float | None = None
     last_probe_t: float | None = None  # wall time of the last outcome
+    counts: tuple[int, int] | None = None  # (source port tx, far port rx) read at the current run of losses' first
+    counts_ns: int = 0  # when they were read
+    vetoed: int = 0  # losses not fed to the detector: the port counters showed the link carrying packets
+    evidence: str = ""  # what the port counters said at the last decision
+
+
+TX_COUNTER = "FabricEgress.port_tx"  # counted in egress, before the port takes (or refuses) the frame
+RX_COUNTER = "IngressPipe.port_rx"
+
+# (source switch, source port, far switch, far port) -> (tx, rx) packet counts, or None if unreadable
+PortCounts = Callable[[Direction], "tuple[int, int] | None"]
 
 
 # (direction state, change) for each detector change; called on the prober's thread.
@@ -66,25 +78,33 @@ OnChange = Callable[[DirectionState, Change], None]
 
 class Prober:
     """Sends a probe per direction every `period` on sessions that are ready, then drains the
-    packet-ins, declares a probe lost when it has not arrived `timeout` after it left while probes
-    sent after it went through both its switches (or `hard_timeout` after it left), and feeds the
-    detectors. One thread does it all, so the detectors see outcomes in order."""
+    packet-ins, declares a probe lost when it has not arrived within the current timeout (at least
+    `timeout`; raised by the delays probes take now, see probetimer.py) while probes sent after it
+    went through both its switches (or `hard_timeout` after it left while probes sent after it
+    arrived somewhere: a switch that went silent), and feeds the detectors. One thread does it
+    all, so the detectors see outcomes in order; arrival times come from the streams' readers."""
 
     def __init__(self, topo: Topology, sessions: Mapping[str, object], thresholds: Thresholds, *,
                  period: float = 0.01, timeout: float = 0.1, on_change: OnChange,
                  on_outcome: Callable[[DirectionState, bool, float | None], None] | None = None,
-                 on_stall: Callable[[int, int], None] | None = None, stall_fraction: float = 0.5) -> None:
+                 on_stall: Callable[[int, int], None] | None = None, stall_fraction: float = 0.5,
+                 port_counts: PortCounts | None = None, evidence: bool = True) -> None:
         self.sessions = sessions
         self.thresholds = thresholds
         self.period = period
-        self.timeout_ns = int(timeout * 1e9)
-        self.hard_timeout_ns = max(int(1e9), 5 * self.timeout_ns)
+        self.timeout_ns = int(timeout * 1e9)  # the floor
+        self.hard_timeout_ns = max(int(2e9), 10 * self.timeout_ns)
+        self.timer = ProbeTimer(self.timeout_ns, self.hard_timeout_ns)
+        self._progress = 0  # latest send time of any probe that arrived
+        self._timeout_now = self.timeout_ns
         self._sent_progress: dict[str, int] = {}  # switch -> latest send time of its probes that arrived
         self._recv_progress: dict[str, int] = {}  # switch -> latest send time of probes that arrived there
         self.on_change = on_change
         self.on_outcome = on_outcome
         self.on_stall = on_stall
         self.stall_fraction = stall_fraction
+        self.evidence = evidence
+        self.port_counts: PortCounts = port_counts or self._read_port_counts
         self.stalls = 0
         self.late = 0  # probes that arrived after they were judged lost
         self.states = [DirectionState(d) for d in directions(topo)]
@@ -150,15 +170,21 @@ class Prober:
         or a late controller), or it is `hard_timeout` old (a switch that went silent)."""
         if seq in s.received:
             return True
-        if sent_ns + self.timeout_ns > now_ns:
+        if sent_ns + self._timeout_now > now_ns:
             return False
         if sent_ns + self.hard_timeout_ns <= now_ns:
-            return True
+            return self._progress > sent_ns  # nothing sent since arrived anywhere: we stalled, not the link
         return self._sent_progress.get(s.d.src, 0) > sent_ns and self._recv_progress.get(s.d.dst, 0) > sent_ns
+
+    @property
+    def timeout_ms(self) -> float:
+        """The probe timeout in use now."""
+        return self._timeout_now / 1e6
 
     def _judge(self, now_ns: int) -> None:
         due: list[tuple[DirectionState, list[tuple[bool, float | None]]]] = []
         with self._lock:
+            self._timeout_now = self.timer.timeout_ns(now_ns)
             for s in self.states:
                 outcomes: list[tuple[bool, float | None]] = []
                 while s.outstanding and self._due(s, s.outstanding[0][0], s.outstanding[0][1], now_ns):
@@ -186,9 +212,46 @@ class Prober:
                     s.lost += 1
                 if self.on_outcome is not None:
                     self.on_outcome(s, ok, delay_ms)
+                if ok:
+                    s.counts = None  # a run of losses, if any, is over
+                elif s.detector.up and self.evidence and not self._counts_as_loss(s, now_ns):
+                    s.vetoed += 1
+                    continue
                 s.detector, change = step(s.detector, ok, self.thresholds)
                 if change is not None:
+                    s.counts = None
                     self.on_change(s, change)
+
+    def _counts_as_loss(self, s: DirectionState, now_ns: int) -> bool:
+        """Whether a lost probe goes to the detector. The loss that would make K in a row needs the
+        link's port counters to agree: since the run of losses began (at least a probe timeout ago)
+        packets left the source port and none reached the far port. If some arrived, the link
+        carries packets (the probes are only late); if it is too soon, or none left (the source's
+        egress is stalled), it is not known yet: either way the loss is held back and the next one
+        asks again (a port that sends nothing for the hard timeout counts as dead). No counters to
+        read (a switch that does not answer): the probes decide alone."""
+        if s.counts is None:
+            s.counts, s.counts_ns = self.port_counts(s.d), now_ns
+        if s.detector.losses + 1 < self.thresholds.fail_after or s.counts is None:
+            return True
+        now = self.port_counts(s.d)
+        if now is None:
+            return True
+        verdict = port_evidence(s.counts, now, now_ns - s.counts_ns, self._timeout_now, self.hard_timeout_ns)
+        dtx, drx = counter_deltas(s.counts, now)
+        s.evidence = (f"{verdict.value}: {dtx} packets left {s.d.src}:{s.d.src_port}, {drx} arrived at "
+                      f"{s.d.dst}:{s.d.dst_port} in {(now_ns - s.counts_ns) / 1e6:.0f} ms")
+        if verdict is Evidence.ALIVE:
+            s.counts, s.counts_ns = now, now_ns
+        return verdict is Evidence.DEAD
+
+    def _read_port_counts(self, d: Direction) -> tuple[int, int] | None:
+        try:
+            tx = self.sessions[d.src].conn.read_counter(TX_COUNTER, d.src_port)  # type: ignore[attr-defined]
+            rx = self.sessions[d.dst].conn.read_counter(RX_COUNTER, d.dst_port)  # type: ignore[attr-defined]
+            return tx[0].packets, rx[0].packets
+        except (P4RuntimeError, LookupError):
+            return None
 
     # --- receiving -------------------------------------------------------------------------
     def _drain(self) -> None:
@@ -199,12 +262,12 @@ class Prober:
                 continue
             try:
                 for packet in session.conn.packets_in(timeout=0):  # type: ignore[attr-defined]
-                    self._arrived(name, packet.payload, dict(packet.metadata).get("ingress_port"))
+                    self._arrived(name, packet.payload, dict(packet.metadata).get("ingress_port"),
+                                  packet.received_ns or time.monotonic_ns())
             except P4RuntimeError:
                 continue
 
-    def _arrived(self, name: str, payload: bytes, port: int | None) -> None:
-        now_ns = time.monotonic_ns()
+    def _arrived(self, name: str, payload: bytes, port: int | None, now_ns: int) -> None:
         probe = parse_probe(payload)
         if probe is None:
             return
@@ -217,7 +280,11 @@ class Prober:
                 self._sent_progress[s.d.src] = probe.sent_ns
             if self._recv_progress.get(name, 0) < probe.sent_ns:
                 self._recv_progress[name] = probe.sent_ns
+            self._progress = max(self._progress, probe.sent_ns)
+            delay_ns = now_ns - probe.sent_ns
             if s.outstanding and s.outstanding[0][0] <= probe.seq:
-                s.received[probe.seq] = now_ns - probe.sent_ns
+                s.received[probe.seq] = delay_ns
+                self.timer.arrived(delay_ns)
             else:
                 self.late += 1
+                self.timer.late(delay_ns, now_ns)

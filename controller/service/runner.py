@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 import threading
@@ -19,6 +20,7 @@ from controller.service.detect import Change, Thresholds
 from controller.service.events import EventLog
 from controller.service.healer import Healer
 from controller.service.metrics import Metrics, drop_reason_names
+from controller.service.priority import set_thread_nice
 from controller.service.prober import DirectionState, Prober
 from controller.service.sessions import Role, Session
 from controller.service.status import status_path, write_status
@@ -27,6 +29,7 @@ from controller.toolchain import Artifacts
 from controller.topology import Topology
 
 EVENTS_NAME = "fabric-events.jsonl"
+log = logging.getLogger("controller.service")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,8 @@ class Config:
     status_every: float = 0.5
     events: Path | None = None  # default: fabric-events.jsonl beside the state file
     probe: bool = True
+    port_evidence: bool = True  # a link is dead by K lost probes only if its port counters agree
+    nice: int | None = None  # the service threads' nice value (None: as started); see priority.py
 
 
 class FabricService:
@@ -65,7 +70,7 @@ class FabricService:
                                              timeout=config.connect_timeout)
         self.prober = Prober(topo, self.sessions, config.thresholds, period=config.period,
                              timeout=config.probe_timeout, on_change=self._link_change, on_outcome=self._outcome,
-                             on_stall=self._stall)
+                             on_stall=self._stall, evidence=config.port_evidence)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._drop_names = drop_reason_names()
@@ -80,6 +85,19 @@ class FabricService:
         with state_lock(self.state):
             recorded = ops.load_failures(self.topo, self.state)
         self.prober.seed_down({f for f in recorded if isinstance(f, LinkDown)})
+        # Threads inherit their creator's nice value: one launcher thread takes the service's and
+        # starts every other (gRPC's own threads are then started by those).
+        why: list[str | None] = [None]
+        launcher = threading.Thread(target=self._launch, args=(why,), name="service-start", daemon=True)
+        launcher.start()
+        launcher.join()
+        if self.config.nice is not None:
+            self.events.emit("priority", nice=self.config.nice, error=why[0])
+            if why[0]:
+                log.warning("%s", why[0])
+
+    def _launch(self, why: list[str | None]) -> None:
+        why[0] = set_thread_nice(self.config.nice)
         self.healer.start()
         for s in self.sessions.values():
             s.start()
@@ -132,7 +150,8 @@ class FabricService:
             self.link_changes["up"] += 1
         self.metrics.link_changes.labels(change.value).inc()
         self.events.emit(f"link_{'down' if change is Change.DOWN else 'up'}", link=[link.t0, link.t1],
-                         direction=st.d.label, evidence=st.detector.reason, sent=st.sent, lost=st.lost,
+                         direction=st.d.label, evidence=st.detector.reason,
+                         ports=st.evidence if change is Change.DOWN else "", sent=st.sent, lost=st.lost,
                          t_mono_ns=time.monotonic_ns())
         if change is Change.DOWN or not down:  # a link is up again only when both directions are
             self.metrics.link_up.labels(f"{link.t0}--{link.t1}").set(0 if down else 1)
@@ -161,6 +180,8 @@ class FabricService:
                 self.events.emit("status_error", error=str(e))
             self.metrics.packet_io.labels("out").set(self.prober.packets_out)
             self.metrics.packet_io.labels("in").set(self.prober.packets_in)
+            self.metrics.probe_timeout.set(self.prober.timeout_ms / 1000)
+            self.metrics.probes_late.set(self.prober.late)
 
     def _counters_loop(self) -> None:
         while not self._stop.wait(self.config.counters_every):
@@ -185,11 +206,13 @@ class FabricService:
             entry["directions"][st.d.label] = {
                 "up": st.detector.up, "sent": st.sent, "lost": st.lost, "loss_ratio": round(st.detector.loss_ratio(), 4),
                 "last_probe": st.last_probe_t, "last_delay_ms": None if st.last_delay_ms is None else round(st.last_delay_ms, 3),
-                "reason": st.detector.reason}
+                "reason": st.detector.reason,
+                "held_back": st.vetoed, "port_evidence": st.evidence}
         applied = self.healer.applied
         return {"pid": os.getpid(), "started": self.started, "updated": time.time(),
                 "election_id": self.config.election_id, "state": str(self.state), "events": str(self.events.path),
-                "period_ms": self.config.period * 1000, "thresholds": asdict(self.config.thresholds),
+                "period_ms": self.config.period * 1000, "probe_timeout_ms": round(self.prober.timeout_ms, 1),
+                "nice": self.config.nice, "thresholds": asdict(self.config.thresholds),
                 "sessions": {n: {"role": s.role.value, "reconnects": s.reconnects} for n, s in self.sessions.items()},
                 "primary": all(s.role is Role.PRIMARY for s in self.sessions.values()),
                 "links": links, "link_changes": dict(self.link_changes),

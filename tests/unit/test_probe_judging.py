@@ -1,0 +1,196 @@
+"""How the prober judges probes, without switches: the adaptive timeout (probetimer), the port-counter
+witness (detect.port_evidence) and the prober's decisions over synthetic arrivals and counter reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.probes import Probe, probe_frame
+from controller.service.detect import Change, Evidence, Thresholds, counter_deltas, port_evidence
+from controller.service.prober import Direction, DirectionState, Prober
+from controller.service.probetimer import ProbeTimer
+from controller.topology import load
+
+DATA = Path(__file__).parent / "data"
+MS = 1_000_000
+
+
+# --- the timeout ---------------------------------------------------------------------------------
+
+def test_timeout_stays_at_its_floor_while_probes_are_quick():
+    t = ProbeTimer(80 * MS, 2000 * MS)
+    for _ in range(600):
+        t.arrived(20 * MS)
+    assert t.timeout_ns(0) == 80 * MS
+
+
+def test_timeout_rises_to_twice_the_recent_99th_percentile_and_falls_back():
+    t = ProbeTimer(80 * MS, 2000 * MS, window=100, every=1)
+    for i in range(100):
+        t.arrived((300 if i % 50 == 0 else 20) * MS)  # 2 of 100 at 300 ms: above the 99th percentile
+    assert t.timeout_ns(0) == 600 * MS
+    for _ in range(100):
+        t.arrived(30 * MS)  # the busy spell is out of the window
+    assert t.timeout_ns(0) == 80 * MS
+
+
+def test_a_late_probe_holds_the_timeout_up_for_late_keep_then_lets_go():
+    t = ProbeTimer(80 * MS, 2000 * MS, late_keep_ns=10_000 * MS)
+    t.late(400 * MS, now_ns=1_000 * MS)
+    assert t.timeout_ns(1_000 * MS) == 600 * MS
+    assert t.timeout_ns(11_000 * MS) == 600 * MS
+    assert t.timeout_ns(11_001 * MS) == 80 * MS
+
+
+def test_timeout_never_passes_its_cap():
+    t = ProbeTimer(80 * MS, 2000 * MS)
+    t.late(5000 * MS, now_ns=0)
+    assert t.timeout_ns(0) == 2000 * MS
+
+
+@pytest.mark.parametrize("kw", [dict(floor_ns=0, cap_ns=1), dict(floor_ns=10, cap_ns=5),
+                                dict(floor_ns=1, cap_ns=2, quantile=0.0), dict(floor_ns=1, cap_ns=2, window=0)])
+def test_timer_refuses_nonsense(kw):
+    with pytest.raises(ValueError):
+        ProbeTimer(**kw)
+
+
+@given(st.lists(st.integers(1, 10_000 * MS), min_size=1, max_size=300))
+def test_timeout_is_within_floor_and_cap_and_covers_most_recent_delays(delays):
+    t = ProbeTimer(80 * MS, 2000 * MS, every=1)
+    for d in delays:
+        t.arrived(d)
+    timeout = t.timeout_ns(0)
+    assert 80 * MS <= timeout <= 2000 * MS
+    recent = delays[-512:]
+    covered = sum(1 for d in recent if d <= timeout)
+    assert timeout == 2000 * MS or covered >= 0.99 * len(recent) - 1
+
+
+# --- the port counters' verdict ------------------------------------------------------------------
+
+def test_port_evidence():
+    settle, patience = 100 * MS, 2000 * MS
+    assert port_evidence((10, 10), (15, 10), 150 * MS, settle, patience) is Evidence.DEAD  # left, none arrived
+    assert port_evidence((10, 10), (15, 10), 50 * MS, settle, patience) is Evidence.UNKNOWN  # may be on its way
+    assert port_evidence((10, 10), (15, 11), 150 * MS, settle, patience) is Evidence.ALIVE
+    assert port_evidence((10, 10), (10, 10), 150 * MS, settle, patience) is Evidence.UNKNOWN  # egress stalled
+    assert port_evidence((10, 10), (10, 10), 2000 * MS, settle, patience) is Evidence.DEAD  # a wedged port
+    assert port_evidence((500, 500), (3, 0), 150 * MS, settle, patience) is Evidence.DEAD  # restarted: from zero
+    assert counter_deltas((500, 500), (3, 7)) == (3, 7)
+
+
+# --- the prober's decisions ----------------------------------------------------------------------
+
+class Counters:
+    """Port counts the test moves by hand, as the switches' counters would move."""
+
+    def __init__(self) -> None:
+        self.tx, self.rx = 100, 100
+        self.reads = 0
+
+    def __call__(self, d: Direction) -> tuple[int, int]:
+        self.reads += 1
+        return self.tx, self.rx
+
+
+def make_prober(counters: Counters, **kw) -> tuple[Prober, DirectionState, list[tuple[str, Change]]]:
+    topo = load(DATA / "two_plane_lab.yaml")
+    changes: list[tuple[str, Change]] = []
+    p = Prober(topo, {}, Thresholds(fail_after=3, restore_after=5), period=0.02, timeout=0.08,
+               on_change=lambda s, c: changes.append((s.d.label, c)), port_counts=counters, **kw)
+    return p, p.states[0], changes
+
+
+def probe_round(p: Prober, t_ms: int, arrive: bool, s: DirectionState) -> None:
+    """One period: every direction sends a probe at t_ms; all arrive 10 ms later except `s`'s unless
+    `arrive`; then the prober judges at t_ms + 10."""
+    sent = t_ms * MS
+    for x in p.states:
+        x.seq += 1
+        x.outstanding.append((x.seq, sent))
+        if x is not s or arrive:
+            frame = probe_frame(Probe(x.d.link_id, x.d.direction, x.seq, sent))
+            p._arrived(x.d.dst, frame, x.d.dst_port, sent + 10 * MS)
+    p._judge(sent + 10 * MS)
+
+
+def run_rounds(p: Prober, s: DirectionState, counters: Counters, lost_from: int, rounds: int,
+               rx_moves: bool, tx_moves: bool = True, start: int = 0) -> None:
+    """Rounds `start`..`start + rounds - 1`, 20 ms apart; `s`'s probes lost from round `lost_from`;
+    after each round the source port counts 3 more packets (if `tx_moves`) and the far port too
+    while the probes arrive, or always if `rx_moves`."""
+    for i in range(start, start + rounds):
+        lost = i >= lost_from
+        probe_round(p, i * 20, not lost, s)
+        if tx_moves:
+            counters.tx += 3
+        if rx_moves or not lost:
+            counters.rx += 3
+
+
+def test_a_cut_direction_goes_down_when_its_counters_agree():
+    c = Counters()
+    p, s, changes = make_prober(c)
+    run_rounds(p, s, c, lost_from=5, rounds=20, rx_moves=False)
+    assert changes == [(s.d.label, Change.DOWN)]
+    assert s.evidence.startswith("dead:") and "0 arrived" in s.evidence
+    # the third loss was judged 40 ms after the first, under the 80 ms timeout: held back until the
+    # counters had a probe timeout to settle
+    assert s.vetoed >= 1
+
+
+def test_late_probes_on_a_link_that_carries_packets_fail_nothing():
+    c = Counters()
+    p, s, changes = make_prober(c)
+    run_rounds(p, s, c, lost_from=5, rounds=40, rx_moves=True)
+    assert changes == []
+    # probes sent in rounds 5..35 were judged (4 rounds after they left): 2 losses went to the
+    # detector (K - 1), every later one was held back by the counters
+    assert s.lost == 31 and s.vetoed == s.lost - 2 and s.evidence.startswith("alive:")
+    assert s.detector.up
+
+
+def test_a_stalled_source_port_waits_then_counts_as_wedged():
+    c = Counters()
+    p, s, changes = make_prober(c)
+    run_rounds(p, s, c, lost_from=5, rounds=30, rx_moves=False, tx_moves=False)
+    assert changes == []  # 500 ms of nothing leaving the port: not known yet
+    run_rounds(p, s, c, lost_from=0, rounds=100, rx_moves=False, tx_moves=False, start=30)
+    assert changes == [(s.d.label, Change.DOWN)]  # past the 2 s hard timeout: wedged
+
+
+def test_without_port_evidence_three_lost_probes_fail_the_link():
+    c = Counters()
+    p, s, changes = make_prober(c, evidence=False)
+    run_rounds(p, s, c, lost_from=5, rounds=20, rx_moves=True)
+    assert changes == [(s.d.label, Change.DOWN)] and c.reads == 0
+
+
+def test_unreadable_counters_leave_the_probes_to_decide():
+    p, s, changes = make_prober(lambda d: None)  # type: ignore[arg-type]
+    run_rounds(p, s, Counters(), lost_from=5, rounds=20, rx_moves=True)
+    assert changes == [(s.d.label, Change.DOWN)]
+
+
+def test_a_probe_judged_lost_that_arrives_later_raises_the_timeout():
+    c = Counters()
+    p, s, changes = make_prober(c)
+    for i in range(10):
+        probe_round(p, i * 20, True, s)
+    assert p.timeout_ms == 80
+    s.seq += 1
+    s.outstanding.append((s.seq, 200 * MS))
+    seq = s.seq
+    probe_round(p, 220, True, s)  # probes sent after it go through both its switches
+    p._judge(300 * MS)  # 100 ms old: judged lost
+    assert s.lost == 1
+    late = probe_frame(Probe(s.d.link_id, s.d.direction, seq, 200 * MS))
+    p._arrived(s.d.dst, late, s.d.dst_port, 600 * MS)  # 400 ms after it left
+    assert p.late == 1
+    p._judge(601 * MS)
+    assert p.timeout_ms == 600  # 1.5 x the late probe's delay
