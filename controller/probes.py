@@ -1,7 +1,10 @@
-"""Link probes: the probe frame (IEEE 802 local experimental ethertype) and the punt entries that bring it in."""
+"""Liveness probes and the punt entries that bring them in: link probes (IEEE 802 local experimental
+ethertype, packet-out at one end of a T0-T1 link, packet-in at the other) and host NIC probes (an IPv6
+Neighbor Solicitation out of a T0's host port, the host's Neighbor Advertisement punted back)."""
 
 from __future__ import annotations
 
+import ipaddress
 import struct
 from dataclasses import dataclass
 
@@ -28,9 +31,62 @@ def fabric_ports(sw: Switch) -> tuple[int, ...]:
 
 
 def punt_entries(sw: Switch) -> list[TableEntry]:
-    """One punt entry per fabric port: a probe arriving there goes to the controller (packet-in)."""
-    return [TableEntry(PUNT, (("ether_type", Ternary(PROBE_ETHERTYPE, 0xFFFF)), ("ingress_port", Ternary(port, PORT_MASK))),
-                       SEND_TO_CPU, priority=PUNT_PRIORITY) for port in fabric_ports(sw)]
+    """One punt entry per fabric port: a probe arriving there goes to the controller (packet-in); and
+    on a T0 with hosts, one for what hosts send to the controller's probe address (their NAs)."""
+    entries = [TableEntry(PUNT, (("ether_type", Ternary(PROBE_ETHERTYPE, 0xFFFF)), ("ingress_port", Ternary(port, PORT_MASK))),
+                          SEND_TO_CPU, priority=PUNT_PRIORITY) for port in fabric_ports(sw)]
+    if probed_host_ports(sw):
+        entries.append(TableEntry(PUNT, (("ether_type", Ternary(ETHERTYPE_IPV6, 0xFFFF)),
+                                         ("ipv6_dst", Ternary(PROBE_V6, (1 << 128) - 1))), SEND_TO_CPU,
+                                  priority=PUNT_PRIORITY))
+    return entries
+
+
+# --- host NIC probes: Neighbor Discovery (RFC 4861) ------------------------------------------------
+ETHERTYPE_IPV6 = 0x86DD
+ICMPV6 = 58
+ND_NS, ND_NA = 135, 136
+PROBE_V6 = int(ipaddress.IPv6Address("fe80::88b5"))  # the controller's link-local probe source on host ports
+PROBE_MAC = _SRC_MAC
+
+
+def probed_host_ports(sw: Switch) -> tuple[tuple[int, int, str], ...]:
+    """(slot, port, host) of a T0's host ports with a host behind them."""
+    return tuple((k, port, sw.host_names[k]) for k, port in enumerate(sw.host_ports)
+                 if k < len(sw.host_names) and sw.host_names[k])
+
+
+def _checksum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def neighbor_solicitation(target: int) -> bytes:
+    """An NS for `target` (a host's address) from the probe address, to its solicited-node multicast
+    group (RFC 4291 2.7.1), with our source link-layer address so the NA comes straight back."""
+    group = (0xFF02 << 112) | (0x1FF << 24) | (target & 0xFFFFFF)  # ff02::1:ffXX:XXXX
+    dst_mac = bytes.fromhex("3333ff") + (target & 0xFFFFFF).to_bytes(3, "big")
+    icmp = struct.pack("!BBHI", ND_NS, 0, 0, 0) + target.to_bytes(16, "big") + bytes([1, 1]) + PROBE_MAC
+    src, dst = PROBE_V6.to_bytes(16, "big"), group.to_bytes(16, "big")
+    pseudo = src + dst + struct.pack("!I3xB", len(icmp), ICMPV6)
+    icmp = icmp[:2] + struct.pack("!H", _checksum(pseudo + icmp)) + icmp[4:]
+    ip = struct.pack("!IHBB", 6 << 28, len(icmp), ICMPV6, 255) + src + dst
+    return dst_mac + PROBE_MAC + struct.pack("!H", ETHERTYPE_IPV6) + ip + icmp
+
+
+def advertised_target(frame: bytes) -> int | None:
+    """The target address of a Neighbor Advertisement sent to the probe address, or None."""
+    if len(frame) < 14 + 40 + 24 or frame[12:14] != struct.pack("!H", ETHERTYPE_IPV6):
+        return None
+    if frame[14] >> 4 != 6 or frame[20] != ICMPV6 or int.from_bytes(frame[38:54], "big") != PROBE_V6:
+        return None
+    if frame[54] != ND_NA:
+        return None
+    return int.from_bytes(frame[62:78], "big")
 
 
 @dataclass(frozen=True, slots=True)

@@ -245,8 +245,9 @@ class Shared:
         self._punts: dict[tuple[int, ...], list[TableEntry]] = {}
 
     def punts(self, sw: Switch) -> list[Entity]:
-        """The probe punt entries of a switch's fabric ports (controller.probes); equal port sets share them."""
-        key = probes.fabric_ports(sw)
+        """The probe punt entries of a switch (controller.probes); switches with equal fabric ports, and
+        hosts or none, share them."""
+        key = (*probes.fabric_ports(sw), -1 if probes.probed_host_ports(sw) else 0)
         if key not in self._punts:
             self._punts[key] = probes.punt_entries(sw)
         return list(self._punts[key])

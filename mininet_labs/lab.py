@@ -217,7 +217,8 @@ def host_script(nics: Iterable[tr.HostNic]) -> str:
         i = n.intf
         lines += [
             f"sysctl -qw net.ipv6.conf.{i}.disable_ipv6=0 net.ipv6.conf.{i}.accept_dad=0 "
-            f"net.ipv6.conf.{i}.dad_transmits=0 net.ipv6.conf.{i}.router_solicitations=0 net.ipv6.conf.{i}.accept_ra=0",
+            f"net.ipv6.conf.{i}.dad_transmits=0 net.ipv6.conf.{i}.router_solicitations=0 net.ipv6.conf.{i}.accept_ra=0 "
+            f"net.ipv6.conf.{i}.keep_addr_on_down=1",  # a NIC taken down and up (cross-plane) keeps answering ND
             f"ip link set {i} address {n.mac} up",
             f"ip -6 addr replace {n.v6}/64 dev {i} nodad noprefixroute",
             f"ip -6 neigh replace {tr.GATEWAY_V6} lladdr {n.gateway_mac} dev {i} nud permanent",

@@ -39,7 +39,8 @@ class Metrics:
                                 ["link", "direction"], registry=r)
         self.probe_delay = Gauge("fabric_probe_delay_seconds", "Last probe delay, packet-out to packet-in",
                                  ["link", "direction"], registry=r)
-        self.link_up = Gauge("fabric_link_up", "1 while the detectors hold the link up", ["link"], registry=r)
+        self.link_up = Gauge("fabric_link_up", "1 while the detectors hold the link (T0--T1) or host port (T0:port) up",
+                             ["link"], registry=r)
         self.failures = Gauge("fabric_failures", "Failures recorded in the state file", registry=r)
         self.link_changes = Counter("fabric_link_changes", "Links declared down or up by the probes",
                                     ["change"], registry=r)

@@ -1,4 +1,5 @@
-"""Active link probes: packet-out at one end of each fabric link, packet-in at the other, per direction."""
+"""Active probes: packet-out at one end of each fabric link, packet-in at the other, per direction; and
+per host NIC, a Neighbor Solicitation out of its T0 port whose Neighbor Advertisement comes back."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from controller.failover import LinkDown
+from controller import ops
+from controller.failover import Failure, HostPortDown, LinkDown
 from controller.p4rt import P4RuntimeError
-from controller.probes import Probe, parse_probe, probe_frame
+from controller.probes import Probe, advertised_target, neighbor_solicitation, parse_probe, probe_frame, probed_host_ports
 from controller.service.detect import Change, Detector, Evidence, Thresholds, counter_deltas, port_evidence, step
 from controller.service.probetimer import ProbeTimer
 from controller.topology import Topology
@@ -18,23 +20,34 @@ from controller.topology import Topology
 
 @dataclass(frozen=True, slots=True)
 class Direction:
-    """One direction of a T0-T1 link: out of `src` port `src_port`, into `dst` port `dst_port`."""
+    """One direction of a T0-T1 link: out of `src` port `src_port`, into `dst` port `dst_port`; or a
+    host NIC's round trip (`host` set): out of its T0's port and back in there (src == dst)."""
 
-    link: LinkDown
+    link: Failure  # what is recorded when it fails: LinkDown, or HostPortDown for a host NIC
     link_id: int
-    direction: int  # 0: T0 -> T1, 1: T1 -> T0
+    direction: int  # 0: T0 -> T1, 1: T1 -> T0 (a host NIC: 0)
     src: str
     src_port: int
     dst: str
     dst_port: int
+    host: str = ""
+    target: int = 0  # a host NIC's address, the target of the Neighbor Solicitations
 
     @property
     def label(self) -> str:
+        if self.host:
+            return f"{self.src}:{self.src_port}<->{self.host}"
         return f"{self.src}:{self.src_port}->{self.dst}:{self.dst_port}"
 
 
-def directions(topo: Topology) -> list[Direction]:
-    """Both directions of every T0-T1 link (a T0's uplinks[j] faces T1 j; a T1's downlinks[i] faces T0 i)."""
+def failure_label(f: Failure) -> str:
+    """A link or host port as the metrics and status name it."""
+    return f"{f.t0}--{f.t1}" if isinstance(f, LinkDown) else f"{f.t0}:{f.port}"  # type: ignore[union-attr]
+
+
+def directions(topo: Topology, hosts: bool = False) -> list[Direction]:
+    """Both directions of every T0-T1 link (a T0's uplinks[j] faces T1 j; a T1's downlinks[i] faces T0 i);
+    with `hosts`, then every host NIC behind a T0 port (link ids after the links')."""
     out: list[Direction] = []
     for p in range(topo.planes):
         for leaf in topo.t0s(p):
@@ -43,6 +56,15 @@ def directions(topo: Topology) -> list[Direction]:
                 n = len(out) // 2
                 out.append(Direction(link, n, 0, leaf.name, leaf.uplinks[j], spine.name, spine.downlinks[leaf.index]))
                 out.append(Direction(link, n, 1, spine.name, spine.downlinks[leaf.index], leaf.name, leaf.uplinks[j]))
+    if hosts:
+        sids = ops.sid_plan(topo)
+        n = len(out) // 2
+        for p in range(topo.planes):
+            for leaf in topo.t0s(p):
+                for slot, port, host in probed_host_ports(leaf):
+                    out.append(Direction(HostPortDown(leaf.name, port), n, 0, leaf.name, port, leaf.name, port,
+                                         host, sids.host_v6(p, leaf.index, slot)))
+                    n += 1
     return out
 
 
@@ -88,7 +110,7 @@ class Prober:
                  period: float = 0.01, timeout: float = 0.1, on_change: OnChange,
                  on_outcome: Callable[[DirectionState, bool, float | None], None] | None = None,
                  on_stall: Callable[[int, int], None] | None = None, stall_fraction: float = 0.5,
-                 port_counts: PortCounts | None = None, evidence: bool = True) -> None:
+                 port_counts: PortCounts | None = None, evidence: bool = True, hosts: bool = False) -> None:
         self.sessions = sessions
         self.thresholds = thresholds
         self.period = period
@@ -107,8 +129,10 @@ class Prober:
         self.port_counts: PortCounts = port_counts or self._read_port_counts
         self.stalls = 0
         self.late = 0  # probes that arrived after they were judged lost
-        self.states = [DirectionState(d) for d in directions(topo)]
-        self._by_key = {(s.d.link_id, s.d.direction): s for s in self.states}
+        self.states = [DirectionState(d) for d in directions(topo, hosts)]
+        self._by_key = {(s.d.link_id, s.d.direction): s for s in self.states if not s.d.host}
+        self._by_port = {(s.d.dst, s.d.dst_port): s for s in self.states if s.d.host}
+        self._ns = {s.d.link_id: neighbor_solicitation(s.d.target) for s in self.states if s.d.host}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -125,15 +149,15 @@ class Prober:
         for t in self._threads:
             t.join(timeout=5)
 
-    def seed_down(self, links: set[LinkDown]) -> None:
-        """Start these links' detectors down (links the state file records failed): they are
+    def seed_down(self, links: set[Failure]) -> None:
+        """Start these links' (or host ports') detectors down (the state file records them failed): they are
         restored, and their record removed, once their probes come back M times in a row."""
         for s in self.states:
             if s.d.link in links:
                 s.detector = Detector(up=False, reason="recorded failed when the controller started")
 
-    def link_down(self, link: LinkDown) -> bool:
-        """True while either direction's detector holds the link down."""
+    def link_down(self, link: Failure) -> bool:
+        """True while either direction's detector holds the link (or host port) down."""
         return any(not s.detector.up for s in self.states if s.d.link == link)
 
     # --- sending and judging ---------------------------------------------------------------
@@ -146,9 +170,9 @@ class Prober:
                 if not session.ready or not self.sessions[s.d.dst].ready:  # type: ignore[attr-defined]
                     continue  # a probe needs both ends: the plan's punt entry at the far end, its packet-in
                 s.seq += 1
+                frame = self._ns[s.d.link_id] if s.d.host else probe_frame(Probe(s.d.link_id, s.d.direction, s.seq, now_ns))
                 try:
-                    session.conn.packet_out(probe_frame(Probe(s.d.link_id, s.d.direction, s.seq, now_ns)),  # type: ignore[attr-defined]
-                                            egress_port=s.d.src_port, _pad=0)
+                    session.conn.packet_out(frame, egress_port=s.d.src_port, _pad=0)  # type: ignore[attr-defined]
                 except P4RuntimeError:
                     continue
                 with self._lock:
@@ -270,6 +294,7 @@ class Prober:
     def _arrived(self, name: str, payload: bytes, port: int | None, now_ns: int) -> None:
         probe = parse_probe(payload)
         if probe is None:
+            self._advertised(name, payload, port, now_ns)
             return
         s = self._by_key.get((probe.link, probe.direction))
         if s is None or s.d.dst != name or s.d.dst_port != port:
@@ -288,3 +313,24 @@ class Prober:
             else:
                 self.late += 1
                 self.timer.late(delay_ns, now_ns)
+
+    def _advertised(self, name: str, payload: bytes, port: int | None, now_ns: int) -> None:
+        """A host's Neighbor Advertisement: it answers the oldest of our solicitations on that port not
+        yet answered (NS and NA carry no sequence; both keep their order on one port)."""
+        target = advertised_target(payload)
+        s = self._by_port.get((name, port))  # type: ignore[arg-type]
+        if target is None or s is None or target != s.d.target:
+            return
+        self.packets_in += 1
+        with self._lock:
+            pending = next(((seq, sent) for seq, sent in s.outstanding if seq not in s.received), None)
+            if pending is None:
+                self.late += 1
+                return
+            seq, sent_ns = pending
+            for progress in (self._sent_progress, self._recv_progress):
+                if progress.get(name, 0) < sent_ns:
+                    progress[name] = sent_ns
+            self._progress = max(self._progress, sent_ns)
+            s.received[seq] = now_ns - sent_ns
+            self.timer.arrived(now_ns - sent_ns)

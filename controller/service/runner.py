@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import ops
-from controller.failover import LinkDown
+from controller.failover import HostPortDown, LinkDown
 from controller.p4info import P4Info
 from controller.p4rt import P4RuntimeError
 from controller.routes import Options, Program
@@ -21,7 +21,7 @@ from controller.service.events import EventLog
 from controller.service.healer import Healer
 from controller.service.metrics import Metrics, drop_reason_names
 from controller.service.priority import set_thread_nice
-from controller.service.prober import DirectionState, Prober
+from controller.service.prober import DirectionState, Prober, failure_label
 from controller.service.sessions import Role, Session
 from controller.service.status import status_path, write_status
 from controller.statelock import state_lock
@@ -46,6 +46,7 @@ class Config:
     status_every: float = 0.5
     events: Path | None = None  # default: fabric-events.jsonl beside the state file
     probe: bool = True
+    host_probes: bool = True  # probe host NICs too (ND out of their T0 port): a NIC down is a HostPortDown
     port_evidence: bool = True  # a link is dead by K lost probes only if its port counters agree
     nice: int | None = None  # the service threads' nice value (None: as started); see priority.py
 
@@ -70,7 +71,7 @@ class FabricService:
                                              timeout=config.connect_timeout)
         self.prober = Prober(topo, self.sessions, config.thresholds, period=config.period,
                              timeout=config.probe_timeout, on_change=self._link_change, on_outcome=self._outcome,
-                             on_stall=self._stall, evidence=config.port_evidence)
+                             on_stall=self._stall, evidence=config.port_evidence, hosts=config.host_probes)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._drop_names = drop_reason_names()
@@ -84,7 +85,7 @@ class FabricService:
         self.metrics.serve(self.config.metrics_port)
         with state_lock(self.state):
             recorded = ops.load_failures(self.topo, self.state)
-        self.prober.seed_down({f for f in recorded if isinstance(f, LinkDown)})
+        self.prober.seed_down({f for f in recorded if isinstance(f, (LinkDown, HostPortDown))})
         # Threads inherit their creator's nice value: one launcher thread takes the service's and
         # starts every other (gRPC's own threads are then started by those).
         why: list[str | None] = [None]
@@ -149,12 +150,14 @@ class FabricService:
         else:
             self.link_changes["up"] += 1
         self.metrics.link_changes.labels(change.value).inc()
-        self.events.emit(f"link_{'down' if change is Change.DOWN else 'up'}", link=[link.t0, link.t1],
-                         direction=st.d.label, evidence=st.detector.reason,
+        what = {"link": [link.t0, link.t1]} if isinstance(link, LinkDown) else \
+            {"port": [link.t0, link.port], "host": st.d.host}  # type: ignore[union-attr]
+        self.events.emit(f"{'link' if isinstance(link, LinkDown) else 'port'}_{'down' if change is Change.DOWN else 'up'}",
+                         **what, direction=st.d.label, evidence=st.detector.reason,
                          ports=st.evidence if change is Change.DOWN else "", sent=st.sent, lost=st.lost,
                          t_mono_ns=time.monotonic_ns())
         if change is Change.DOWN or not down:  # a link is up again only when both directions are
-            self.metrics.link_up.labels(f"{link.t0}--{link.t1}").set(0 if down else 1)
+            self.metrics.link_up.labels(failure_label(link)).set(0 if down else 1)
             self.healer.link_changed(link, down)
 
     def _stall(self, lossy: int, total: int) -> None:
@@ -162,7 +165,7 @@ class FabricService:
             self.events.emit("probe_stall", lossy_directions=lossy, directions=total, stalls=self.prober.stalls)
 
     def _outcome(self, st: DirectionState, ok: bool, delay_ms: float | None) -> None:
-        link, way = f"{st.d.link.t0}--{st.d.link.t1}", str(st.d.direction)
+        link, way = failure_label(st.d.link), str(st.d.direction)
         self.metrics.probes_sent.labels(link, way).inc()
         if not ok:
             self.metrics.probes_lost.labels(link, way).inc()
@@ -200,7 +203,7 @@ class FabricService:
         """What `fabricctl status` shows: sessions, per-link health and last probe, recorded failures."""
         links: dict[str, dict[str, Any]] = {}
         for st in self.prober.states:
-            key = f"{st.d.link.t0} -- {st.d.link.t1}"
+            key = failure_label(st.d.link).replace("--", " -- ") + (f" ({st.d.host})" if st.d.host else "")
             entry = links.setdefault(key, {"up": True, "directions": {}})
             entry["up"] = entry["up"] and st.detector.up
             entry["directions"][st.d.label] = {

@@ -45,7 +45,9 @@ control ParserErrors(in headers_t hdr,
     }
 }
 
-/* Packet-in: packets the controller asks for (e.g. liveness probes) go to CPU_PORT. */
+/* Packet-in: packets the controller asks for go to CPU_PORT: link probes (their own ethertype, from
+ * fabric ports) and hosts' Neighbor Advertisements (RFC 4861 section 4.4) answering the controller's
+ * Neighbor Solicitations to a host NIC, addressed to the controller's probe link-local address. */
 control CpuPunt(in headers_t hdr,
                 inout local_metadata_t meta,
                 inout standard_metadata_t std) {
@@ -62,6 +64,7 @@ control CpuPunt(in headers_t hdr,
         key = {
             hdr.ethernet.ether_type : ternary @name("ether_type");
             std.ingress_port        : ternary @name("ingress_port");
+            hdr.ipv6.dst_addr       : ternary @name("ipv6_dst");
         }
         actions = {
             send_to_cpu;

@@ -169,6 +169,37 @@ def test_healthy_links_under_traffic_are_not_failed(lab, controller):
     assert report.totals()["sent"] > 0
 
 
+def test_host_nic_down_is_seen_by_its_neighbor_discovery_probes_and_restored(lab, controller):
+    """Issue 9: a host NIC whose port goes down (the lab's cross-plane failure) is seen without the lab
+    telling the controller: its T0's Neighbor Solicitations go unanswered and the port counters agree;
+    the host port is recorded failed and its segments pulled, then restored once the NIC answers."""
+    from controller.failover import HostPortDown
+
+    c = controller()
+    c.primary_everywhere()
+    nic = lab.host("h0").nic(0)
+    port = lab.model.switch(nic.leaf).host_ports[nic.slot]
+
+    def port_event(kind: str) -> Callable[[dict[str, Any]], bool]:
+        return lambda e: e["kind"] == kind and e.get("port") == [nic.leaf, port]
+
+    n = len(c.all_events())
+    lab.host_nic("h0", 0, "down")
+    try:
+        down = c.wait(port_event("port_down"), "port_down", after=n)
+        assert down["host"] == "h0" and "consecutive probes lost" in down["evidence"]
+        assert down["ports"].startswith("dead: ") and " 0 arrived at " in down["ports"], down
+        wait_until(settled(lab, frozenset({HostPortDown(nic.leaf, port)})), "the NIC's port recorded and pulled")
+        others = [e for e in c.all_events()[n:] if e["kind"] in ("link_down", "port_down") and e != down]
+        assert others == []  # only that NIC
+    finally:
+        lab.host_nic("h0", 0, "up")
+    n = len(c.all_events())
+    up = c.wait(port_event("port_up"), "port_up", after=n)
+    assert up["evidence"].endswith("consecutive probes arrived")
+    wait_until(settled(lab, frozenset()), "the port restored")
+
+
 def nft(*args: str) -> None:
     subprocess.run(["nft", *args], check=True, capture_output=True, text=True)
 

@@ -84,7 +84,8 @@ def test_lab_leaf_entities() -> None:
     assert counts["p0-t0-0"] == {
         "IngressPipe.headend.spray_selector/members": 2, "IngressPipe.headend.spray_selector/groups": 1,
         "IngressPipe.headend.host_port": 2, "IngressPipe.endpoint.my_sid": 4, "IngressPipe.routing.routes_v6": 5,
-        "IngressPipe.headend.spray_dest": 2, "IngressPipe.headend.spray_paths": 1, "IngressPipe.cpu.punt": 2,
+        "IngressPipe.headend.spray_dest": 2, "IngressPipe.headend.spray_paths": 1,
+        "IngressPipe.cpu.punt": 3,  # a probe punt per uplink, one for the hosts' NAs to the probe address
         "IngressPipe.boundary.host_policy": 2}
     assert counts["p1-t1-1"] == {"IngressPipe.endpoint.my_sid": 1, "IngressPipe.routing.routes_v6": 3,
                                  "IngressPipe.cpu.punt": 2}

@@ -15,10 +15,13 @@ from click.testing import CliRunner
 
 from controller.cli import cli
 from controller.entries import CounterValue, TableEntry, Ternary
-from controller.probes import PROBE_ETHERTYPE, PROBE_SIZE, Probe, parse_probe, probe_frame, punt_entries
+from controller.probes import (PROBE_ETHERTYPE, PROBE_SIZE, Probe, advertised_target, neighbor_solicitation, parse_probe,
+                               probe_frame, punt_entries)
 from controller.service import events as ev
 from controller.service import status as st
 from controller.service.metrics import Metrics, drop_reason_names
+from controller.failover import HostPortDown
+from controller.ops import sid_plan as sids_of
 from controller.service.prober import directions
 from controller.topology import load
 
@@ -41,13 +44,49 @@ def test_punt_entries_one_per_fabric_port_and_directions_cover_each_link_twice()
     assert punt_entries(leaf) == [
         TableEntry("IngressPipe.cpu.punt", (("ether_type", Ternary(PROBE_ETHERTYPE, 0xFFFF)),
                                             ("ingress_port", Ternary(port, 0x1FF))), "IngressPipe.cpu.send_to_cpu",
-                   priority=10) for port in (3, 4)]
+                   priority=10) for port in (3, 4)] + [
+        TableEntry("IngressPipe.cpu.punt", (("ether_type", Ternary(0x86DD, 0xFFFF)),
+                                            ("ipv6_dst", Ternary(0xFE80 << 112 | 0x88B5, (1 << 128) - 1))),
+                   "IngressPipe.cpu.send_to_cpu", priority=10)]  # the hosts' NAs to fe80::88b5
+    spine = topo.switch("p0-t1-0")
+    assert [e.match[0][1].value for e in punt_entries(spine)] == [PROBE_ETHERTYPE] * 2  # no hosts, no NA entry
     ds = directions(topo)
     assert len(ds) == 2 * 8
+    with_hosts = directions(topo, hosts=True)
+    assert with_hosts[:16] == ds
+    nics = [(d.src, d.src_port, d.host, d.target) for d in with_hosts[16:]]
+    assert len(nics) == 8 and len({d.link_id for d in with_hosts}) == 8 + 8  # a link id each
+    assert nics[0] == ("p0-t0-0", 1, "h0", sids_of(topo).host_v6(0, 0, 0))
+    assert all(d.src == d.dst and d.src_port == d.dst_port and isinstance(d.link, HostPortDown) for d in with_hosts[16:])
     d = next(d for d in ds if d.src == "p0-t0-0" and d.dst == "p0-t1-1")
     assert (d.src_port, d.dst_port) == (4, 1)  # the leaf's uplink to spine 1, the spine's downlink to leaf 0
     back = next(x for x in ds if x.link == d.link and x.direction == 1)
     assert (back.src, back.src_port, back.dst, back.dst_port) == ("p0-t1-1", 1, "p0-t0-0", 4)
+
+
+def test_neighbor_solicitation_is_what_scapy_builds_and_only_our_nas_are_taken():
+    from scapy.layers.inet6 import (ICMPv6ND_NA, ICMPv6ND_NS, ICMPv6NDOptDstLLAddr, ICMPv6NDOptSrcLLAddr, IPv6,
+                                    in6_getnsma, in6_getnsmac)
+    from scapy.layers.l2 import Ether
+    from scapy.utils import inet_pton
+    import socket
+
+    host = "2001:db8:7:1::3"
+    target = int.from_bytes(inet_pton(socket.AF_INET6, host), "big")
+    group = socket.inet_ntop(socket.AF_INET6, in6_getnsma(inet_pton(socket.AF_INET6, host)))
+    want = (Ether(src="02:5f:00:00:ff:fe", dst=in6_getnsmac(inet_pton(socket.AF_INET6, group)))
+            / IPv6(src="fe80::88b5", dst=group, hlim=255) / ICMPv6ND_NS(tgt=host)
+            / ICMPv6NDOptSrcLLAddr(lladdr="02:5f:00:00:ff:fe"))
+    assert neighbor_solicitation(target) == bytes(want)  # scapy computes the checksum
+    na = (Ether(dst="02:5f:00:00:ff:fe", src="00:00:00:00:00:01") / IPv6(src=host, dst="fe80::88b5", hlim=255)
+          / ICMPv6ND_NA(tgt=host, S=1) / ICMPv6NDOptDstLLAddr(lladdr="00:00:00:00:00:01"))
+    assert advertised_target(bytes(na)) == target
+    assert advertised_target(bytes(na)[:70]) is None  # truncated
+    na[IPv6].dst = "fe80::1"
+    assert advertised_target(bytes(na)) is None  # not to our probe address
+    ns = Ether(bytes(want))
+    ns[IPv6].dst = "fe80::88b5"
+    assert advertised_target(bytes(ns)) is None  # an NS, not an NA
 
 
 def test_events_file_and_follow(tmp_path: Path):
