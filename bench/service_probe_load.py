@@ -1,6 +1,8 @@
 """Probe load of `fabricctl run` (root, Mininet, bmv2; prints JSON): for each probe period, the
 probes through P4Runtime per second, the controller's CPU, the probe delay (packet-out to
-packet-in) percentiles, probes lost and false link-downs on a healthy default lab.
+packet-in) percentiles, probes lost and false link-downs on a healthy default lab; each period with
+link probes only and with the host NICs' Neighbor Discovery probes too (CPU ratio against the first,
+measured in the same process).
 
     P4_TOOLCHAIN_BIN=/opt/p4-toolchain/bin .venv/bin/python bench/service_probe_load.py --seconds 10
 
@@ -40,12 +42,14 @@ def rss_kb() -> int:
     return 0
 
 
-def measure(lab: Lab, period_ms: float, seconds: float, timeout_ms: float, election_id: int) -> dict:
+def measure(lab: Lab, period_ms: float, seconds: float, timeout_ms: float, election_id: int, hosts: bool,
+            nice: int | None) -> dict:
     save_state(lab.failure_state_path, [])
-    events = lab.dir / f"events-{period_ms:g}.jsonl"
+    events = lab.dir / f"events-{period_ms:g}-{int(hosts)}.jsonl"
     svc = FabricService(lab.model, lab.program, lab.failure_state_path,  # type: ignore[arg-type]
                         Config(period=period_ms / 1000, probe_timeout=timeout_ms / 1000, thresholds=Thresholds(),
-                               election_id=election_id, counters_every=0, events=events))
+                               election_id=election_id, counters_every=0, events=events, host_probes=hosts,
+                               nice=nice))
     delays: list[float] = []
     svc.prober.on_outcome = lambda st, ok, d: delays.append(d) if d is not None else None
     svc.start()
@@ -65,14 +69,17 @@ def measure(lab: Lab, period_ms: float, seconds: float, timeout_ms: float, elect
     lost = sum(s.lost for s in svc.prober.states) - lost0
     downs = svc.link_changes["down"]
     stalls = svc.prober.stalls
+    held_back = sum(s.vetoed for s in svc.prober.states)
+    timeout_now = svc.prober.timeout_ms
     svc.stop()
     q = statistics.quantiles(delays, n=100) if len(delays) > 100 else []
-    return {"period_ms": period_ms, "directions": len(svc.prober.states), "seconds": round(dt, 2),
+    return {"period_ms": period_ms, "host_probes": hosts, "directions": len(svc.prober.states), "seconds": round(dt, 2),
             "packet_out_pps": round((out1 - out0) / dt), "packet_in_pps": round((in1 - in0) / dt),
             "controller_cpu_pct": round(100 * (c1 - c0) / dt, 1),
             "delay_ms": {"p50": round(q[49], 2), "p99": round(q[98], 2), "max": round(max(delays), 2)} if q else None,
             "lost": lost, "lost_ratio": round(lost / max(1, out1 - out0), 4), "stall_rounds": stalls,
-            "false_link_downs": downs,
+            "false_link_downs": downs, "losses_held_back_by_port_counters": held_back,
+            "probe_timeout_ms_at_end": round(timeout_now, 1),
             "rss_kb": {"first": rss[0], "last": rss[-1], "max": max(rss), "growth_pct": round(100 * (rss[-1] - rss[0]) / rss[0], 1),
                        "samples_every_s": 5.0}}
 
@@ -81,7 +88,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--periods", default="50,20,10", help="probe periods to try, ms")
     ap.add_argument("--seconds", type=float, default=10.0)
-    ap.add_argument("--probe-timeout", type=float, default=150.0, help="ms")
+    ap.add_argument("--probe-timeout", type=float, default=80.0, help="ms (the timeout's floor)")
+    ap.add_argument("--nice", type=int, default=-10, help="the service threads' nice value")
     ap.add_argument("--grpc-base-port", type=int, default=51301)
     args = ap.parse_args()
     why = prerequisites()
@@ -90,8 +98,10 @@ def main() -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="probe-load-") as d, \
             Lab(default_topology(grpc_base_port=args.grpc_base_port), d, tag=f"pl{os.getpid() % 100}") as lab:
-        rows = [measure(lab, float(p), args.seconds, args.probe_timeout, 10 + k)
-                for k, p in enumerate(args.periods.split(","))]
+        rows = [measure(lab, float(p), args.seconds, args.probe_timeout, 10 + 2 * k + int(hosts), hosts, args.nice)
+                for k, p in enumerate(args.periods.split(",")) for hosts in (False, True)]
+    for base, with_hosts in zip(rows[::2], rows[1::2]):
+        with_hosts["cpu_ratio_vs_links_only"] = round(with_hosts["controller_cpu_pct"] / max(0.1, base["controller_cpu_pct"]), 2)
     print(json.dumps({"bench": "service_probe_load", "lab": "default (8 switches, 8 links, 16 directions)",
                       "probe_timeout_ms": args.probe_timeout, "runs": rows,
                       "machine": {"cpus": os.cpu_count(), "load_avg": os.getloadavg()}}, indent=1))
