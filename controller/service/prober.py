@@ -115,7 +115,7 @@ class Prober:
         self.thresholds = thresholds
         self.period = period
         self.timeout_ns = int(timeout * 1e9)  # the floor
-        self.hard_timeout_ns = max(int(2e9), 10 * self.timeout_ns)
+        self.hard_timeout_ns = max(int(1e9), 10 * self.timeout_ns)
         self.timer = ProbeTimer(self.timeout_ns, self.hard_timeout_ns)
         self._progress = 0  # latest send time of any probe that arrived
         self._timeout_now = self.timeout_ns
@@ -248,8 +248,9 @@ class Prober:
 
     def _counts_as_loss(self, s: DirectionState, now_ns: int) -> bool:
         """Whether a lost probe goes to the detector. The loss that would make K in a row needs the
-        link's port counters to agree: since the run of losses began (at least a probe timeout ago)
-        packets left the source port and none reached the far port. If some arrived, the link
+        link's port counters to agree: since the run of losses began, long enough ago for packets to
+        cross (two periods, or what the timeout holds above its floor), packets left the source port
+        and none reached the far port. If some arrived, the link
         carries packets (the probes are only late); if it is too soon, or none left (the source's
         egress is stalled), it is not known yet: either way the loss is held back and the next one
         asks again (a port that sends nothing for the hard timeout counts as dead). No counters to
@@ -261,7 +262,11 @@ class Prober:
         now = self.port_counts(s.d)
         if now is None:
             return True
-        verdict = port_evidence(s.counts, now, now_ns - s.counts_ns, self._timeout_now, self.hard_timeout_ns)
+        # The counters were first read a timeout after the first lost probe left: what the timeout
+        # holds above its floor (the fabric's current extra delay), or two periods, lets what left
+        # the source port since then arrive.
+        settle = max(2 * int(self.period * 1e9), self._timeout_now - self.timeout_ns)
+        verdict = port_evidence(s.counts, now, now_ns - s.counts_ns, settle, self.hard_timeout_ns)
         dtx, drx = counter_deltas(s.counts, now)
         s.evidence = (f"{verdict.value}: {dtx} packets left {s.d.src}:{s.d.src_port}, {drx} arrived at "
                       f"{s.d.dst}:{s.d.dst_port} in {(now_ns - s.counts_ns) / 1e6:.0f} ms")
