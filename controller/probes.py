@@ -37,7 +37,7 @@ def punt_entries(sw: Switch) -> list[TableEntry]:
                           SEND_TO_CPU, priority=PUNT_PRIORITY) for port in fabric_ports(sw)]
     if probed_host_ports(sw):
         entries.append(TableEntry(PUNT, (("ether_type", Ternary(ETHERTYPE_IPV6, 0xFFFF)),
-                                         ("ipv6_dst", Ternary(PROBE_V6, (1 << 128) - 1))), SEND_TO_CPU,
+                                         ("ipv6_dst", Ternary(PROBE_V6, PROBE_V6_MASK))), SEND_TO_CPU,
                                   priority=PUNT_PRIORITY))
     return entries
 
@@ -46,7 +46,12 @@ def punt_entries(sw: Switch) -> list[TableEntry]:
 ETHERTYPE_IPV6 = 0x86DD
 ICMPV6 = 58
 ND_NS, ND_NA = 135, 136
-PROBE_V6 = int(ipaddress.IPv6Address("fe80::88b5"))  # the controller's link-local probe source on host ports
+# The controller's link-local probe sources on host ports: fe80::88b5:0:N, N the probe's sequence number
+# modulo PROBE_SLOTS, so the host's NA (sent to the NS's source) says which NS it answers (NS and NA
+# carry no sequence of their own) and the host's neighbour cache holds at most PROBE_SLOTS of them.
+PROBE_V6 = int(ipaddress.IPv6Address("fe80::88b5:0:0"))
+PROBE_V6_MASK = ((1 << 128) - 1) ^ 0xFFFF
+PROBE_SLOTS = 64
 PROBE_MAC = _SRC_MAC
 
 
@@ -65,28 +70,29 @@ def _checksum(data: bytes) -> int:
     return ~total & 0xFFFF
 
 
-def neighbor_solicitation(target: int) -> bytes:
-    """An NS for `target` (a host's address) from the probe address, to its solicited-node multicast
+def neighbor_solicitation(target: int, slot: int = 0) -> bytes:
+    """An NS for `target` (a host's address) from probe address `slot`, to its solicited-node multicast
     group (RFC 4291 2.7.1), with our source link-layer address so the NA comes straight back."""
     group = (0xFF02 << 112) | (0x1FF << 24) | (target & 0xFFFFFF)  # ff02::1:ffXX:XXXX
     dst_mac = bytes.fromhex("3333ff") + (target & 0xFFFFFF).to_bytes(3, "big")
     icmp = struct.pack("!BBHI", ND_NS, 0, 0, 0) + target.to_bytes(16, "big") + bytes([1, 1]) + PROBE_MAC
-    src, dst = PROBE_V6.to_bytes(16, "big"), group.to_bytes(16, "big")
+    src, dst = (PROBE_V6 | slot % PROBE_SLOTS).to_bytes(16, "big"), group.to_bytes(16, "big")
     pseudo = src + dst + struct.pack("!I3xB", len(icmp), ICMPV6)
     icmp = icmp[:2] + struct.pack("!H", _checksum(pseudo + icmp)) + icmp[4:]
     ip = struct.pack("!IHBB", 6 << 28, len(icmp), ICMPV6, 255) + src + dst
     return dst_mac + PROBE_MAC + struct.pack("!H", ETHERTYPE_IPV6) + ip + icmp
 
 
-def advertised_target(frame: bytes) -> int | None:
-    """The target address of a Neighbor Advertisement sent to the probe address, or None."""
+def advertised_target(frame: bytes) -> tuple[int, int] | None:
+    """(target address, probe slot) of a Neighbor Advertisement sent to a probe address, or None."""
     if len(frame) < 14 + 40 + 24 or frame[12:14] != struct.pack("!H", ETHERTYPE_IPV6):
         return None
-    if frame[14] >> 4 != 6 or frame[20] != ICMPV6 or int.from_bytes(frame[38:54], "big") != PROBE_V6:
+    dst = int.from_bytes(frame[38:54], "big")
+    if frame[14] >> 4 != 6 or frame[20] != ICMPV6 or dst & PROBE_V6_MASK != PROBE_V6 or dst & 0xFFFF >= PROBE_SLOTS:
         return None
     if frame[54] != ND_NA:
         return None
-    return int.from_bytes(frame[62:78], "big")
+    return int.from_bytes(frame[62:78], "big"), dst & 0xFFFF
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 Each direction of a link is one detector fed its probes' outcomes in sequence order (True: the probe
 arrived in time). It goes down after `fail_after` consecutive losses (K), or on a gray failure: a
-loss ratio of at least `gray_loss` over the last `window` probes, all seen since its last change.
+loss ratio of at least `gray_loss` over the last `window` probes, all seen since its last change
+(judged on a loss, so every decision to fail a link is taken on a lost probe).
 Counts start afresh at each change. It comes back after `restore_after` (M) consecutive successes
 (default 50: a link losing 20% passes 50 in a row with probability 1e-5), doubled for each recent flap (a
 down within `window` probes of the last restore), up to 2**`max_damping` times: a link that keeps
@@ -76,7 +77,7 @@ def step(d: Detector, ok: bool, t: Thresholds) -> tuple[Detector, Change | None]
     if d.up:
         if losses >= t.fail_after:
             reason = f"{losses} consecutive probes lost"
-        elif len(recent) >= t.window and recent.count(False) >= t.gray_loss * t.window:
+        elif not ok and len(recent) >= t.window and recent.count(False) >= t.gray_loss * t.window:
             reason = f"{recent.count(False)} of the last {t.window} probes lost"
         else:
             return nxt, None

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from controller import ops
 from controller.failover import Failure, HostPortDown, LinkDown
 from controller.p4rt import P4RuntimeError
-from controller.probes import Probe, advertised_target, neighbor_solicitation, parse_probe, probe_frame, probed_host_ports
+from controller.probes import (PROBE_SLOTS, Probe, advertised_target, neighbor_solicitation, parse_probe, probe_frame,
+                               probed_host_ports)
 from controller.service.detect import Change, Detector, Evidence, Thresholds, counter_deltas, port_evidence, step
 from controller.service.probetimer import ProbeTimer
 from controller.topology import Topology
@@ -85,8 +86,11 @@ class DirectionState:
     counts_ns: int = 0  # when they were read
     vetoed: int = 0  # losses not fed to the detector: the port counters showed the link carrying packets
     evidence: str = ""  # what the port counters said at the last decision
+    gray_counts: tuple[int, int] | None = None  # (tx, rx) read when a gray ratio last wanted the link down
+    gray_counts_ns: int = 0
 
 
+GRAY_SPAN_NS = 1_000_000_000  # the port counters judge a gray ratio over at least this long
 TX_COUNTER = "FabricEgress.port_tx"  # counted in egress, before the port takes (or refuses) the frame
 RX_COUNTER = "IngressPipe.port_rx"
 
@@ -132,7 +136,8 @@ class Prober:
         self.states = [DirectionState(d) for d in directions(topo, hosts)]
         self._by_key = {(s.d.link_id, s.d.direction): s for s in self.states if not s.d.host}
         self._by_port = {(s.d.dst, s.d.dst_port): s for s in self.states if s.d.host}
-        self._ns = {s.d.link_id: neighbor_solicitation(s.d.target) for s in self.states if s.d.host}
+        self._ns = {(s.d.link_id, k): neighbor_solicitation(s.d.target, k) for s in self.states if s.d.host
+                    for k in range(PROBE_SLOTS)}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -170,7 +175,8 @@ class Prober:
                 if not session.ready or not self.sessions[s.d.dst].ready:  # type: ignore[attr-defined]
                     continue  # a probe needs both ends: the plan's punt entry at the far end, its packet-in
                 s.seq += 1
-                frame = self._ns[s.d.link_id] if s.d.host else probe_frame(Probe(s.d.link_id, s.d.direction, s.seq, now_ns))
+                frame = (self._ns[s.d.link_id, s.seq % PROBE_SLOTS] if s.d.host
+                         else probe_frame(Probe(s.d.link_id, s.d.direction, s.seq, now_ns)))
                 try:
                     session.conn.packet_out(frame, egress_port=s.d.src_port, _pad=0)  # type: ignore[attr-defined]
                 except P4RuntimeError:
@@ -247,20 +253,25 @@ class Prober:
                     self.on_change(s, change)
 
     def _counts_as_loss(self, s: DirectionState, now_ns: int) -> bool:
-        """Whether a lost probe goes to the detector. The loss that would make K in a row needs the
-        link's port counters to agree: since the run of losses began, long enough ago for packets to
-        cross (two periods, or what the timeout holds above its floor), packets left the source port
-        and none reached the far port. If some arrived, the link
-        carries packets (the probes are only late); if it is too soon, or none left (the source's
-        egress is stalled), it is not known yet: either way the loss is held back and the next one
-        asks again (a port that sends nothing for the hard timeout counts as dead). No counters to
-        read (a switch that does not answer): the probes decide alone."""
+        """Whether a lost probe goes to the detector. A loss that would fail the link needs the
+        link's port counters to agree. K in a row: since the run of losses began, long enough ago
+        for packets to cross (two periods, or what the timeout holds above its floor), packets left
+        the source port and none reached the far port. If some arrived, the link carries packets
+        (the probes are only late); if it is too soon, or none left (the source's egress is
+        stalled), it is not known yet: either way the loss is held back and the next one asks again
+        (a port that sends nothing for the hard timeout counts as dead). The gray ratio: see
+        `_gray_on_the_wire`. No counters to read (a switch that does not answer): the probes decide."""
+        if s.detector.losses + 1 < self.thresholds.fail_after:
+            if s.counts is None:
+                s.counts, s.counts_ns = self.port_counts(s.d), now_ns
+            _, change = step(s.detector, False, self.thresholds)
+            return change is None or self._gray_on_the_wire(s, now_ns)
         if s.counts is None:
             s.counts, s.counts_ns = self.port_counts(s.d), now_ns
-        if s.detector.losses + 1 < self.thresholds.fail_after or s.counts is None:
-            return True
+            if s.counts is None:
+                return True
         now = self.port_counts(s.d)
-        if now is None:
+        if s.counts is None or now is None:
             return True
         # The counters were first read a timeout after the first lost probe left: what the timeout
         # holds above its floor (the fabric's current extra delay), or two periods, lets what left
@@ -273,6 +284,34 @@ class Prober:
         if verdict is Evidence.ALIVE:
             s.counts, s.counts_ns = now, now_ns
         return verdict is Evidence.DEAD
+
+    def _gray_on_the_wire(self, s: DirectionState, now_ns: int) -> bool:
+        """A loss that would fail a link by the gray ratio counts only if the port counters see the
+        link itself losing: over at least a second, of what the source port sent (counted in egress,
+        after the switch's queue) at least half the gray ratio never reached the far port. Probes
+        lost in a congested queue, or late, are not the link's: held back. A host NIC that sends
+        anything is alive (its port's tx and rx are different flows): held back. The first such loss
+        reads the counters and is held back; later ones compare."""
+        now = self.port_counts(s.d)
+        if now is None:
+            return True
+        if s.gray_counts is None or now_ns - s.gray_counts_ns > 10 * self.hard_timeout_ns:
+            s.gray_counts, s.gray_counts_ns = now, now_ns
+            return False
+        elapsed = now_ns - s.gray_counts_ns
+        if elapsed < GRAY_SPAN_NS:
+            return False
+        dtx, drx = counter_deltas(s.gray_counts, now)
+        if s.d.host:
+            s.evidence = f"gray: {drx} packets from {s.d.host} in {elapsed / 1e6:.0f} ms"
+            return drx == 0
+        if dtx <= 0:
+            return False
+        wire = (dtx - drx) / dtx
+        s.evidence = (f"gray: {dtx} packets left {s.d.src}:{s.d.src_port}, {drx} arrived at {s.d.dst}:{s.d.dst_port} "
+                      f"({wire:.0%} lost on the wire) in {elapsed / 1e6:.0f} ms")
+        s.gray_counts, s.gray_counts_ns = now, now_ns
+        return wire >= self.thresholds.gray_loss / 2
 
     def _read_port_counts(self, d: Direction) -> tuple[int, int] | None:
         try:
@@ -320,19 +359,19 @@ class Prober:
                 self.timer.late(delay_ns, now_ns)
 
     def _advertised(self, name: str, payload: bytes, port: int | None, now_ns: int) -> None:
-        """A host's Neighbor Advertisement: it answers the oldest of our solicitations on that port not
-        yet answered (NS and NA carry no sequence; both keep their order on one port)."""
-        target = advertised_target(payload)
+        """A host's Neighbor Advertisement: the probe address it was sent to names the solicitation
+        it answers (its sequence number modulo PROBE_SLOTS; outstanding ones span less than that)."""
+        na = advertised_target(payload)
         s = self._by_port.get((name, port))  # type: ignore[arg-type]
-        if target is None or s is None or target != s.d.target:
+        if na is None or s is None or na[0] != s.d.target:
             return
         self.packets_in += 1
         with self._lock:
-            pending = next(((seq, sent) for seq, sent in s.outstanding if seq not in s.received), None)
-            if pending is None:
+            hit = next(((seq, sent) for seq, sent in reversed(s.outstanding) if seq % PROBE_SLOTS == na[1]), None)
+            if hit is None:
                 self.late += 1
                 return
-            seq, sent_ns = pending
+            seq, sent_ns = hit
             for progress in (self._sent_progress, self._recv_progress):
                 if progress.get(name, 0) < sent_ns:
                     progress[name] = sent_ns

@@ -39,7 +39,7 @@ def test_punt_rule_sends_the_packet_in_with_its_ingress_port(request, program):
 @pytest.mark.parametrize("program", ["srv6_spray", "eecmp_qp_hash"])
 def test_a_hosts_neighbor_advertisement_to_the_probe_address_is_punted_and_nothing_else(request, program):
     """Host NIC probes (controller.probes): the T0 sends a Neighbor Solicitation out of a host port;
-    the NA comes back to fe80::88b5 and the plan's punt entry brings it to the controller with its
+    the NA comes back to the probe address fe80::88b5:0:5 and the plan's punt entry brings it to the controller with its
     ingress port. Other IPv6 from the host (here an NA to another address) is not punted."""
     import ipaddress
 
@@ -53,7 +53,7 @@ def test_a_hosts_neighbor_advertisement_to_the_probe_address_is_punted_and_nothi
                   uplinks=(3, 4))
     device.install(*punt_entries(leaf))
     host = "2001:db8:7:1::3"
-    ns = neighbor_solicitation(int(ipaddress.IPv6Address(host)))
+    ns = neighbor_solicitation(int(ipaddress.IPv6Address(host)), 5)
     device.conn.packet_out(ns, egress_port=1, _pad=0)
     assert device.switch.receive(timeout=2.0, count=1) == [(1, ns)]  # out of the host port, untouched
 
@@ -61,10 +61,10 @@ def test_a_hosts_neighbor_advertisement_to_the_probe_address_is_punted_and_nothi
         return bytes(Ether(dst="02:5f:00:00:ff:fe", src="00:00:00:00:00:01") / IPv6(src=host, dst=dst, hlim=255)
                      / ICMPv6ND_NA(tgt=host, S=1) / ICMPv6NDOptDstLLAddr(lladdr="00:00:00:00:00:01"))
 
-    device.switch.send(1, na("fe80::88b5"))
+    device.switch.send(1, na("fe80::88b5:0:5"))
     packets = list(device.conn.packets_in(timeout=2.0))
-    assert [(p.payload, dict(p.metadata)["ingress_port"]) for p in packets] == [(na("fe80::88b5"), 1)]
-    assert advertised_target(packets[0].payload) == int(ipaddress.IPv6Address(host))
+    assert [(p.payload, dict(p.metadata)["ingress_port"]) for p in packets] == [(na("fe80::88b5:0:5"), 1)]
+    assert advertised_target(packets[0].payload) == (int(ipaddress.IPv6Address(host)), 5)
     device.switch.send(1, na("fe80::1"))
     assert list(device.conn.packets_in(timeout=0.5)) == []  # not to the probe address: not punted
     assert device.counter("FabricEgress.port_tx", 255).packets == 1

@@ -31,7 +31,7 @@ def check_invariants(outcomes: list[bool], t: Thresholds, changes: list[tuple[in
         if c is Change.DOWN:
             run_of_losses = len(tail) - len("".join("x" if o else "." for o in tail).rstrip("."))
             window = tail[-t.window:]
-            gray = len(window) >= t.window and window.count(False) >= t.gray_loss * t.window
+            gray = not tail[-1] and len(window) >= t.window and window.count(False) >= t.gray_loss * t.window
             assert run_of_losses >= t.fail_after or gray, (i, tail)
             flaps = flaps + 1 if last_up is not None and i - last_up <= t.window else 0
         else:
@@ -48,7 +48,7 @@ def check_invariants(outcomes: list[bool], t: Thresholds, changes: list[tuple[in
             run_of_losses = len(seen) - len("".join("x" if o else "." for o in seen).rstrip("."))
             window = seen[-t.window:]
             assert run_of_losses < t.fail_after
-            assert not (len(window) >= t.window and window.count(False) >= t.gray_loss * t.window)
+            assert not (not seen[-1] and len(window) >= t.window and window.count(False) >= t.gray_loss * t.window)
         else:
             need = t.restore_after << min(flaps, t.max_damping)
             assert not (len(seen) >= need and all(seen[-need:]))

@@ -114,9 +114,20 @@ def probe_round(p: Prober, t_ms: int, arrive: bool, s: DirectionState) -> None:
         x.seq += 1
         x.outstanding.append((x.seq, sent))
         if x is not s or arrive:
-            frame = probe_frame(Probe(x.d.link_id, x.d.direction, x.seq, sent))
+            frame = na_frame(x.d.target, x.seq) if x.d.host else probe_frame(Probe(x.d.link_id, x.d.direction, x.seq, sent))
             p._arrived(x.d.dst, frame, x.d.dst_port, sent + 10 * MS)
     p._judge(sent + 10 * MS)
+
+
+def na_frame(target: int, seq: int) -> bytes:
+    """A host's Neighbor Advertisement of `target` to the probe address of solicitation `seq`."""
+    from scapy.layers.inet6 import ICMPv6ND_NA, IPv6
+    from scapy.layers.l2 import Ether
+    from scapy.utils6 import in6_ptop
+
+    host = in6_ptop(":".join(f"{target >> (112 - 16 * i) & 0xFFFF:x}" for i in range(8)))
+    return bytes(Ether(dst="02:5f:00:00:ff:fe") / IPv6(src=host, dst=f"fe80::88b5:0:{seq % 64:x}", hlim=255)
+                 / ICMPv6ND_NA(tgt=host, S=1))
 
 
 def run_rounds(p: Prober, s: DirectionState, counters: Counters, lost_from: int, rounds: int,
@@ -202,3 +213,45 @@ def test_a_probe_judged_lost_that_arrives_later_raises_the_timeout():
     assert p.late == 1
     p._judge(601 * MS)
     assert p.timeout_ms == 600  # 1.5 x the late probe's delay
+
+
+def every_fifth_lost(p: Prober, s: DirectionState, rounds: int, rx_per_round: int, counters: Counters) -> None:
+    """20 % of `s`'s probes lost, never two in a row (so only the gray ratio can fire); the source
+    port sends 5 packets a round, the far port receives `rx_per_round` of them."""
+    for i in range(rounds):
+        probe_round(p, i * 20, i % 5 != 4, s)
+        counters.tx += 5
+        counters.rx += rx_per_round
+
+
+def test_a_gray_link_goes_down_when_its_counters_see_the_wire_lose():
+    c = Counters()
+    p, s, changes = make_prober(c)
+    every_fifth_lost(p, s, 250, 4, c)  # 20 % lost between the ports too
+    assert changes == [(s.d.label, Change.DOWN)]
+    assert s.detector.reason.endswith("of the last 100 probes lost")
+    assert s.evidence.startswith("gray: ") and "(20% lost on the wire)" in s.evidence
+
+
+def test_probes_lost_in_a_queue_do_not_make_a_gray_link():
+    c = Counters()
+    p, s, changes = make_prober(c)
+    every_fifth_lost(p, s, 250, 5, c)  # every packet that left the port arrived: congestion, not the wire
+    assert changes == [] and s.vetoed > 0
+    assert "(0% lost on the wire)" in s.evidence
+
+
+def test_a_host_nic_that_sends_is_not_gray():
+    c = Counters()
+    p, _, changes = make_prober(c, hosts=True)
+    host = next(x for x in p.states if x.d.host)
+    every_fifth_lost(p, host, 250, 3, c)
+    assert changes == [] and host.vetoed > 0 and host.evidence.startswith("gray: ") and f"from {host.d.host}" in host.evidence
+
+
+def test_a_host_nic_that_goes_silent_goes_down():
+    c = Counters()
+    p, _, changes = make_prober(c, hosts=True)
+    host = next(x for x in p.states if x.d.host)
+    run_rounds(p, host, c, lost_from=5, rounds=20, rx_moves=False)
+    assert changes == [(host.d.label, Change.DOWN)] and host.evidence.startswith("dead:")

@@ -46,8 +46,8 @@ def test_punt_entries_one_per_fabric_port_and_directions_cover_each_link_twice()
                                             ("ingress_port", Ternary(port, 0x1FF))), "IngressPipe.cpu.send_to_cpu",
                    priority=10) for port in (3, 4)] + [
         TableEntry("IngressPipe.cpu.punt", (("ether_type", Ternary(0x86DD, 0xFFFF)),
-                                            ("ipv6_dst", Ternary(0xFE80 << 112 | 0x88B5, (1 << 128) - 1))),
-                   "IngressPipe.cpu.send_to_cpu", priority=10)]  # the hosts' NAs to fe80::88b5
+                                            ("ipv6_dst", Ternary(0xFE80 << 112 | 0x88B5 << 32, (1 << 128) - (1 << 16)))),
+                   "IngressPipe.cpu.send_to_cpu", priority=10)]  # the hosts' NAs to fe80::88b5:0:0/112
     spine = topo.switch("p0-t1-0")
     assert [e.match[0][1].value for e in punt_entries(spine)] == [PROBE_ETHERTYPE] * 2  # no hosts, no NA entry
     ds = directions(topo)
@@ -75,17 +75,20 @@ def test_neighbor_solicitation_is_what_scapy_builds_and_only_our_nas_are_taken()
     target = int.from_bytes(inet_pton(socket.AF_INET6, host), "big")
     group = socket.inet_ntop(socket.AF_INET6, in6_getnsma(inet_pton(socket.AF_INET6, host)))
     want = (Ether(src="02:5f:00:00:ff:fe", dst=in6_getnsmac(inet_pton(socket.AF_INET6, group)))
-            / IPv6(src="fe80::88b5", dst=group, hlim=255) / ICMPv6ND_NS(tgt=host)
+            / IPv6(src="fe80::88b5:0:2a", dst=group, hlim=255) / ICMPv6ND_NS(tgt=host)
             / ICMPv6NDOptSrcLLAddr(lladdr="02:5f:00:00:ff:fe"))
-    assert neighbor_solicitation(target) == bytes(want)  # scapy computes the checksum
-    na = (Ether(dst="02:5f:00:00:ff:fe", src="00:00:00:00:00:01") / IPv6(src=host, dst="fe80::88b5", hlim=255)
+    assert neighbor_solicitation(target, 42) == bytes(want)  # scapy computes the checksum
+    assert neighbor_solicitation(target, 42 + 64) == bytes(want)  # 64 probe addresses, in turn
+    na = (Ether(dst="02:5f:00:00:ff:fe", src="00:00:00:00:00:01") / IPv6(src=host, dst="fe80::88b5:0:2a", hlim=255)
           / ICMPv6ND_NA(tgt=host, S=1) / ICMPv6NDOptDstLLAddr(lladdr="00:00:00:00:00:01"))
-    assert advertised_target(bytes(na)) == target
+    assert advertised_target(bytes(na)) == (target, 42)
     assert advertised_target(bytes(na)[:70]) is None  # truncated
     na[IPv6].dst = "fe80::1"
     assert advertised_target(bytes(na)) is None  # not to our probe address
+    na[IPv6].dst = "fe80::88b5:0:40"
+    assert advertised_target(bytes(na)) is None  # not one of the 64
     ns = Ether(bytes(want))
-    ns[IPv6].dst = "fe80::88b5"
+    ns[IPv6].dst = "fe80::88b5:0:2a"
     assert advertised_target(bytes(ns)) is None  # an NS, not an NA
 
 
