@@ -202,3 +202,34 @@ def test_the_runtime_cli_names_a_command_the_switch_refuses(spray):
         Bmv2Runtime(ns=spray.switch.ns).run("no_such_command 1")
     with pytest.raises(RuntimeCliError, match="set_queue_rate abc: .*Bad format for rate_pps"):
         Bmv2Runtime(ns=spray.switch.ns).run("set_queue_rate abc")
+
+
+def test_turning_the_thresholds_off_puts_the_switch_back_to_no_marking_and_no_trimming(spray):
+    """Reconciliation with the plan's resets (what `fabricctl install` does): thresholds on, then a plan
+    without them, read back from the switch and seen in the packets of the same burst."""
+    from controller.reconcile import apply
+    from controller.routes import DEFAULT_RESETS
+
+    on, off = thresholds(ECN_AT, TRIM_AT, TRIM_DSCP), thresholds(0, 0, 0)
+    tc = 0x68 | ECT0
+    assert apply(spray.conn, spine_entries(), resets=DEFAULT_RESETS).modifies == ()  # a fresh switch: already off
+    assert apply(spray.conn, [*spine_entries(), on], resets=DEFAULT_RESETS).modifies == (on,)
+    assert spray.conn.read_default(THRESHOLDS) == [on]
+    arriving, inners = transit_frames(tc)
+    assert "trim" in classify(burst_through_bottleneck(spray, arriving, UP_A, UP_B), inners, tc)
+
+    delta = apply(spray.conn, spine_entries(), resets=DEFAULT_RESETS)
+    assert (delta.inserts, delta.modifies, delta.deletes) == ((), (off,), ())
+    assert spray.conn.read_default(THRESHOLDS) == [off]
+    assert burst_through_bottleneck(spray, arriving, UP_A, UP_B) == [forwarded(i, tc) for i in inners]
+    assert not apply(spray.conn, spine_entries(), resets=DEFAULT_RESETS)  # nothing left to write
+
+
+def test_without_the_resets_a_plan_that_drops_the_thresholds_leaves_them_on_the_switch(spray):
+    """Why the resets exist: a default entry only on the switch is not the plan's to delete."""
+    from controller.reconcile import apply
+
+    on = thresholds(ECN_AT, TRIM_AT, TRIM_DSCP)
+    apply(spray.conn, [*spine_entries(), on])
+    assert not apply(spray.conn, spine_entries())
+    assert spray.conn.read_default(THRESHOLDS) == [on]
