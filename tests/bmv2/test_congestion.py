@@ -43,6 +43,12 @@ def burst_through_bottleneck(device, frames: list[bytes], in_port: int, out_port
     return [f for _, f in got]
 
 
+def marks(device, port: int) -> tuple[int, int]:
+    """(CE-marked, trimmed) packets the switch counted on an egress port."""
+    return (device.counter("FabricEgress.congestion.ce_marked", port).packets,
+            device.counter("FabricEgress.congestion.trimmed", port).packets)
+
+
 def transit_frames(tc: int) -> tuple[list[bytes], list[bytes]]:
     """A burst of encapsulated RoCEv2 (PSN 0..BURST-1) arriving at a spine, and the inner packets."""
     inners = [bytes(roce_v6(SRC_HOST, DST_HOST, qp=9, psn=psn, tc=tc, payload=bytes(range(200)))[IPv6])
@@ -96,6 +102,7 @@ def test_without_thresholds_a_queue_marks_and_trims_nothing(spray):
     arriving, inners = transit_frames(tc=0x68 | ECT0)
     out = burst_through_bottleneck(spray, arriving, UP_A, UP_B)
     assert out == [forwarded(i, 0x68 | ECT0) for i in inners]
+    assert marks(spray, UP_B) == (0, 0)
 
 
 def test_a_growing_queue_first_marks_ce_then_trims_to_the_headers(spray):
@@ -111,6 +118,9 @@ def test_a_growing_queue_first_marks_ce_then_trims_to_the_headers(spray):
     assert forms == sorted(forms, key=["plain", "ce", "trim"].index)
     assert forms[0] == "plain" and "ce" in forms and forms[-1] == "trim"
     assert forms.count("plain") <= ECN_AT + 1 and forms.count("plain") + forms.count("ce") <= TRIM_AT + 1
+    # The switch's own counts, per egress port, equal what came out (a trimmed ECT packet is CE-marked too).
+    assert marks(spray, UP_B) == (forms.count("ce") + forms.count("trim"), forms.count("trim"))
+    assert marks(spray, UP_A) == (0, 0)
 
 
 def test_not_ect_traffic_is_never_ce_marked_but_still_trimmed(spray):
@@ -123,6 +133,7 @@ def test_not_ect_traffic_is_never_ce_marked_but_still_trimmed(spray):
     forms = classify(out, inners, tc)
     assert "trim" in forms and forms[-1] == "trim"
     assert all(f == forwarded(i, tc) for f, i, form in zip(out, inners, forms) if form != "trim")
+    assert marks(spray, UP_B) == (0, forms.count("trim"))  # nothing to mark: Not-ECT
 
 
 def test_thresholds_read_back_from_the_switch(spray):
@@ -221,7 +232,9 @@ def test_turning_the_thresholds_off_puts_the_switch_back_to_no_marking_and_no_tr
     delta = apply(spray.conn, spine_entries(), resets=DEFAULT_RESETS)
     assert (delta.inserts, delta.modifies, delta.deletes) == ((), (off,), ())
     assert spray.conn.read_default(THRESHOLDS) == [off]
+    before = marks(spray, UP_B)
     assert burst_through_bottleneck(spray, arriving, UP_A, UP_B) == [forwarded(i, tc) for i in inners]
+    assert marks(spray, UP_B) == before  # nothing marked or trimmed since
     assert not apply(spray.conn, spine_entries(), resets=DEFAULT_RESETS)  # nothing left to write
 
 
