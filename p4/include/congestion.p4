@@ -10,7 +10,7 @@
  *  - depth >= ecn_qdepth: CE on the outermost IP header if it is ECN-capable (RFC 3168
  *    5; while encapsulated that is the outer header, RFC 6040 4.1, and the decapsulating
  *    leaf copies CE inward, RFC 6040 4.2). Not-ECT packets are left alone (RFC 3168 5).
- *  - depth >= trim_qdepth, RoCEv2 only: the packet is trimmed to its headers up to the
+ *  - depth >= trim_qdepth, RoCEv2 only, not an ACK or CNP: the packet is trimmed to its headers up to the
  *    BTH (UEC / MRC packet trimming), the DSCP of every IP header set to trim_dscp and the
  *    lengths made true (IPv6 Payload Length RFC 8200 3, IPv4 Total Length RFC 791 3.1,
  *    UDP Length RFC 768, checksum 0 as RoCEv2 sends it), then forwarded: the receiver
@@ -49,7 +49,8 @@ control CongestionSignals(inout headers_t hdr,
         }
         thresholds.apply();
         bool trim = trim_depth != 0 && (qdepth_t) std.enq_qdepth >= trim_depth && hdr.bth.isValid()
-                    && hdr.udp.isValid();
+                    && hdr.udp.isValid() && hdr.bth.opcode != BTH_OPCODE_RC_ACKNOWLEDGE
+                    && hdr.bth.opcode != BTH_OPCODE_CNP;
         if (trim || (ecn_depth != 0 && (qdepth_t) std.enq_qdepth >= ecn_depth)) {
             if (hdr.ipv6.isValid()) {
                 if (hdr.ipv6.traffic_class[1:0] != ECN_NOT_ECT) {

@@ -49,9 +49,10 @@ def marks(device, port: int) -> tuple[int, int]:
             device.counter("FabricEgress.congestion.trimmed", port).packets)
 
 
-def transit_frames(tc: int) -> tuple[list[bytes], list[bytes]]:
-    """A burst of encapsulated RoCEv2 (PSN 0..BURST-1) arriving at a spine, and the inner packets."""
-    inners = [bytes(roce_v6(SRC_HOST, DST_HOST, qp=9, psn=psn, tc=tc, payload=bytes(range(200)))[IPv6])
+def transit_frames(tc: int, opcode: int = 0x04, payload: bytes = bytes(range(200))) -> tuple[list[bytes], list[bytes]]:
+    """A burst of encapsulated RoCEv2 (PSN 0..BURST-1; RC SEND ONLY unless told) arriving at a spine,
+    and the inner packets."""
+    inners = [bytes(roce_v6(SRC_HOST, DST_HOST, qp=9, psn=psn, tc=tc, opcode=opcode, payload=payload)[IPv6])
               for psn in range(BURST)]
     arriving = [bytes(Ether(src=nbr_mac(UP_A), dst=sw_mac(UP_A))
                       / IPv6(src="2001:db8:ff::1", dst=carrier(SPINE_A, DST_LEAF, DST_DT6), nh=41, tc=tc, fl=0x42)
@@ -246,3 +247,18 @@ def test_without_the_resets_a_plan_that_drops_the_thresholds_leaves_them_on_the_
     apply(spray.conn, [*spine_entries(), on])
     assert not apply(spray.conn, spine_entries())
     assert spray.conn.read_default(THRESHOLDS) == [on]
+
+
+@pytest.mark.parametrize("opcode, payload", [(0x11, bytes(4)), (0x81, bytes(16))], ids=["rc-ack", "cnp"])
+def test_acks_and_cnps_are_ce_marked_but_never_trimmed(spray, opcode: int, payload: bytes):
+    """An RC ACKNOWLEDGE (its AETH is all it carries, and the sender needs it whole) and a CNP (the
+    congestion signal itself) go through a queue above the trim threshold untouched but for CE."""
+    spray.install(*spine_entries())
+    spray.conn.write([("MODIFY", thresholds(ECN_AT, TRIM_AT, TRIM_DSCP))])
+    tc = 0x68 | ECT0
+    arriving, inners = transit_frames(tc, opcode, payload)
+    out = burst_through_bottleneck(spray, arriving, UP_A, UP_B)
+    forms = ["plain" if f == forwarded(i, tc) else "ce" if f == forwarded(i, with_ecn(tc, CE)) else f.hex()
+             for f, i in zip(out, inners)]
+    assert len(out) == BURST and set(forms) == {"plain", "ce"} and forms.count("ce") > BURST - TRIM_AT - 1
+    assert marks(spray, UP_B) == (forms.count("ce"), 0)
