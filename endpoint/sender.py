@@ -69,8 +69,9 @@ class QpState:
     duplicate_acks: int = 0
     per_ev: dict[int, int] = field(default_factory=dict)
     recovery: list[float] = field(default_factory=list)  # first send -> acknowledged, for packets resent
-    lost_how: dict[int, tuple[float, str]] = field(default_factory=dict)  # seq -> (lost transmission's send, how seen)
+    lost_how: dict[int, tuple[float, str, float]] = field(default_factory=dict)  # seq -> (lost send, how seen, SRTT then)
     resend_delays: dict[str, list[float]] = field(default_factory=dict)  # how seen -> lost send to its resend (s)
+    resend_rtts: dict[str, list[float]] = field(default_factory=dict)  # how seen -> that delay in the EV's SRTTs
     cc: Aimd | None = None  # the congestion window (SenderConfig.cc), else the fixed window
 
     @property
@@ -163,7 +164,9 @@ class SenderCore:
             q.retransmitted += 1
             lost = q.lost_how.pop(seq, None)
             if lost is not None:
-                q.resend_delays.setdefault(lost[1], []).append(now - lost[0])
+                sent, how, srtt = lost
+                q.resend_delays.setdefault(how, []).append(now - sent)
+                q.resend_rtts.setdefault(how, []).append((now - sent) / srtt)
             return self._send(q, seq, ev, now, now_ns, attempt=1)
         n = len(self.order)
         for i in range(n):
@@ -217,7 +220,7 @@ class SenderCore:
             if out is not None and out.ev == ack.ev:
                 del q.outstanding[seq]
                 self.policy.on_done(q.flow, out.ev)
-                q.lost_how[seq] = (out.tx, "nack")
+                q.lost_how[seq] = (out.tx, "nack", self._srtt(table[ack.ev].stats.srtt))
                 self.resend.appendleft((q, seq, ack.ev))  # trimmed: resend now, not after an RTO
             return
         if ack.ce:
@@ -262,6 +265,10 @@ class SenderCore:
         b = self._bin(now_ns)
         self.acked_bins[b] = self.acked_bins.get(b, 0) + 1
 
+    @staticmethod
+    def _srtt(srtt: float | None) -> float:
+        return srtt if srtt else 1e-3  # before any RTT sample: 1 ms, the lab's order of magnitude
+
     def _congested(self, q: QpState, srtt: float | None, now: float) -> None:
         if q.cc is not None:
             q.cc.on_congestion(now, srtt or self.tables[q.dst].config.min_rto)
@@ -276,7 +283,7 @@ class SenderCore:
         self.policy.on_done(q.flow, out.ev)
         if out.attempt == 0:
             q.lost_first_tx[out.seq] = (out.first_tx, out.first_tx_ns)
-        q.lost_how[out.seq] = (out.tx, how)
+        q.lost_how[out.seq] = (out.tx, how, self._srtt(table[out.ev].stats.srtt))
         self._congested(q, table[out.ev].stats.srtt, now)
         before = table[out.ev].state
         if how == "sack":
@@ -334,7 +341,8 @@ class SenderCore:
                 "lost_at_s": [round(t, 4) for t in lost],
                 "max_recovery_ms": round(max(q.recovery) * 1e3, 3) if q.recovery else None,
                 "cwnd_cuts": None if q.cc is None else q.cc.cuts,
-                "resend_delay_ms": {how: [round(d * 1e3, 3) for d in ds] for how, ds in sorted(q.resend_delays.items())}})
+                "resend_delay_ms": {how: [round(d * 1e3, 3) for d in ds] for how, ds in sorted(q.resend_delays.items())},
+                "resend_srtts": {how: [round(r, 2) for r in rs] for how, rs in sorted(q.resend_rtts.items())}})
         return {"host": self.host, "policy": self.policy.name, "config": vars(self.config),
                 "evs": {d: [{**t.to_json(), "spine": self.evs[d][t.ev].spine_name, "plane": self.evs[d][t.ev].plane}
                             for t in table.health.values()] for d, table in self.tables.items()},

@@ -262,3 +262,25 @@ def test_acks_and_cnps_are_ce_marked_but_never_trimmed(spray, opcode: int, paylo
              for f, i in zip(out, inners)]
     assert len(out) == BURST and set(forms) == {"plain", "ce"} and forms.count("ce") > BURST - TRIM_AT - 1
     assert marks(spray, UP_B) == (forms.count("ce"), 0)
+
+
+def test_a_runtime_session_sets_the_queue_per_command_and_names_a_refusal(spray):
+    """The kept-open CLI the incast scenario uses: the same bottleneck as a one-shot run, then a refusal."""
+    from mininet_labs.bmv2runtime import RuntimeCliError
+
+    spray.install(*spine_entries())
+    spray.conn.write([("MODIFY", thresholds(ECN_AT, TRIM_AT, TRIM_DSCP))])
+    tc = 0x68 | ECT0
+    arriving, inners = transit_frames(tc)
+    with Bmv2Runtime(ns=spray.switch.ns).session() as cli:
+        cli.run(f"set_queue_rate 50 {UP_B}")
+        try:
+            for f in arriving:
+                spray.switch.send(UP_A, f)
+            out = [f for _, f in spray.switch.receive(timeout=BURST / 50 + 2.0, count=BURST)]
+        finally:
+            cli.run(f"set_queue_rate 1000000 {UP_B}")
+        forms = classify(out, inners, tc)
+        assert len(out) == BURST and forms[0] == "plain" and forms[-1] == "trim"
+        with pytest.raises(RuntimeCliError, match="set_queue_rate abc: .*Bad format for rate_pps"):
+            cli.run("set_queue_rate abc")

@@ -162,3 +162,4 @@ def test_reconcile_resets_thresholds_the_plan_no_longer_sets() -> None:
     assert not diff(with_resets([], DEFAULT_RESETS), [off])  # already the program's default: nothing written
     assert not diff(with_resets([on], DEFAULT_RESETS), [on])  # the plan's own thresholds win over the reset
     assert diff([], [on]) == diff([], [])  # without resets a default entry only on the switch is left alone
+
