@@ -2,7 +2,8 @@
 controller, on a lab of 2 planes x 4 T1 x 2 T0 x 2 hosts, all in one process and one lab:
 
 - cut: the loss window of host EV mode (fault to a QP's last first-try loss) against the sender's
-  minimum RTO (aim <= 3x) and against the controller path in the same run (aim >= 10x shorter);
+  minimum RTO (aim <= 3x) and against the controller path in the same run (aim >= 10x shorter), the
+  controller told at once (leaf) and finding the cut by its own probes (leaf-unattended);
 - gray 10% (and 1%): goodput during the fault over healthy, health-aware against oblivious spraying
   (aim: health-aware >= 95%);
 - blackhole (one direction) and slow path (tbf on one uplink): the same table;
@@ -54,6 +55,7 @@ def digest(mode: dict[str, Any]) -> dict[str, Any]:
             "reorder": s["reorder"], "ecn": s["ecn"], "trimmed": s["trimmed"], "evs_detected_ms": s["evs_detected_ms"],
             "evs_sent_while_failed": s["evs_sent_while_failed"], "lost_outside_fault": s["lost_outside_fault"],
             "max_recovery_ms": max((q["max_recovery_ms"] or 0 for q in mode["qps"]), default=0),
+            "controller_detected_ms": s.get("controller_detected_ms"),
             "windows_ms": [q["loss_window_ms"] for q in mode["qps"] if q["loss_window_ms"] is not None]}
 
 
@@ -142,7 +144,7 @@ def main() -> int:
             Lab(default_topology(2, 4, 2, 2, grpc_base_port=args.grpc_base_port), d, tag=f"b{os.getpid() % 100}") as lab:
         for _ in range(args.runs):
             if "cut" in chosen:
-                run("cut", "cut", ("leaf", "host", "host-spray", "host-ethereal"), lab)
+                run("cut", "cut", ("leaf", "leaf-unattended", "host", "host-spray", "host-ethereal"), lab)
             if "gray10" in chosen:
                 run("gray10", "gray", ("host", "host-spray", "host-ethereal"), lab, percent=10)
             if "incast" in chosen:
@@ -174,8 +176,10 @@ def main() -> int:
             "leaf_over_host_window_same_run": spread(ratios),
             "host_ev_detected_ms": spread([t for ts in per_mode("cut", "host", "evs_detected_ms") for t in ts]),
             "host_sent_on_failed_ev": sum(per_mode("cut", "host", "evs_sent_while_failed")),
-            "lost_first_try": {m: per_mode("cut", m, "lost_first_try") for m in ("leaf", "host", "host-spray",
-                                                                                 "host-ethereal")},
+            "unattended_loss_window_ms": spread([w for ws in per_mode("cut", "leaf-unattended", "windows_ms") for w in ws]),
+            "unattended_detected_ms": per_mode("cut", "leaf-unattended", "controller_detected_ms"),
+            "lost_first_try": {m: per_mode("cut", m, "lost_first_try") for m in ("leaf", "leaf-unattended", "host",
+                                                                                 "host-spray", "host-ethereal")},
             "aim": {"window_le_3x_min_rto": bool(host_w) and max(host_w) <= 3 * args.min_rto_ms,
                     "leaf_ge_10x_host": bool(ratios) and min(ratios) >= 10},
         },

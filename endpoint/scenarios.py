@@ -28,11 +28,13 @@ from controller.evs import host_evs
 from endpoint.faults import Fault
 from endpoint.incast import MODES as INCAST_MODES, Bottleneck, default_senders, same_leaf, set_thresholds
 from endpoint.lab import EndpointReport, Workload, enable, start
+from endpoint.unattended import service, timeline
 from mininet_labs.lab import Lab, LabError
 
 # mode -> (how packets find their path, EV policy, is the controller told)
 MODES: dict[str, tuple[str, str, bool]] = {
     "leaf": ("leaf", "spray", True),
+    "leaf-unattended": ("leaf", "spray", False),  # the controller service finds the fault itself (endpoint.unattended)
     "host": ("host", "health", False),
     "host-spray": ("host", "spray", False),
     "host-ethereal": ("host", "ethereal", False),
@@ -70,6 +72,7 @@ class ModeResult:
     qps: list[dict[str, Any]]
     evs: list[dict[str, Any]]  # host modes: the EVs through the fault, per sender
     goodput: dict[str, Any]  # bins of delivered packets (all receivers), relative to the senders' start
+    started_ns: int = 0  # the senders' common start (monotonic ns)
 
 
 @dataclass
@@ -240,7 +243,8 @@ def summarize(lab: Lab, fault: Fault | Bottleneck, mode: str, report: EndpointRe
         "trimmed_unmatched": sum(r.get("trimmed_unmatched", 0) for r in report.receivers.values()),
     }
     return ModeResult(mode, policy, announce, events, summary, qps, evs,
-                      {"bin_ms": bin_ms, "packets": series, "fault_s": fault_s, "repair_s": repair_s})
+                      {"bin_ms": bin_ms, "packets": series, "fault_s": fault_s, "repair_s": repair_s},
+                      report.started_ns)
 
 
 def resend_delays(qps: list[dict[str, Any]], key: str = "resend_delay_ms") -> dict[str, Any]:
@@ -276,8 +280,35 @@ def compare(lab: Lab, kind: str, t0: str, t1: str, *, modes: tuple[str, ...] = (
     enable(lab)
     out = Comparison(fault.describe(), pairs, sch)
     for m in modes:
-        out.modes.append(run_mode(lab, fault, m, pairs, sch))
+        if m == "leaf-unattended":
+            out.modes.append(_unattended(lab, fault, pairs, sch))
+        else:
+            out.modes.append(run_mode(lab, fault, m, pairs, sch))
     return out
+
+
+def _unattended(lab: Lab, fault: Fault, pairs: list[tuple[str, str]], sch: Schedule) -> ModeResult:
+    """leaf-unattended: the run with a FabricService in this process; its detection and reconciles on
+    the timeline, and whatever failure it left recorded restored afterwards."""
+    events = lab.dir / "endpoint" / f"service-events-{time.monotonic_ns()}.jsonl"
+    events.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with service(lab, events):
+            since = time.monotonic_ns()
+            result = run_mode(lab, fault, "leaf-unattended", pairs, sch)
+    finally:
+        left = lab.failures()
+        if left:
+            lab.restore()
+    result.events = sorted(result.events + timeline(events, since, result.started_ns), key=lambda e: e["t_s"])
+    down = f"controller (unattended): link_down {fault.t0}--{fault.t1}"
+    detected = [e["t_s"] for e in result.events if e["what"] == down and e["t_s"] >= result.goodput["fault_s"]]
+    result.summary["controller_detected_ms"] = (round((detected[0] - result.goodput["fault_s"]) * 1e3, 1)
+                                                if detected else None)
+    result.summary["controller_left_recorded"] = len(left)
+    result.summary["controller_link_downs_elsewhere"] = sum(
+        1 for e in result.events if e["what"].startswith("controller (unattended): link_down") and e["what"] != down)
+    return result
 
 
 def compare_incast(lab: Lab, host: str, *, senders: list[str] | None = None, modes: tuple[str, ...] = ("host", "host-trim"),
@@ -343,6 +374,10 @@ def describe(c: Comparison) -> list[str]:
             lines.append(f"  {'':14} EVs through the fault: {x['evs_on_fault']}, failed after {x['evs_detected_ms']} ms, "
                          f"data sent while failed {x['evs_sent_while_failed']}, restored {x['evs_restored']}"
                          f"{', controller untouched' if x['controller_untouched'] else ''}")
+        if "controller_detected_ms" in x:
+            lines.append(f"  {'':14} unattended controller: the cut link seen down after {x['controller_detected_ms']} ms, "
+                         f"{x['controller_link_downs_elsewhere']} link-downs elsewhere, "
+                         f"{x['controller_left_recorded']} failures left recorded (restored)")
         if x["resend_delay_ms"]:
             seen = ", ".join(f"{how} {d['count']}x median {d['median']} ms (p90 {d['p90']}, max {d['max']})"
                              for how, d in x["resend_delay_ms"].items())

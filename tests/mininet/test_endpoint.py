@@ -119,3 +119,20 @@ def test_an_incast_with_trimming_nacks_trimmed_packets_resends_them_and_delivers
         for name, conn in client.switches.items():
             assert conn.read_default(THRESHOLDS) == [TableEntry(THRESHOLDS, (), SET_THRESHOLDS, (
                 ("ecn_qdepth", 0), ("trim_qdepth", 0), ("trim_dscp", 0)), is_default=True)], name
+
+
+def test_leaf_spraying_with_the_unattended_controller_finds_the_cut_by_itself(lab):
+    """leaf-unattended: nobody calls Lab.fail; the FabricService in this process sees the cut link go down
+    by its own probes, and all traffic is delivered in the end (counts and events, never times)."""
+    ep.enable(lab)
+    sch = Schedule(seconds=3.0, fault_at=1.0, repair_at=2.2, rate=300, min_rto_ms=60)
+    c = compare(lab, "cut", "p0-t0-0", "p0-t1-1", modes=("leaf-unattended",), pairs=[("h0", "h2"), ("h1", "h3")],
+                schedule=sch)
+    m = c.modes[0]
+    s = m.summary
+    assert s["complete"] and (s["lost"], s["icrc_bad"]) == (0, 0) and s["received"] == s["expected"]
+    whats = [e["what"] for e in m.events]
+    assert "controller: fail recorded and reconciled" not in whats  # nobody told the controller
+    assert s["controller_detected_ms"] is not None  # its own probes found this very link down after the cut
+    assert "controller (unattended): link_down p0-t0-0--p0-t1-1" in whats
+    assert lab.failures() == frozenset()  # nothing left recorded once the scenario is over

@@ -23,7 +23,7 @@ def run(*args: str) -> Result:
     (["cut", "p0-t0-0"], "error: cut takes two switches, T0 and T1, got 1 argument"),
     (["incast", "h2", "--modes", "host,leaf-spray"], "error: unknown mode 'leaf-spray' (known: host, host-trim, leaf, "
                                                      "leaf-trim)"),
-    (["cut", "p0-t0-0", "p0-t1-0", "--modes", "host-trim"], "error: unknown mode 'host-trim' (known: leaf, host,"),
+    (["cut", "p0-t0-0", "p0-t1-0", "--modes", "host-trim"], "error: unknown mode 'host-trim' (known: leaf, leaf-unattended, host,"),
     (["incast", "h2", "--ecn-at", "8"], "error: --ecn-at (8) must be below --trim-at (8)"),
     (["incast", "h2", "--bottleneck-pps", "0"], "error: Invalid value for '--bottleneck-pps': 0 is not in the range"),
     (["incast", "h2", "--queue-depth", "5000"], "error: Invalid value for '--queue-depth': 5000 is not in the range"),
