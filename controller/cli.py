@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -15,7 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
-from controller import failover, options, ops, tls
+from controller import congestion, failover, options, ops, tls
 from controller.safefile import UnsafeFile, marked, open_atomic
 from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, Value
 from controller.failover import Failure, failure_to_json
@@ -135,6 +136,7 @@ class Env:
     election_id: int
     timeout: float
     tls: tls.TlsConfig | None = None  # the --tls-* options, over the topology's TLS settings
+    thresholds: dict[str, int | None] = field(default_factory=dict)  # --ecn-qdepth etc., over the topology's
     _topo: Topology | None = field(default=None, repr=False)
     _p4info: P4Info | None = field(default=None, repr=False)
 
@@ -151,7 +153,10 @@ class Env:
                 n = len(problems) - 1
                 more = f" (+{n} more; 'fabricctl topo validate' lists them)" if n else ""
                 raise OpError(f"topology {path} is invalid: {problems[0]}{more}", ops.BAD_TOPOLOGY)
-            self._topo = ops.with_tls(topo, self.tls)
+            topo = ops.with_tls(topo, self.tls)
+            if any(v is not None for v in self.thresholds.values()):
+                topo = dataclasses.replace(topo, congestion=congestion.override(topo.congestion, self.thresholds))
+            self._topo = topo
         return self._topo
 
     def state_path(self) -> Path:
@@ -211,7 +216,8 @@ def _print_json(doc: Any) -> None:
 @click.group(cls=FabricGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), envvar="FABRIC_CONFIG", metavar="FILE",
               is_eager=True, expose_value=False, callback=options.config_callback,
-              help="YAML file of global options (keys: topology, program, state, election_id, timeout, verbose); "
+              help="YAML file of global options (keys: topology, program, state, election_id, timeout, verbose, "
+                   "tls_*, ecn_qdepth, trim_qdepth, trim_dscp); "
                    "env FABRIC_CONFIG. The command line wins over FABRIC_* variables, which win over it.")
 @click.option("--topology", "topology_file", type=click.Path(dir_okay=False, path_type=Path), envvar="FABRIC_TOPOLOGY",
               metavar="FILE", help="Topology YAML (env FABRIC_TOPOLOGY), e.g. examples/two_plane_lab.yaml.")
@@ -238,6 +244,7 @@ def _print_json(doc: Any) -> None:
 @click.option("--tls-server-name", envvar="FABRIC_TLS_SERVER_NAME", metavar="NAME",
               help="Check the switches' certificates for NAME instead of the address's host "
                    "(unix: addresses: localhost; env FABRIC_TLS_SERVER_NAME).")
+@congestion.global_options
 @click.version_option(package_name="srv6-fabric", message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file: Path | None,
@@ -253,15 +260,16 @@ def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file
     Global options may also follow the subcommand (fabricctl plan --timeout 3), be set in the
     environment (FABRIC_TOPOLOGY, FABRIC_PROGRAM, FABRIC_STATE, FABRIC_ELECTION_ID,
     FABRIC_TIMEOUT, FABRIC_VERBOSE, FABRIC_TLS_CA, FABRIC_TLS_CERT, FABRIC_TLS_KEY,
-    FABRIC_TLS_SERVER_NAME) or in a --config file; the command line wins, then the
-    environment, then the config file.
+    FABRIC_TLS_SERVER_NAME, FABRIC_ECN_QDEPTH, FABRIC_TRIM_QDEPTH, FABRIC_TRIM_DSCP) or in a
+    --config file; the command line wins, then the environment, then the config file, then
+    the topology file (congestion: {ecn_qdepth, trim_qdepth, trim_dscp}).
     """
     options.setup_logging(verbose)
     try:
         tls_options = tls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)
     except tls.TlsError as e:
         raise click.UsageError(str(e), ctx) from None
-    ctx.obj = Env(topology_file, program, state_file, election_id, timeout, tls_options)
+    ctx.obj = Env(topology_file, program, state_file, election_id, timeout, tls_options, congestion.given(ctx))
 
 
 # --- topo ------------------------------------------------------------------------------------
@@ -400,7 +408,7 @@ def plan_cmd(env: Env, switch_names: tuple[str, ...], export: str | None, health
         _export_atomic(Path(export), exported)
     if as_json:
         _print_json({"topology": t.name, "program": env.program, "failures": _failures_json(t, failures),
-                     "switches": counts, "totals": sums,
+                     "switches": counts, "totals": sums, "congestion": congestion.to_dict(t.congestion),
                      **({"exported": export} if export else {})})
         return
     roles = {r: sum(1 for n in chosen if t.switch(n).role == r) for r in ("t0", "t1")}
@@ -415,6 +423,8 @@ def plan_cmd(env: Env, switch_names: tuple[str, ...], export: str | None, health
     if switch_names:
         for n in chosen:
             click.echo(f"{n}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts[n].items())))
+    if t.congestion.on:
+        click.echo(f"congestion signals: {t.congestion.describe()}")
     if export is not None:
         click.echo(f"exported: {export}")
 

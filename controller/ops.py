@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from controller import failover, limits, yamlload
+from controller import congestion, failover, limits, routes, yamlload
 from controller.codec import canonical
 from controller.entries import Entity
 from controller.fabric_client import FabricClient
@@ -99,10 +99,14 @@ def sid_plan(topo: Topology) -> SidPlan:
 
 def fabric(topo: Topology, program: Program, failures: Iterable[Failure] = (), options: Options | None = None) -> Fabric:
     """The fabric of a topology and program, with these failures (and these Options: hash mode, pins).
-    Endpoint mode is on when the Options or the topology file (`host_source_routing: true`) say so."""
+    Endpoint mode is on when the Options or the topology file (`host_source_routing: true`) say so;
+    the ECN and trimming thresholds are the Options' when they turn a signal on, else the topology's
+    (`congestion:`, with the global options over it: congestion.override)."""
     opts = Options() if options is None else options
     opts = dataclasses.replace(opts, program=program,
                                host_source_routing=opts.host_source_routing or topo.host_source_routing)
+    if not (opts.ecn_qdepth or opts.trim_qdepth):
+        opts = dataclasses.replace(opts, **congestion.to_dict(topo.congestion))
     base = Fabric(topo, sid_plan(topo), opts)
     failures = list(failures)
     return failover.with_failures(base, failures) if failures else base
@@ -381,7 +385,8 @@ def sync(topo: Topology, encoded: Encoded, artifacts: Artifacts, p4info: P4Info,
             raise _not_primary(conn)
         action = _pipeline(conn, artifacts, p4info, push, dry_run)
         want = encoded.desired[conn.name]
-        found = diff(want, []) if action == "would push" else apply(conn, want, dry_run=dry_run)
+        found = (diff(want, []) if action == "would push"
+                 else apply(conn, want, dry_run=dry_run, resets=routes.DEFAULT_RESETS))
         return Outcome(conn.name, found, action, primary)
 
     conns = [connection(topo.switch(n), election_id, timeout) for n in names]

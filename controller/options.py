@@ -33,6 +33,9 @@ GLOBALS: dict[str, tuple[str, str, bool]] = {
     "tls-cert": ("tls_cert", "FABRIC_TLS_CERT", True),
     "tls-key": ("tls_key", "FABRIC_TLS_KEY", True),
     "tls-server-name": ("tls_server_name", "FABRIC_TLS_SERVER_NAME", True),
+    "ecn-qdepth": ("ecn_qdepth", "FABRIC_ECN_QDEPTH", True),
+    "trim-qdepth": ("trim_qdepth", "FABRIC_TRIM_QDEPTH", True),
+    "trim-dscp": ("trim_dscp", "FABRIC_TRIM_DSCP", True),
     "config": ("config", "FABRIC_CONFIG", True),
 }
 CONFIG_KEYS = [k for k in GLOBALS if k != "config"]

@@ -126,14 +126,26 @@ def ordered_updates(delta: Delta) -> list[list[Update]]:
     return [s for s in stages if s]
 
 
-def apply(conn: "SwitchConnection", desired: Iterable[Entity], *, dry_run: bool = False) -> Delta:
+def with_resets(want: list[Entity], resets: Iterable[TableEntry]) -> list[Entity]:
+    """`want` and each of `resets` (a default entry as the program declares it) whose table has no
+    default entry in `want`: what the controller once set there goes back to the program's default
+    when the plan stops setting it (turning ECN marking or trimming off resets the switch)."""
+    named = {e.table for e in want if _is_default(e)}
+    return want + [r for r in resets if r.table not in named]
+
+
+def apply(conn: "SwitchConnection", desired: Iterable[Entity], *, dry_run: bool = False,
+          resets: Iterable[TableEntry] = ()) -> Delta:
     """Make the switch hold exactly `desired` in the tables and profiles of its P4Info; returns the Delta.
 
     Reads every non-const table, profile members and selector groups, and the default entries the
-    plan names; writes the ordered updates (nothing when the switch already matches).
+    plan names or `resets` may restore (with_resets); writes the ordered updates (nothing when the
+    switch already matches).
     """
     p4info = conn.require_p4info()
     want = [canonical(e, p4info) for e in desired]
+    tables = {t.name for t in p4info.tables}
+    want = with_resets(want, [canonical(r, p4info) for r in resets if r.table in tables])
     defaults = sorted({e.table for e in want if isinstance(e, TableEntry) and e.is_default})
     actual = conn.read_all(default_tables=defaults)
     delta = diff(want, actual)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from controller import probes
+from controller.congestion import TRIM_DSCP  # the DSCP a trimmed packet carries unless Options say otherwise
 from controller.entries import (
     ActionProfileGroup,
     ActionProfileMember,
@@ -40,7 +41,6 @@ SPRAY: Program = "srv6_spray"
 EECMP: Program = "eecmp_qp_hash"
 
 FLOW, QP, PACKET, PIN = 0, 1, 2, 3  # hash modes (docs/pipeline.md)
-TRIM_DSCP = 46  # the DSCP a trimmed packet carries unless Options say otherwise
 
 # srv6_spray names
 HOST_PORT = "IngressPipe.headend.host_port"
@@ -501,6 +501,14 @@ def host_first_usids(f: Fabric, leaf: Switch) -> list[Entity]:
     p, sids = leaf.plane, f.sids
     usids = [sids.t1_usid(p, j) for j in range(len(f.topo.t1s(p)))] + [sids.t0_usid(p, leaf.index)]
     return [TableEntry(HOST_FIRST_USID, (("first_usid", Exact(u)),), FIRST_USID_ALLOWED) for u in usids]
+
+
+# Default entries the controller may change, as the programs declare them: reconcile puts a switch's
+# back when the plan no longer sets one (reconcile.with_resets).
+DEFAULT_RESETS: tuple[TableEntry, ...] = (
+    TableEntry(THRESHOLDS, (), SET_THRESHOLDS, (("ecn_qdepth", 0), ("trim_qdepth", 0), ("trim_dscp", 0)),
+               is_default=True),
+)
 
 
 def congestion_thresholds(f: Fabric) -> list[Entity]:

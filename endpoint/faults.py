@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass, field
+from typing import Any
 
 from controller import ops
 from controller.failover import LinkDown
@@ -51,6 +52,10 @@ class Fault:
     def failure(self) -> LinkDown:
         """What the controller is told when the fault is announced."""
         return ops.link(self.lab.model, self.t0, self.t1)
+
+    def crosses(self, ev: Any) -> bool:
+        """Whether an EV (controller.evs.Ev) goes over this link."""
+        return ev.spine_name == self.t1 and self.t0 in (ev.src_leaf, ev.dst_leaf)
 
     def describe(self) -> str:
         extra = {"gray": f" {self.percent}% loss", "slow": f" {self.rate}"}.get(self.kind, "")

@@ -238,6 +238,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--probe-ms", type=float, default=20.0)
     s.add_argument("--start-at-ns", type=int, default=0)
     s.add_argument("--bin-ms", type=float, default=20.0)
+    s.add_argument("--cc", action="store_true", help="AIMD congestion window per QP (at most --window)")
     r = sub.choices["recv"]
     r.add_argument("--expect", type=int, default=0)
     r.add_argument("--timeout", type=float, default=30.0)
@@ -253,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "send":
             cfg = SenderConfig(args.qps, args.messages, args.per_message, args.size, args.window, ev_count=args.ev_count,
-                               evs_per_qp=args.evs_per_qp, bin_ms=args.bin_ms)
+                               evs_per_qp=args.evs_per_qp, bin_ms=args.bin_ms, cc=args.cc)
             evc = EvConfig(min_rto=args.min_rto_ms / 1e3, probe_interval=args.probe_ms / 1e3)
             doc = send(SendSpec(args.topology, args.evs, args.host, args.to, args.policy, cfg, evc, args.rate,
                                 args.duration, args.parts, args.start_at_ns))

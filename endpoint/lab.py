@@ -45,13 +45,14 @@ class Workload:
     probe_ms: float = 20.0
     duration: float = 30.0
     bin_ms: float = 20.0
+    cc: bool = False  # AIMD congestion window per QP
 
     def argv(self) -> list[str]:
         return ["--policy", self.policy, "--qps", str(self.qps), "--messages", str(self.messages),
                 "--per-message", str(self.per_message), "--size", str(self.size), "--window", str(self.window),
                 "--ev-count", str(self.ev_count), "--evs-per-qp", str(self.evs_per_qp), "--parts", str(self.parts), "--rate", str(self.rate),
                 "--min-rto-ms", str(self.min_rto_ms), "--probe-ms", str(self.probe_ms),
-                "--duration", str(self.duration), "--bin-ms", str(self.bin_ms)]
+                "--duration", str(self.duration), "--bin-ms", str(self.bin_ms), *(["--cc"] if self.cc else [])]
 
 
 def enable(lab: Lab) -> None:

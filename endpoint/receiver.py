@@ -77,6 +77,7 @@ class ReceiverCore:
         self.bin_ns = int(bin_ms * 1e6)
         self.bins: dict[int, int] = {}  # distinct data packets per time bin (goodput)
         self.unknown = 0  # RoCEv2 packets from no peer, or on an EV with no reverse path
+        self.trimmed_unmatched = 0  # trimmed before any whole packet of its QP came (or a trimmed probe): NACKed
         self.probes = 0
 
     def on_packet(self, rx: Received, now_ns: int) -> Reply | None:
@@ -90,6 +91,8 @@ class ReceiverCore:
             q = self.qps.get((peer, rx.qp))
             if q is not None:
                 q.trimmed += 1
+            else:
+                self.trimmed_unmatched += 1
             return Reply(peer, ev, rx.qp, rx.psn, AckHeader(NACK, ev_id, 0, 0, rx.ecn == 3))
         header = DataHeader.unpack(rx.body)
         if header is None:
@@ -133,5 +136,6 @@ class ReceiverCore:
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "unknown": self.unknown, "probes": self.probes,
+                "trimmed_unmatched": self.trimmed_unmatched,
                 "qps": [q.to_json() for q in sorted(self.qps.values(), key=lambda q: (q.sender, q.qp))],
                 "bins": {str(k): v for k, v in sorted(self.bins.items())}, "bin_ms": self.bin_ns / 1e6}

@@ -17,6 +17,7 @@ when each sender's EVs through the fault failed and came back.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,12 +26,15 @@ from typing import Any
 from controller import ops
 from controller.evs import host_evs
 from endpoint.faults import Fault
+from endpoint.incast import MODES as INCAST_MODES, Bottleneck, default_senders, same_leaf, set_thresholds
 from endpoint.lab import EndpointReport, Workload, enable, start
+from endpoint.unattended import service, timeline
 from mininet_labs.lab import Lab, LabError
 
 # mode -> (how packets find their path, EV policy, is the controller told)
 MODES: dict[str, tuple[str, str, bool]] = {
     "leaf": ("leaf", "spray", True),
+    "leaf-unattended": ("leaf", "spray", False),  # the controller service finds the fault itself (endpoint.unattended)
     "host": ("host", "health", False),
     "host-spray": ("host", "spray", False),
     "host-ethereal": ("host", "ethereal", False),
@@ -55,6 +59,7 @@ class Schedule:
     evs_per_qp: int = 0
     bin_ms: float = 20.0
     start_delay: float = 2.5  # for the sender processes to come up on a busy machine: all start together
+    cc: bool = False  # the senders' AIMD congestion window (endpoint.cc); the incast turns it on
 
 
 @dataclass
@@ -67,6 +72,7 @@ class ModeResult:
     qps: list[dict[str, Any]]
     evs: list[dict[str, Any]]  # host modes: the EVs through the fault, per sender
     goodput: dict[str, Any]  # bins of delivered packets (all receivers), relative to the senders' start
+    started_ns: int = 0  # the senders' common start (monotonic ns)
 
 
 @dataclass
@@ -102,23 +108,26 @@ def _rel(started_ns: int, t_ns: int | None = None) -> float:
     return round(((t_ns or time.monotonic_ns()) - started_ns) / 1e9, 4)
 
 
-def run_mode(lab: Lab, fault: Fault, mode: str, pairs: list[tuple[str, str]], sch: Schedule) -> ModeResult:
-    """One mode under the fault (see the module docstring)."""
-    how, policy, announce = MODES[mode]
+def run_mode(lab: Lab, fault: Fault | Bottleneck, mode: str, pairs: list[tuple[str, str]], sch: Schedule,
+             spec: tuple[str, str, bool] | None = None) -> ModeResult:
+    """One mode under the fault (see the module docstring); `spec` (how, policy, announced) instead of MODES[mode]."""
+    how, policy, announce = spec or MODES[mode]
     if lab.failures():
         raise LabError("the lab has recorded failures ('fabricctl restore all' first): a scenario starts healthy")
     per_sender = max(sum(1 for a, _ in pairs if a == s) for s, _ in pairs)
     messages = max(sch.qps, int(sch.seconds * sch.rate / per_sender / sch.per_message) // sch.qps * sch.qps)
     work = Workload(policy=policy, mode=how, qps=sch.qps, messages=messages, per_message=sch.per_message,
                     window=sch.window, evs_per_qp=sch.evs_per_qp if how == "host" else 0, rate=sch.rate,
-                    min_rto_ms=sch.min_rto_ms, probe_ms=sch.probe_ms, duration=sch.seconds * 3 + 5, bin_ms=sch.bin_ms)
+                    min_rto_ms=sch.min_rto_ms, probe_ms=sch.probe_ms, duration=sch.seconds * 3 + 5, bin_ms=sch.bin_ms,
+                    cc=sch.cc)
     run = start(lab, pairs, work, start_delay=sch.start_delay)
     events: list[dict[str, Any]] = []
     try:
         _at(run.started_ns, sch.fault_at)
         t = time.monotonic_ns()
         fault.apply()
-        events.append({"what": f"fault: {fault.describe()}", "t_s": _rel(run.started_ns, t)})
+        events.append({"what": f"fault: {fault.describe()}", "t_s": _rel(run.started_ns, t),
+                       "in_place_s": _rel(run.started_ns)})
         if announce:
             t = time.monotonic_ns()
             r = lab.fail(fault.failure)
@@ -141,22 +150,24 @@ def run_mode(lab: Lab, fault: Fault, mode: str, pairs: list[tuple[str, str]], sc
         if lab.failures():
             lab.restore()
         raise
-    fault_s = events[0]["t_s"]
+    # a bottleneck takes the runtime CLI a while to set: it counts from when it is in place
+    fault_s = events[0]["in_place_s"] if isinstance(fault, Bottleneck) else events[0]["t_s"]
     repair_s = next(e["t_s"] for e in events if e["what"] == "repair")
-    return summarize(lab, fault, mode, report, events, fault_s, repair_s, sch, controller_untouched)
+    return summarize(lab, fault, mode, report, events, fault_s, repair_s, sch, controller_untouched,
+                     (how, policy, announce))
 
 
-def summarize(lab: Lab, fault: Fault, mode: str, report: EndpointReport, events: list[dict[str, Any]],
-              fault_s: float, repair_s: float, sch: Schedule, controller_untouched: bool) -> ModeResult:
+def summarize(lab: Lab, fault: Fault | Bottleneck, mode: str, report: EndpointReport, events: list[dict[str, Any]],
+              fault_s: float, repair_s: float, sch: Schedule, controller_untouched: bool,
+              spec: tuple[str, str, bool] | None = None) -> ModeResult:
     """Per-QP losses and windows, goodput, reordering and marks of one mode's run."""
-    how, policy, announce = MODES[mode]
+    how, policy, announce = spec or MODES[mode]
     t0 = report.started_ns / 1e9
     fabric = ops.fabric(lab.model, "srv6_spray")
     qps, windows = [], []
     for s, doc in report.senders.items():
         for q in doc["qps"]:
-            faulty = {e.id for e in host_evs(fabric, s, [q["dst"]])[q["dst"]]
-                      if e.spine_name == fault.t1 and fault.t0 in (e.src_leaf, e.dst_leaf)}
+            faulty = {e.id for e in host_evs(fabric, s, [q["dst"]])[q["dst"]] if fault.crosses(e)}
             on_fault = how == "leaf" or bool(faulty & set(q["evs"]))
             during = [t - t0 for t in q["lost_at_s"] if fault_s <= t - t0 < repair_s + 0.5]
             window = round((max(during) - fault_s) * 1e3, 2) if during else None
@@ -168,13 +179,14 @@ def summarize(lab: Lab, fault: Fault, mode: str, report: EndpointReport, events:
                         "retransmitted": q["retransmitted"], "loss_window_ms": window,
                         "lost_outside_fault": q["lost_first_try"] - len(during),
                         "first_loss_s": None if first is None else round(first - t0, 4),
-                        "max_recovery_ms": q["max_recovery_ms"], "trims": q["trims"], "ecn": q["ecn"]})
+                        "max_recovery_ms": q["max_recovery_ms"], "trims": q["trims"], "ecn": q["ecn"],
+                        "resend_delay_ms": q.get("resend_delay_ms", {}), "resend_srtts": q.get("resend_srtts", {}),
+                        "cwnd_cuts": q.get("cwnd_cuts")})
     evs = []
     if how == "host":
         for s, doc in report.senders.items():
             for dst, table in doc["evs"].items():
-                faulty = {e.id for e in host_evs(fabric, s, [dst])[dst]
-                          if e.spine_name == fault.t1 and fault.t0 in (e.src_leaf, e.dst_leaf)}
+                faulty = {e.id for e in host_evs(fabric, s, [dst])[dst] if fault.crosses(e)}
                 for e in table:
                     if e["ev"] in faulty:
                         trans = [[round(t - t0, 4), a, b, why] for t, a, b, why in e["transitions"]]
@@ -226,9 +238,33 @@ def summarize(lab: Lab, fault: Fault, mode: str, report: EndpointReport, events:
         "evs_detected_ms": sorted(e["detected_ms"] for e in evs if e["detected_ms"] is not None),
         "evs_sent_while_failed": sum(e["sent_while_failed"] for e in evs),
         "evs_restored": sum(1 for e in evs if e["restored_ms"] is not None), "evs_on_fault": len(evs),
+        "resend_delay_ms": resend_delays(qps), "resend_srtts": resend_delays(qps, "resend_srtts"),
+        "rtt_ms": _rtts(report),
+        "trimmed_unmatched": sum(r.get("trimmed_unmatched", 0) for r in report.receivers.values()),
     }
     return ModeResult(mode, policy, announce, events, summary, qps, evs,
-                      {"bin_ms": bin_ms, "packets": series, "fault_s": fault_s, "repair_s": repair_s})
+                      {"bin_ms": bin_ms, "packets": series, "fault_s": fault_s, "repair_s": repair_s},
+                      report.started_ns)
+
+
+def resend_delays(qps: list[dict[str, Any]], key: str = "resend_delay_ms") -> dict[str, Any]:
+    """Lost transmission to its resend, per way the loss was seen (nack: trimmed; sack: ACKs of later
+    packets; timeout), over every QP: count, median, p90 and max, in ms (key "resend_srtts": in the
+    EV's smoothed RTT when the loss was seen)."""
+    out: dict[str, Any] = {}
+    for how in sorted({h for q in qps for h in q.get(key, {})}):
+        xs = sorted(d for q in qps for d in q[key].get(how, []))
+        out[how] = {"count": len(xs), "median": xs[len(xs) // 2], "p90": xs[min(len(xs) - 1, int(0.9 * len(xs)))],
+                    "max": xs[-1]}
+    return out
+
+
+def _rtts(report: EndpointReport) -> dict[str, Any]:
+    """The EVs' smallest RTT and their smoothed RTT at the end (median over EVs that carried data), ms."""
+    evs = [e for s in report.senders.values() for table in s["evs"].values() for e in table if e["acked"]]
+    mins = sorted(e["min_rtt_ms"] for e in evs if e["min_rtt_ms"] is not None)
+    srtts = sorted(e["srtt_ms"] for e in evs if e["srtt_ms"] is not None)
+    return {"min_median": mins[len(mins) // 2] if mins else None, "srtt_median": srtts[len(srtts) // 2] if srtts else None}
 
 
 def compare(lab: Lab, kind: str, t0: str, t1: str, *, modes: tuple[str, ...] = ("leaf", "host"),
@@ -244,7 +280,79 @@ def compare(lab: Lab, kind: str, t0: str, t1: str, *, modes: tuple[str, ...] = (
     enable(lab)
     out = Comparison(fault.describe(), pairs, sch)
     for m in modes:
-        out.modes.append(run_mode(lab, fault, m, pairs, sch))
+        if m == "leaf-unattended":
+            out.modes.append(_unattended(lab, fault, pairs, sch))
+        else:
+            out.modes.append(run_mode(lab, fault, m, pairs, sch))
+    return out
+
+
+def _unattended(lab: Lab, fault: Fault, pairs: list[tuple[str, str]], sch: Schedule) -> ModeResult:
+    """leaf-unattended: the run with a FabricService in this process; its detection and reconciles on
+    the timeline, and whatever failure it left recorded restored afterwards."""
+    events = lab.dir / "endpoint" / f"service-events-{time.monotonic_ns()}.jsonl"
+    events.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with service(lab, events):
+            since = time.monotonic_ns()
+            result = run_mode(lab, fault, "leaf-unattended", pairs, sch)
+    finally:
+        left = lab.failures()
+        if left:
+            lab.restore()
+    result.events = sorted(result.events + timeline(events, since, result.started_ns), key=lambda e: e["t_s"])
+    down = f"controller (unattended): link_down {fault.t0}--{fault.t1}"
+    detected = [e["t_s"] for e in result.events if e["what"] == down and e["t_s"] >= result.goodput["fault_s"]]
+    result.summary["controller_detected_ms"] = (round((detected[0] - result.goodput["fault_s"]) * 1e3, 1)
+                                                if detected else None)
+    result.summary["controller_left_recorded"] = len(left)
+    result.summary["controller_link_downs_elsewhere"] = sum(
+        1 for e in result.events if e["what"].startswith("controller (unattended): link_down") and e["what"] != down)
+    return result
+
+
+def compare_incast(lab: Lab, host: str, *, senders: list[str] | None = None, modes: tuple[str, ...] = ("host", "host-trim"),
+                   schedule: Schedule | None = None, pps: int = 200, depth: int = 32, ecn_qdepth: int = 0,
+                   trim_qdepth: int = 8) -> Comparison:
+    """Every sender (default: every host under another leaf) to `host` while its leaf ports are a bottleneck
+    (endpoint.incast): each mode with trimming on or off, the senders' congestion window on. Per
+    mode besides compare's: the time from a lost or trimmed send to its resend, by how it was seen,
+    and the bottleneck ports' CE-marked and trimmed packets as the switches counted them. The
+    thresholds are set back to off afterwards."""
+    unknown = [m for m in modes if m not in INCAST_MODES]
+    if unknown or not modes:
+        raise LabError(f"unknown incast mode '{unknown[0] if unknown else ''}' (known: {', '.join(INCAST_MODES)})")
+    if trim_qdepth < 1 or (ecn_qdepth and ecn_qdepth >= trim_qdepth):
+        raise LabError(f"need 1 <= trim depth ({trim_qdepth}), and an ECN depth ({ecn_qdepth}) below it or 0")
+    sch = dataclasses.replace(schedule or Schedule(), cc=True)
+    bottleneck = Bottleneck(lab, host, pps, depth)
+    senders = senders or default_senders(lab, host)
+    bad = [s for s in senders if s not in lab.model.hosts or same_leaf(lab, s, host)]
+    if bad or not senders:
+        raise LabError(f"'{bad[0]}' cannot send to {host} in the incast: " + (
+            "no such host" if bad[0] not in lab.model.hosts else "it shares its leaf (no EV between them)")
+            if bad else f"no host under another leaf than {host}'s")
+    pairs = [(s, host) for s in senders]
+    enable(lab)
+    out = Comparison(bottleneck.describe(), pairs, sch)
+    try:
+        bottleneck.open()
+        for m in modes:
+            how, policy, trim = INCAST_MODES[m]
+            set_thresholds(lab, ecn_qdepth, trim_qdepth if trim else 0)
+            before = bottleneck.counters()
+            result = run_mode(lab, bottleneck, m, pairs, sch, (how, policy, False))
+            after = bottleneck.counters()
+            per_port = {p: {k: after[p][k] - before[p][k] for k in after[p]} for p in after}
+            fabric_wide = per_port.pop("fabric")
+            result.summary["switch"] = {"ce_marked": sum(c["ce_marked"] for c in per_port.values()),
+                                        "trimmed": sum(c["trimmed"] for c in per_port.values()), "ports": per_port,
+                                        "fabric": fabric_wide}
+            result.summary["thresholds"] = {"ecn_qdepth": ecn_qdepth, "trim_qdepth": trim_qdepth if trim else 0}
+            out.modes.append(result)
+    finally:
+        bottleneck.close()
+        set_thresholds(lab, 0, 0)
     return out
 
 
@@ -266,5 +374,19 @@ def describe(c: Comparison) -> list[str]:
             lines.append(f"  {'':14} EVs through the fault: {x['evs_on_fault']}, failed after {x['evs_detected_ms']} ms, "
                          f"data sent while failed {x['evs_sent_while_failed']}, restored {x['evs_restored']}"
                          f"{', controller untouched' if x['controller_untouched'] else ''}")
+        if "controller_detected_ms" in x:
+            lines.append(f"  {'':14} unattended controller: the cut link seen down after {x['controller_detected_ms']} ms, "
+                         f"{x['controller_link_downs_elsewhere']} link-downs elsewhere, "
+                         f"{x['controller_left_recorded']} failures left recorded (restored)")
+        if x["resend_delay_ms"]:
+            seen = ", ".join(f"{how} {d['count']}x median {d['median']} ms (p90 {d['p90']}, max {d['max']})"
+                             for how, d in x["resend_delay_ms"].items())
+            in_rtts = ", ".join(f"{how} {d['median']}" for how, d in x["resend_srtts"].items())
+            lines.append(f"  {'':14} loss to resend: {seen}; in SRTTs (median): {in_rtts}; RTT min "
+                         f"{x['rtt_ms']['min_median']} ms, min RTO {x['min_rto_ms']} ms")
+        if "switch" in x:
+            lines.append(f"  {'':14} switch counters at the bottleneck: CE-marked {x['switch']['ce_marked']}, trimmed "
+                         f"{x['switch']['trimmed']} (every port: {x['switch']['fabric']['trimmed']}); receivers: "
+                         f"trimmed {x['trimmed']} + {x['trimmed_unmatched']} before their QP's first packet")
     lines += [f"  note: {n}" for n in c.notes]
     return lines

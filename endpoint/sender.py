@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.evs import Ev
+from endpoint.cc import Aimd
 from endpoint.ev import EvConfig, EvState, EvTable
 from endpoint.policy import Flow, Policy
 from endpoint.wire import ACK, DATA, NACK, PROBE, PROBE_ACK, AckHeader, DataHeader
@@ -68,6 +69,10 @@ class QpState:
     duplicate_acks: int = 0
     per_ev: dict[int, int] = field(default_factory=dict)
     recovery: list[float] = field(default_factory=list)  # first send -> acknowledged, for packets resent
+    lost_how: dict[int, tuple[float, str, float]] = field(default_factory=dict)  # seq -> (lost send, how seen, SRTT then)
+    resend_delays: dict[str, list[float]] = field(default_factory=dict)  # how seen -> lost send to its resend (s)
+    resend_rtts: dict[str, list[float]] = field(default_factory=dict)  # how seen -> that delay in the EV's SRTTs
+    cc: Aimd | None = None  # the congestion window (SenderConfig.cc), else the fixed window
 
     @property
     def done(self) -> bool:
@@ -89,6 +94,7 @@ class SenderConfig:
     ev_count: int = 0  # 0: every EV the export gives
     evs_per_qp: int = 0  # 0: every QP sprays over all of them; m: QP k over m of them starting at EV k*m
     bin_ms: float = 20.0
+    cc: bool = False  # AIMD congestion window per QP (endpoint.cc), at most `window`
 
 
 def choose_evs(evs: list[Ev], count: int) -> list[Ev]:
@@ -130,6 +136,8 @@ class SenderCore:
                 q = QpState(d, qp, k, (config.start_psn + k * 0x1000) & PSN_MASK, counts[k] * config.per_message,
                             config.per_message, Flow(src, d, 0xC000 | (qp & 0x3FFF), qp, k),
                             self.tables[d].view(qp_evs(self.tables[d].ids, k, config.evs_per_qp)))
+                if config.cc:
+                    q.cc = Aimd(config.window)
                 self.qps[d, qp] = q
                 self.order.append(q)
         self.resend: deque[tuple[QpState, int, int]] = deque()  # (qp, seq, the EV that lost it)
@@ -154,11 +162,16 @@ class SenderCore:
                 continue
             ev = self.policy.repick(q.table, q.flow, seq, lost_ev)
             q.retransmitted += 1
+            lost = q.lost_how.pop(seq, None)
+            if lost is not None:
+                sent, how, srtt = lost
+                q.resend_delays.setdefault(how, []).append(now - sent)
+                q.resend_rtts.setdefault(how, []).append((now - sent) / srtt)
             return self._send(q, seq, ev, now, now_ns, attempt=1)
         n = len(self.order)
         for i in range(n):
             q = self.order[(self.rr + i) % n]
-            if q.next_seq < q.total and len(q.outstanding) < self.config.window:
+            if q.next_seq < q.total and len(q.outstanding) < (self.config.window if q.cc is None else q.cc.window):
                 self.rr = (self.rr + i + 1) % n
                 seq = q.next_seq
                 q.next_seq += 1
@@ -203,13 +216,18 @@ class SenderCore:
         if ack.kind == NACK:
             q.trims += 1
             table[ack.ev].on_nack(now)
+            self._congested(q, table[ack.ev].stats.srtt, now)
             if out is not None and out.ev == ack.ev:
                 del q.outstanding[seq]
                 self.policy.on_done(q.flow, out.ev)
+                q.lost_how[seq] = (out.tx, "nack", self._srtt(table[ack.ev].stats.srtt))
                 self.resend.appendleft((q, seq, ack.ev))  # trimmed: resend now, not after an RTO
             return
         if ack.ce:
             q.ecn += 1
+            self._congested(q, table[ack.ev].stats.srtt, now)
+        elif q.cc is not None:
+            q.cc.on_ack()
         if out is None or out.tx_ns != ack.tx_ns:  # an earlier transmission's ACK, or a duplicate
             lost = q.lost_first_tx.get(seq)
             if lost is not None and lost[1] == ack.tx_ns:  # the first try arrived after all
@@ -247,6 +265,14 @@ class SenderCore:
         b = self._bin(now_ns)
         self.acked_bins[b] = self.acked_bins.get(b, 0) + 1
 
+    @staticmethod
+    def _srtt(srtt: float | None) -> float:
+        return srtt if srtt else 1e-3  # before any RTT sample: 1 ms, the lab's order of magnitude
+
+    def _congested(self, q: QpState, srtt: float | None, now: float) -> None:
+        if q.cc is not None:
+            q.cc.on_congestion(now, srtt or self.tables[q.dst].config.min_rto)
+
     def _on_ev(self, dst: str, ev: int) -> list[tuple[QpState, Outstanding]]:
         return [(q, o) for q in self.order if q.dst == dst for o in q.outstanding.values() if o.ev == ev]
 
@@ -257,6 +283,8 @@ class SenderCore:
         self.policy.on_done(q.flow, out.ev)
         if out.attempt == 0:
             q.lost_first_tx[out.seq] = (out.first_tx, out.first_tx_ns)
+        q.lost_how[out.seq] = (out.tx, how, self._srtt(table[out.ev].stats.srtt))
+        self._congested(q, table[out.ev].stats.srtt, now)
         before = table[out.ev].state
         if how == "sack":
             table[out.ev].on_sack_loss(now)
@@ -311,7 +339,10 @@ class SenderCore:
                 "loss_span_ms": round((lost[-1] - lost[0]) * 1e3, 3) if lost else None,
                 "first_loss_s": lost[0] if lost else None, "last_loss_s": lost[-1] if lost else None,
                 "lost_at_s": [round(t, 4) for t in lost],
-                "max_recovery_ms": round(max(q.recovery) * 1e3, 3) if q.recovery else None})
+                "max_recovery_ms": round(max(q.recovery) * 1e3, 3) if q.recovery else None,
+                "cwnd_cuts": None if q.cc is None else q.cc.cuts,
+                "resend_delay_ms": {how: [round(d * 1e3, 3) for d in ds] for how, ds in sorted(q.resend_delays.items())},
+                "resend_srtts": {how: [round(r, 2) for r in rs] for how, rs in sorted(q.resend_rtts.items())}})
         return {"host": self.host, "policy": self.policy.name, "config": vars(self.config),
                 "evs": {d: [{**t.to_json(), "spine": self.evs[d][t.ev].spine_name, "plane": self.evs[d][t.ev].plane}
                             for t in table.health.values()] for d, table in self.tables.items()},

@@ -10,7 +10,7 @@
  *  - depth >= ecn_qdepth: CE on the outermost IP header if it is ECN-capable (RFC 3168
  *    5; while encapsulated that is the outer header, RFC 6040 4.1, and the decapsulating
  *    leaf copies CE inward, RFC 6040 4.2). Not-ECT packets are left alone (RFC 3168 5).
- *  - depth >= trim_qdepth, RoCEv2 only: the packet is trimmed to its headers up to the
+ *  - depth >= trim_qdepth, RoCEv2 only, not an ACK or CNP: the packet is trimmed to its headers up to the
  *    BTH (UEC / MRC packet trimming), the DSCP of every IP header set to trim_dscp and the
  *    lengths made true (IPv6 Payload Length RFC 8200 3, IPv4 Total Length RFC 791 3.1,
  *    UDP Length RFC 768, checksum 0 as RoCEv2 sends it), then forwarded: the receiver
@@ -19,6 +19,11 @@
 control CongestionSignals(inout headers_t hdr,
                           inout local_metadata_t meta,
                           inout standard_metadata_t std) {
+    /* Per egress port: packets this control CE-marked (ECT ones only) and packets it trimmed, so
+     * the controller and the tests can check a receiver's counts against the switch's. */
+    counter(PORT_COUNT, CounterType.packets) ce_marked;
+    counter(PORT_COUNT, CounterType.packets) trimmed;
+
     qdepth_t ecn_depth = 0;
     qdepth_t trim_depth = 0;
     bit<6>   trim_class = 0;
@@ -38,31 +43,31 @@ control CongestionSignals(inout headers_t hdr,
         size = 1;
     }
 
-    action mark_ce() {
-        if (hdr.ipv6.isValid()) {
-            if (hdr.ipv6.traffic_class[1:0] != ECN_NOT_ECT) {
-                hdr.ipv6.traffic_class[1:0] = ECN_CE;
-            }
-        } else if (hdr.ipv4.isValid()) {
-            if (hdr.ipv4.ecn != ECN_NOT_ECT) {
-                hdr.ipv4.ecn = ECN_CE;
-            }
-        }
-    }
-
     apply {
         if (std.egress_port == CPU_PORT) {
             return;
         }
         thresholds.apply();
         bool trim = trim_depth != 0 && (qdepth_t) std.enq_qdepth >= trim_depth && hdr.bth.isValid()
-                    && hdr.udp.isValid();
+                    && hdr.udp.isValid() && hdr.bth.opcode != BTH_OPCODE_RC_ACKNOWLEDGE
+                    && hdr.bth.opcode != BTH_OPCODE_CNP;
         if (trim || (ecn_depth != 0 && (qdepth_t) std.enq_qdepth >= ecn_depth)) {
-            mark_ce();
+            if (hdr.ipv6.isValid()) {
+                if (hdr.ipv6.traffic_class[1:0] != ECN_NOT_ECT) {
+                    hdr.ipv6.traffic_class[1:0] = ECN_CE;
+                    ce_marked.count((bit<32>) std.egress_port);
+                }
+            } else if (hdr.ipv4.isValid()) {
+                if (hdr.ipv4.ecn != ECN_NOT_ECT) {
+                    hdr.ipv4.ecn = ECN_CE;
+                    ce_marked.count((bit<32>) std.egress_port);
+                }
+            }
         }
         if (!trim) {
             return;
         }
+        trimmed.count((bit<32>) std.egress_port);
         /* Everything after the BTH goes; the innermost IP header then carries UDP + BTH. */
         bit<32> l4 = UDP_BYTES + BTH_BYTES;
         bit<32> keep = ETHERNET_BYTES + l4;

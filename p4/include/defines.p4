@@ -94,4 +94,9 @@ typedef bit<19> qdepth_t;
 
 #define PORT_COUNT 512
 
+/* RoCEv2 BTH opcodes that are never trimmed (IBTA Vol. 1 9.2, Annex A17 for the CNP): an RC ACK
+ * carries no payload to cut and its sender needs it whole; a CNP is the congestion signal itself. */
+#define BTH_OPCODE_RC_ACKNOWLEDGE 0x11
+#define BTH_OPCODE_CNP 0x81
+
 #endif

@@ -43,9 +43,16 @@ def burst_through_bottleneck(device, frames: list[bytes], in_port: int, out_port
     return [f for _, f in got]
 
 
-def transit_frames(tc: int) -> tuple[list[bytes], list[bytes]]:
-    """A burst of encapsulated RoCEv2 (PSN 0..BURST-1) arriving at a spine, and the inner packets."""
-    inners = [bytes(roce_v6(SRC_HOST, DST_HOST, qp=9, psn=psn, tc=tc, payload=bytes(range(200)))[IPv6])
+def marks(device, port: int) -> tuple[int, int]:
+    """(CE-marked, trimmed) packets the switch counted on an egress port."""
+    return (device.counter("FabricEgress.congestion.ce_marked", port).packets,
+            device.counter("FabricEgress.congestion.trimmed", port).packets)
+
+
+def transit_frames(tc: int, opcode: int = 0x04, payload: bytes = bytes(range(200))) -> tuple[list[bytes], list[bytes]]:
+    """A burst of encapsulated RoCEv2 (PSN 0..BURST-1; RC SEND ONLY unless told) arriving at a spine,
+    and the inner packets."""
+    inners = [bytes(roce_v6(SRC_HOST, DST_HOST, qp=9, psn=psn, tc=tc, opcode=opcode, payload=payload)[IPv6])
               for psn in range(BURST)]
     arriving = [bytes(Ether(src=nbr_mac(UP_A), dst=sw_mac(UP_A))
                       / IPv6(src="2001:db8:ff::1", dst=carrier(SPINE_A, DST_LEAF, DST_DT6), nh=41, tc=tc, fl=0x42)
@@ -96,6 +103,7 @@ def test_without_thresholds_a_queue_marks_and_trims_nothing(spray):
     arriving, inners = transit_frames(tc=0x68 | ECT0)
     out = burst_through_bottleneck(spray, arriving, UP_A, UP_B)
     assert out == [forwarded(i, 0x68 | ECT0) for i in inners]
+    assert marks(spray, UP_B) == (0, 0)
 
 
 def test_a_growing_queue_first_marks_ce_then_trims_to_the_headers(spray):
@@ -111,6 +119,9 @@ def test_a_growing_queue_first_marks_ce_then_trims_to_the_headers(spray):
     assert forms == sorted(forms, key=["plain", "ce", "trim"].index)
     assert forms[0] == "plain" and "ce" in forms and forms[-1] == "trim"
     assert forms.count("plain") <= ECN_AT + 1 and forms.count("plain") + forms.count("ce") <= TRIM_AT + 1
+    # The switch's own counts, per egress port, equal what came out (a trimmed ECT packet is CE-marked too).
+    assert marks(spray, UP_B) == (forms.count("ce") + forms.count("trim"), forms.count("trim"))
+    assert marks(spray, UP_A) == (0, 0)
 
 
 def test_not_ect_traffic_is_never_ce_marked_but_still_trimmed(spray):
@@ -123,6 +134,7 @@ def test_not_ect_traffic_is_never_ce_marked_but_still_trimmed(spray):
     forms = classify(out, inners, tc)
     assert "trim" in forms and forms[-1] == "trim"
     assert all(f == forwarded(i, tc) for f, i, form in zip(out, inners, forms) if form != "trim")
+    assert marks(spray, UP_B) == (0, forms.count("trim"))  # nothing to mark: Not-ECT
 
 
 def test_thresholds_read_back_from_the_switch(spray):
@@ -202,3 +214,73 @@ def test_the_runtime_cli_names_a_command_the_switch_refuses(spray):
         Bmv2Runtime(ns=spray.switch.ns).run("no_such_command 1")
     with pytest.raises(RuntimeCliError, match="set_queue_rate abc: .*Bad format for rate_pps"):
         Bmv2Runtime(ns=spray.switch.ns).run("set_queue_rate abc")
+
+
+def test_turning_the_thresholds_off_puts_the_switch_back_to_no_marking_and_no_trimming(spray):
+    """Reconciliation with the plan's resets (what `fabricctl install` does): thresholds on, then a plan
+    without them, read back from the switch and seen in the packets of the same burst."""
+    from controller.reconcile import apply
+    from controller.routes import DEFAULT_RESETS
+
+    on, off = thresholds(ECN_AT, TRIM_AT, TRIM_DSCP), thresholds(0, 0, 0)
+    tc = 0x68 | ECT0
+    assert apply(spray.conn, spine_entries(), resets=DEFAULT_RESETS).modifies == ()  # a fresh switch: already off
+    assert apply(spray.conn, [*spine_entries(), on], resets=DEFAULT_RESETS).modifies == (on,)
+    assert spray.conn.read_default(THRESHOLDS) == [on]
+    arriving, inners = transit_frames(tc)
+    assert "trim" in classify(burst_through_bottleneck(spray, arriving, UP_A, UP_B), inners, tc)
+
+    delta = apply(spray.conn, spine_entries(), resets=DEFAULT_RESETS)
+    assert (delta.inserts, delta.modifies, delta.deletes) == ((), (off,), ())
+    assert spray.conn.read_default(THRESHOLDS) == [off]
+    before = marks(spray, UP_B)
+    assert burst_through_bottleneck(spray, arriving, UP_A, UP_B) == [forwarded(i, tc) for i in inners]
+    assert marks(spray, UP_B) == before  # nothing marked or trimmed since
+    assert not apply(spray.conn, spine_entries(), resets=DEFAULT_RESETS)  # nothing left to write
+
+
+def test_without_the_resets_a_plan_that_drops_the_thresholds_leaves_them_on_the_switch(spray):
+    """Why the resets exist: a default entry only on the switch is not the plan's to delete."""
+    from controller.reconcile import apply
+
+    on = thresholds(ECN_AT, TRIM_AT, TRIM_DSCP)
+    apply(spray.conn, [*spine_entries(), on])
+    assert not apply(spray.conn, spine_entries())
+    assert spray.conn.read_default(THRESHOLDS) == [on]
+
+
+@pytest.mark.parametrize("opcode, payload", [(0x11, bytes(4)), (0x81, bytes(16))], ids=["rc-ack", "cnp"])
+def test_acks_and_cnps_are_ce_marked_but_never_trimmed(spray, opcode: int, payload: bytes):
+    """An RC ACKNOWLEDGE (its AETH is all it carries, and the sender needs it whole) and a CNP (the
+    congestion signal itself) go through a queue above the trim threshold untouched but for CE."""
+    spray.install(*spine_entries())
+    spray.conn.write([("MODIFY", thresholds(ECN_AT, TRIM_AT, TRIM_DSCP))])
+    tc = 0x68 | ECT0
+    arriving, inners = transit_frames(tc, opcode, payload)
+    out = burst_through_bottleneck(spray, arriving, UP_A, UP_B)
+    forms = ["plain" if f == forwarded(i, tc) else "ce" if f == forwarded(i, with_ecn(tc, CE)) else f.hex()
+             for f, i in zip(out, inners)]
+    assert len(out) == BURST and set(forms) == {"plain", "ce"} and forms.count("ce") > BURST - TRIM_AT - 1
+    assert marks(spray, UP_B) == (forms.count("ce"), 0)
+
+
+def test_a_runtime_session_sets_the_queue_per_command_and_names_a_refusal(spray):
+    """The kept-open CLI the incast scenario uses: the same bottleneck as a one-shot run, then a refusal."""
+    from mininet_labs.bmv2runtime import RuntimeCliError
+
+    spray.install(*spine_entries())
+    spray.conn.write([("MODIFY", thresholds(ECN_AT, TRIM_AT, TRIM_DSCP))])
+    tc = 0x68 | ECT0
+    arriving, inners = transit_frames(tc)
+    with Bmv2Runtime(ns=spray.switch.ns).session() as cli:
+        cli.run(f"set_queue_rate 50 {UP_B}")
+        try:
+            for f in arriving:
+                spray.switch.send(UP_A, f)
+            out = [f for _, f in spray.switch.receive(timeout=BURST / 50 + 2.0, count=BURST)]
+        finally:
+            cli.run(f"set_queue_rate 1000000 {UP_B}")
+        forms = classify(out, inners, tc)
+        assert len(out) == BURST and forms[0] == "plain" and forms[-1] == "trim"
+        with pytest.raises(RuntimeCliError, match="set_queue_rate abc: .*Bad format for rate_pps"):
+            cli.run("set_queue_rate abc")

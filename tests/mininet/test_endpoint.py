@@ -82,3 +82,57 @@ def test_a_blackholed_direction_is_seen_by_acks_alone_and_avoided(lab):
     (e,) = m.evs
     assert e["ev"] == 1 and e["detected_ms"] is not None and e["sent_while_failed"] == 0
     assert e["restored_ms"] is not None
+
+
+def test_an_incast_with_trimming_nacks_trimmed_packets_resends_them_and_delivers_every_psn_once(lab):
+    """h0 and h1 to h2 while h2's leaf ports serve 200 packets/s (bmv2 queue rate, 32 deep): trimming off,
+    then on. Counts and states asserted, never times (the times are bench/endpoint_mrc.py's)."""
+    from controller.entries import TableEntry
+    from controller.routes import SET_THRESHOLDS, THRESHOLDS
+    from endpoint.scenarios import compare_incast
+
+    sch = Schedule(seconds=3.0, fault_at=0.8, repair_at=2.0, rate=300, min_rto_ms=25)
+    c = compare_incast(lab, "h2", modes=("host", "host-trim"), schedule=sch, pps=200, depth=32, trim_qdepth=8)
+    assert [p for p in c.pairs] == [("h0", "h2"), ("h1", "h2")]  # h3 shares h2's leaf: no EV between them
+    off, on = (m.summary for m in c.modes)
+    for m in c.modes:
+        s = m.summary
+        # every PSN delivered to the application exactly once: all distinct PSNs arrived, duplicates set aside
+        assert s["complete"] and (s["lost"], s["icrc_bad"]) == (0, 0) and s["received"] == s["expected"] > 0
+        assert all(q["acked"] == q["total"] for q in m.qps) and s["controller_untouched"]
+        assert all(q["cwnd_cuts"] is not None for q in m.qps)  # the senders' congestion window was on
+    # trimming off: nothing trimmed by any switch or seen trimmed, no NACK
+    assert (off["switch"]["trimmed"], off["switch"]["fabric"]["trimmed"], off["trimmed"], off["trimmed_unmatched"]) \
+        == (0, 0, 0, 0)
+    assert "nack" not in off["resend_delay_ms"] and off["thresholds"] == {"ecn_qdepth": 0, "trim_qdepth": 0}
+    # trimming on: the bottleneck trimmed, every packet trimmed there reached h2 and was NACKed (no other
+    # switch trimmed it instead: each trimmed packet is counted once by the switches, once by h2)
+    seen = on["trimmed"] + on["trimmed_unmatched"]
+    assert 0 < on["switch"]["trimmed"] <= seen <= on["switch"]["fabric"]["trimmed"]
+    assert on["switch"]["ce_marked"] == on["switch"]["trimmed"]  # ECN off: only trimming marks, and marks each one
+    nacked = on["resend_delay_ms"]["nack"]["count"]
+    senders_nacks = sum(q["trims"] for q in c.modes[1].qps)
+    assert 0 < nacked <= senders_nacks <= seen  # each NACK heard came from a trimmed packet; resent when still due
+    assert on["thresholds"] == {"ecn_qdepth": 0, "trim_qdepth": 8}
+    # afterwards the switches hold the program's default thresholds again (reconcile's reset), read back
+    with lab.client() as client:
+        for name, conn in client.switches.items():
+            assert conn.read_default(THRESHOLDS) == [TableEntry(THRESHOLDS, (), SET_THRESHOLDS, (
+                ("ecn_qdepth", 0), ("trim_qdepth", 0), ("trim_dscp", 0)), is_default=True)], name
+
+
+def test_leaf_spraying_with_the_unattended_controller_finds_the_cut_by_itself(lab):
+    """leaf-unattended: nobody calls Lab.fail; the FabricService in this process sees the cut link go down
+    by its own probes, and all traffic is delivered in the end (counts and events, never times)."""
+    ep.enable(lab)
+    sch = Schedule(seconds=3.0, fault_at=1.0, repair_at=2.2, rate=300, min_rto_ms=60)
+    c = compare(lab, "cut", "p0-t0-0", "p0-t1-1", modes=("leaf-unattended",), pairs=[("h0", "h2"), ("h1", "h3")],
+                schedule=sch)
+    m = c.modes[0]
+    s = m.summary
+    assert s["complete"] and (s["lost"], s["icrc_bad"]) == (0, 0) and s["received"] == s["expected"]
+    whats = [e["what"] for e in m.events]
+    assert "controller: fail recorded and reconciled" not in whats  # nobody told the controller
+    assert s["controller_detected_ms"] is not None  # its own probes found this very link down after the cut
+    assert "controller (unattended): link_down p0-t0-0--p0-t1-1" in whats
+    assert lab.failures() == frozenset()  # nothing left recorded once the scenario is over

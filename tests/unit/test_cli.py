@@ -180,7 +180,7 @@ def test_plan_summary_counts(lab: Path) -> None:
 
 def test_plan_json_shape(lab: Path) -> None:
     doc = json.loads(run("--topology", str(lab), "plan", "--json").stdout)
-    assert set(doc) == {"topology", "program", "failures", "switches", "totals"}
+    assert set(doc) == {"topology", "program", "failures", "switches", "totals", "congestion"}
     assert (doc["topology"], doc["program"], doc["failures"]) == ("two_plane_lab", "srv6_spray", [])
     assert doc["totals"] == {"t0": SPRAY_T0, "t1": SPRAY_T1}
     assert doc["switches"]["p0-t1-0"] == {"IngressPipe.endpoint.my_sid": 1, "IngressPipe.routing.routes_v6": 3,

@@ -24,6 +24,7 @@ from controller.evs import Ev, export, host_evs, load_export
 from controller.plan import plan
 from controller.routes import SPRAY_DEST, SPRAY_PATHS, SPRAY_SELECTOR, Fabric
 from controller.topology import build, load
+from endpoint.cc import Aimd
 from endpoint.ev import EvConfig, EvState
 from endpoint.policy import make
 from endpoint.receiver import ReceiverCore, reorder_bucket
@@ -290,6 +291,9 @@ def test_a_cut_ev_is_failed_within_an_rtt_unused_from_then_on_and_probed_back():
     assert 0 < lost <= len(in_flight) + 1  # only what was sent on the EV between the cut and its detection
     assert sum(q.retransmitted for q in s.order) >= lost
     assert all(s.tables["h2"][e].state == EvState.GOOD for e in (0, 1024, 1025))
+    delays = {how: d for q in s.order for how, d in q.resend_delays.items()}
+    assert set(delays) <= {"sack", "timeout"} and "nack" not in delays  # a cut: seen by ACKs of later packets or RTOs
+    assert sum(len(d) for q in s.order for d in q.resend_delays.values()) == sum(q.retransmitted for q in s.order)
 
 
 def test_qps_whose_evs_avoid_the_cut_lose_nothing():
@@ -314,6 +318,9 @@ def test_a_trimmed_packet_is_resent_within_a_round_trip_not_an_rto():
     assert q.recovery and q.recovery[0] <= 2 * rtt + 1 / 2000 + 1e-9 < s.tables["h2"][1024].config.min_rto
     assert s.tables["h2"][1024].stats.nacks == 1 and s.tables["h2"][1024].stats.timeouts == 0
     assert net.receiver.qps["h0", 0x100].trimmed == 1
+    # loss (the trimmed send) to resend: the NACK's round trip, then the next send slot
+    (delay,) = q.resend_delays["nack"]
+    assert list(q.resend_delays) == ["nack"] and rtt - 1e-9 <= delay <= rtt + 1 / 2000 + 1e-9
 
 
 def test_ce_marks_are_echoed_and_make_the_ev_suspect():
@@ -347,3 +354,36 @@ def test_a_sender_refuses_a_destination_without_evs():
     with pytest.raises(ValueError, match="no EV towards h1"):
         SenderCore("h0", host_evs(f, "h0", ["h1"]), make("health"), SenderConfig())
     assert struct.calcsize(DataHeader.FMT) == DataHeader.SIZE
+
+
+def test_the_congestion_window_halves_once_per_round_trip_and_grows_back_by_one_per_window():
+    w = Aimd(16)
+    assert (w.window, w.on_congestion(1.0, 0.01), w.window) == (16, True, 8)
+    assert not w.on_congestion(1.005, 0.01) and w.window == 8  # the same round trip: one cut
+    assert w.on_congestion(1.02, 0.01) and w.window == 4
+    for _ in range(4):
+        w.on_ack()
+    assert 4.9 < w.cwnd < 5  # +1/cwnd per ACK: about one more packet per window of ACKs
+    w.on_ack()
+    assert w.window == 5
+    for t in range(10):
+        w.on_congestion(2.0 + t, 0.01)
+    assert w.window == 1 and w.cwnd == 1.0 and w.cuts == 12
+    with pytest.raises(ValueError, match="window 0 is below 1"):
+        Aimd(0)
+
+
+def test_with_the_congestion_window_a_trim_halves_what_a_qp_has_in_flight():
+    """RTT 10 ms against a window of 8 at 2000 packets/s: the window binds. The first packet is trimmed;
+    its NACK (one RTT later) halves the window, so a round trip after that half as much is in flight."""
+    first = lambda ev, t: "trim" if t < 0.0005 else None  # noqa: E731
+    got = {}
+    for cc in (True, False):
+        net = Net("health", SenderConfig(qps=1, messages=60, window=8, cc=cc), mark=first, delay=0.005)
+        net.run(0.0125)
+        q = net.sender.order[0]
+        got[cc] = (q.trims, len(q.outstanding), None if q.cc is None else (q.cc.cuts, q.cc.window))
+    assert got == {True: (1, 4, (1, 4)), False: (1, 8, None)}
+    net = Net("health", SenderConfig(qps=1, messages=60, window=8, cc=True), mark=first, delay=0.005)
+    net.run(1.0)
+    assert net.sender.done and net.receiver.qps["h0", 0x100].received == 60
