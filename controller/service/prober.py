@@ -114,7 +114,8 @@ class Prober:
                  period: float = 0.01, timeout: float = 0.1, on_change: OnChange,
                  on_outcome: Callable[[DirectionState, bool, float | None], None] | None = None,
                  on_stall: Callable[[int, int], None] | None = None, stall_fraction: float = 0.5,
-                 port_counts: PortCounts | None = None, evidence: bool = True, hosts: bool = False) -> None:
+                 port_counts: PortCounts | None = None, evidence: bool = True, hosts: bool = False,
+                 host_every: int = 1) -> None:
         self.sessions = sessions
         self.thresholds = thresholds
         self.period = period
@@ -130,6 +131,8 @@ class Prober:
         self.on_stall = on_stall
         self.stall_fraction = stall_fraction
         self.evidence = evidence
+        self.host_every = max(1, host_every)  # host NICs are probed every this many periods
+        self._round = 0
         self.port_counts: PortCounts = port_counts or self._read_port_counts
         self.stalls = 0
         self.late = 0  # probes that arrived after they were judged lost
@@ -170,7 +173,10 @@ class Prober:
         next_t = time.monotonic()
         while not self._stop.is_set():
             now_ns = time.monotonic_ns()
+            self._round += 1
             for s in self.states:
+                if s.d.host and self._round % self.host_every:
+                    continue
                 session = self.sessions[s.d.src]
                 if not session.ready or not self.sessions[s.d.dst].ready:  # type: ignore[attr-defined]
                     continue  # a probe needs both ends: the plan's punt entry at the far end, its packet-in

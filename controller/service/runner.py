@@ -47,6 +47,7 @@ class Config:
     events: Path | None = None  # default: fabric-events.jsonl beside the state file
     probe: bool = True
     host_probes: bool = True  # probe host NICs too (ND out of their T0 port): a NIC down is a HostPortDown
+    host_every: int = 5  # ... every this many periods (the controller's CPU: 16 link directions cost half a core)
     port_evidence: bool = True  # a link is dead by K lost probes only if its port counters agree
     nice: int | None = None  # the service threads' nice value (None: as started); see priority.py
 
@@ -71,7 +72,8 @@ class FabricService:
                                              timeout=config.connect_timeout)
         self.prober = Prober(topo, self.sessions, config.thresholds, period=config.period,
                              timeout=config.probe_timeout, on_change=self._link_change, on_outcome=self._outcome,
-                             on_stall=self._stall, evidence=config.port_evidence, hosts=config.host_probes)
+                             on_stall=self._stall, evidence=config.port_evidence, hosts=config.host_probes,
+                             host_every=config.host_every)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._drop_names = drop_reason_names()
