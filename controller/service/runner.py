@@ -23,7 +23,9 @@ from controller.service.metrics import Metrics, drop_reason_names
 from controller.service.priority import set_thread_nice
 from controller.service.prober import DirectionState, Prober, failure_label
 from controller.service.sessions import Role, Session
-from controller.service.status import status_path, write_status
+from controller.service.status import may_write, remove_status, status_path, write_status
+from controller.failover import failure_to_json
+from controller.statefile import DETECTOR
 from controller.statelock import state_lock
 from controller.toolchain import Artifacts
 from controller.topology import Topology
@@ -63,8 +65,10 @@ class FabricService:
         self.metrics = Metrics()
         self.started = time.time()
         self.sessions: dict[str, Session] = {}
+        self._publish = threading.Event()  # set: write the status file now (the healer applied a change)
         self.healer = Healer(topo, program, self.p4info, state, self.sessions, self.events.emit,
-                             on_reconcile=lambda n, s: self.metrics.reconcile.labels(n).observe(s), options=options)
+                             on_reconcile=lambda n, s: self.metrics.reconcile.labels(n).observe(s),
+                             on_change=self._publish.set, options=options)
         for sw in topo.switches:
             self.sessions[sw.name] = Session(sw, config.election_id, self.artifacts, self.p4info,
                                              on_primary=self.healer.reconcile_now, notify=self._session_event,
@@ -84,8 +88,12 @@ class FabricService:
                          switches=len(self.sessions), links=len(self.prober.states) // 2)
         self.metrics.serve(self.config.metrics_port)
         with state_lock(self.state):
-            recorded = ops.load_failures(self.topo, self.state)
-        self.prober.seed_down({f for f in recorded if isinstance(f, (LinkDown, HostPortDown))})
+            recorded = ops.load_recorded(self.topo, self.state)
+        # the detector's own failures start down (restored after M probes back); the operator's are
+        # probed like any link or host port but stay recorded until 'fabricctl restore'
+        detected = {f for f, by in recorded.items() if isinstance(f, (LinkDown, HostPortDown)) and by == DETECTOR}
+        self.prober.seed_down(detected)
+        self.healer.seed(detected)
         # Threads inherit their creator's nice value: one launcher thread takes the service's and
         # starts every other (gRPC's own threads are then started by those).
         why: list[str | None] = [None]
@@ -112,6 +120,7 @@ class FabricService:
 
     def stop(self) -> None:
         self._stop.set()
+        self._publish.set()
         self.prober.stop()
         for s in self.sessions.values():
             s.stop()
@@ -120,10 +129,7 @@ class FabricService:
             t.join(timeout=5)
         self.events.emit("stopped")
         self.events.close()
-        try:
-            status_path(self.state).unlink()
-        except OSError:
-            pass
+        remove_status(status_path(self.state), os.getpid())
 
     def run_until(self, stop: threading.Event, duration: float = 0.0) -> None:
         self.start()
@@ -176,7 +182,13 @@ class FabricService:
     # --- loops ---------------------------------------------------------------------------------
     def _status_loop(self) -> None:
         path = status_path(self.state)
-        while not self._stop.wait(self.config.status_every):
+        while True:
+            self._publish.wait(self.config.status_every)
+            self._publish.clear()
+            if self._stop.is_set():
+                return
+            if not may_write(path, os.getpid(), any(s.role is Role.PRIMARY for s in self.sessions.values())):
+                continue
             try:
                 write_status(path, self.view())
             except OSError as e:
@@ -212,6 +224,7 @@ class FabricService:
                 "reason": st.detector.reason,
                 "held_back": st.vetoed, "port_evidence": st.evidence}
         applied = self.healer.applied
+        recorded = self.healer.recorded
         return {"pid": os.getpid(), "started": self.started, "updated": time.time(),
                 "election_id": self.config.election_id, "state": str(self.state), "events": str(self.events.path),
                 "period_ms": self.config.period * 1000, "probe_timeout_ms": round(self.prober.timeout_ms, 1),
@@ -220,6 +233,9 @@ class FabricService:
                 "primary": all(s.role is Role.PRIMARY for s in self.sessions.values()),
                 "links": links, "link_changes": dict(self.link_changes),
                 "applied_failures": None if applied is None else [ops.describe_failure(self.topo, f) for f in sorted(applied, key=str)],
+                "applied": None if applied is None else [failure_to_json(f) for f in sorted(applied, key=str)],
+                "recorded": [{**failure_to_json(f), "by": by} for f, by in sorted(recorded.items(), key=str)],
+                "read_mono_ns": self.healer.read_mono_ns, "pending": self.healer.pending,
                 "probes": {"out": self.prober.packets_out, "in": self.prober.packets_in, "late": self.prober.late,
                            "stalls": self.prober.stalls},
                 "rss_kb": _rss_kb(), "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 3)}
