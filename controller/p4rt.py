@@ -494,6 +494,14 @@ class SwitchConnection:
         values = [codec.decode_counter(e, p4info) for e in self.read_raw([codec.counter_read(p4info, name, index)])]
         return sorted(values, key=lambda v: v.index)
 
+    def read_counter_cells(self, name: str, indices: Iterable[int]) -> list[CounterValue]:
+        """Several cells of one counter in one Read, sorted by index."""
+        p4info = self.require_p4info()
+        reads = [codec.counter_read(p4info, name, i) for i in sorted(set(indices))]
+        if not reads:
+            return []
+        return sorted((codec.decode_counter(e, p4info) for e in self.read_raw(reads)), key=lambda v: v.index)
+
     # --- packet I/O ------------------------------------------------------------------------
 
     def packet_out(self, payload: bytes, **metadata: Value) -> None:

@@ -19,7 +19,9 @@ from controller.routes import Options, Program
 from controller.service.detect import Change, Thresholds
 from controller.service.events import EventLog
 from controller.service.healer import Healer
+from controller.plan import plan as make_plan
 from controller.service.metrics import Metrics, drop_reason_names
+from controller.service.paths import PATH_COUNTER, PathLabel, path_labels
 from controller.service.priority import set_thread_nice
 from controller.service.prober import DirectionState, Prober, failure_label
 from controller.service.sessions import Role, Session
@@ -79,6 +81,7 @@ class FabricService:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._drop_names = drop_reason_names()
+        self.path_labels = self._path_labels()
         self.link_changes = {"down": 0, "up": 0}
 
     # --- life ----------------------------------------------------------------------------------
@@ -210,6 +213,25 @@ class FabricService:
                 except (P4RuntimeError, LookupError):
                     continue
                 self.metrics.set_counters(s.name, rx, tx, drops, self._drop_names)
+                self.read_paths(s)
+
+    def read_paths(self, s: Session) -> None:
+        """The per-path packets of a source leaf into the metrics (srv6_spray's path_packets cells)."""
+        labels = self.path_labels.get(s.name)
+        if not labels:
+            return
+        try:
+            cells = s.conn.read_counter_cells(PATH_COUNTER, labels)
+        except (P4RuntimeError, LookupError, ValueError):
+            return
+        self.metrics.set_paths(s.name, cells, labels)
+
+    def _path_labels(self) -> dict[str, dict[int, PathLabel]]:
+        """Which path each path_packets cell counts, per leaf, from the healthy plan (a leaf's path
+        members are the same under any failure set; only the groups change)."""
+        if PATH_COUNTER not in {c.name for c in self.p4info.counters}:
+            return {}
+        return path_labels(self.topo, ops.sid_plan(self.topo), make_plan(ops.fabric(self.topo, self.program, (), self.healer.options)))
 
     def view(self) -> dict[str, Any]:
         """What `fabricctl status` shows: sessions, per-link health and last probe, recorded failures."""
