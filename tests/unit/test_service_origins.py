@@ -300,3 +300,20 @@ def test_verdict_on_a_restore_the_detector_recorded_again(tmp_path: Path) -> Non
     assert out.error == ("the running controller (pid 7, election id 10) keeps link p0-t0-0 -- p0-t1-1 failed: its "
                          "probes still fail, so its detector recorded it again ('fabricctl status' shows them)")
     assert h.verdict({**view, "applied": [], "recorded": []}) == handoff.Outcome(True, 0.0)
+
+
+def test_a_backup_leaves_a_live_primarys_status_file_alone(tmp_path: Path) -> None:
+    from controller.service.status import may_write, remove_status
+
+    path = status_path(tmp_path / ".fabric-state.json")
+    assert may_write(path, 123, primary_somewhere=False)  # no file yet
+    write_status(path, {"pid": os.getpid(), "sessions": {"s1": {"role": "primary"}}})  # a live primary (this process)
+    before = path.read_bytes()
+    assert not may_write(path, 123, primary_somewhere=False)
+    assert may_write(path, 123, primary_somewhere=True)
+    remove_status(path, 123)  # a backup stopping: not its file
+    assert path.read_bytes() == before
+    write_status(path, {"pid": os.getpid(), "sessions": {"s1": {"role": "backup"}}})
+    assert may_write(path, 123, primary_somewhere=False)  # the other is a backup too: either may publish
+    remove_status(path, os.getpid())
+    assert not path.exists()
