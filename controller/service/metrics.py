@@ -57,7 +57,7 @@ class Metrics:
         self.path_packets = Gauge("fabric_path_packets", "Packets a source leaf's headend sent on each path "
                                   "(srv6_spray path_packets, by the path's plane, spine and segment list)",
                                   ["switch", "plane", "spine", "segments"], registry=r)
-        self.packet_io = Gauge("fabric_probe_packets", "Probe packets through P4Runtime since start (out, in)",
+        self.packet_io = Gauge("fabric_probe_packets", "Probe packets through P4Runtime since start (out, in; refused: not sent, the stream's backlog full)",
                                ["way"], registry=r)
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:

@@ -200,6 +200,7 @@ class FabricService:
             self.metrics.packet_io.labels("in").set(self.prober.packets_in)
             self.metrics.probe_timeout.set(self.prober.timeout_ms / 1000)
             self.metrics.probes_late.set(self.prober.late)
+            self.metrics.packet_io.labels("refused").set(sum(s.conn.packets_refused for s in self.sessions.values()))
 
     def _counters_loop(self) -> None:
         while not self._stop.wait(self.config.counters_every):
@@ -259,7 +260,8 @@ class FabricService:
                 "recorded": [{**failure_to_json(f), "by": by} for f, by in sorted(recorded.items(), key=str)],
                 "read_mono_ns": self.healer.read_mono_ns, "pending": self.healer.pending,
                 "probes": {"out": self.prober.packets_out, "in": self.prober.packets_in, "late": self.prober.late,
-                           "stalls": self.prober.stalls},
+                           "stalls": self.prober.stalls,
+                           "refused": sum(s.conn.packets_refused for s in self.sessions.values())},
                 "rss_kb": _rss_kb(), "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 3)}
 
 
