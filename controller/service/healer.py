@@ -48,9 +48,9 @@ class Healer:
     applied: frozenset[Failure] | None = field(default=None, init=False)  # the failure set the switches hold
     recorded: dict[Failure, Origin] = field(default_factory=dict, init=False)  # the record, with origins, as last read
     read_mono_ns: int = field(default=0, init=False)  # when the last pass read the record (under the state lock)
-    _detected: set[LinkDown] = field(default_factory=set, init=False)  # links the detectors hold down now
-    _downs: set[LinkDown] = field(default_factory=set, init=False)
-    _ups: set[LinkDown] = field(default_factory=set, init=False)
+    _detected: set[Failure] = field(default_factory=set, init=False)  # links/host ports the detectors hold down now
+    _downs: set[Failure] = field(default_factory=set, init=False)
+    _ups: set[Failure] = field(default_factory=set, init=False)
     _full: set[str] = field(default_factory=set, init=False)
     _wake: threading.Event = field(default_factory=threading.Event, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
@@ -60,12 +60,12 @@ class Healer:
     _fabrics: dict[frozenset[Failure], Fabric] = field(default_factory=dict, init=False)
 
     # --- what others tell it -----------------------------------------------------------------
-    def seed(self, detected: set[LinkDown]) -> None:
-        """The links the detectors start down (the detector's recorded failures), before start()."""
+    def seed(self, detected: set[Failure]) -> None:
+        """The links and host ports the detectors start down (the detector's recorded failures), before start()."""
         with self._lock:
             self._detected = set(detected)
 
-    def link_changed(self, link: LinkDown, down: bool) -> None:
+    def link_changed(self, link: Failure, down: bool) -> None:
         with self._lock:
             (self._downs if down else self._ups).add(link)
             (self._ups if down else self._downs).discard(link)
@@ -122,8 +122,9 @@ class Healer:
                 added, removed = self._described(m.added), self._described(m.removed)
                 self.emit("failures_recorded", added=list(added), removed=list(removed), by={**added, **removed},
                           count=len(new))
-            for link in m.held:
-                self.emit("restore_held", link=[link.t0, link.t1], by="operator",
+            for f in m.held:
+                what = {"link": [f.t0, f.t1]} if isinstance(f, LinkDown) else {"port": [f.t0, f.port]}  # type: ignore[union-attr]
+                self.emit("restore_held", **what, failure=ops.describe_failure(self.topo, f), by="operator",
                           why="probes came back, but an operator recorded this failure: it stays until 'fabricctl restore'")
             changed = m.record != self.recorded
             self.recorded = m.record

@@ -317,3 +317,20 @@ def test_a_backup_leaves_a_live_primarys_status_file_alone(tmp_path: Path) -> No
     assert may_write(path, 123, primary_somewhere=False)  # the other is a backup too: either may publish
     remove_status(path, os.getpid())
     assert not path.exists()
+
+
+def test_host_ports_follow_the_same_rule_as_links(lab: Path, tmp_path: Path) -> None:
+    port = HostPortDown("p0-t0-1", 1)
+    m = merge({port: OPERATOR, A: DETECTOR}, downs={HostPortDown("p1-t0-0", 1)}, ups={port, A}, detected=set())
+    assert m.record == {port: OPERATOR, HostPortDown("p1-t0-0", 1): DETECTOR} and m.held == (port,)
+    state = tmp_path / ".fabric-state.json"
+    save_state(state, [port])
+    events: list = []
+    h = healer(lab, state, events)
+    h.link_changed(port, False)
+    h.tick()
+    assert load_origins(state) == {port: OPERATOR}
+    held = [e for e in events if e["kind"] == "restore_held"]
+    assert held == [{"kind": "restore_held", "port": ["p0-t0-1", 1], "failure": "host port p0-t0-1 slot 0 (port 1, h2)",
+                     "by": "operator", "why": "probes came back, but an operator recorded this failure: it stays "
+                                               "until 'fabricctl restore'"}]
