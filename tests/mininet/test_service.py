@@ -219,7 +219,9 @@ def test_gray_loss_of_20_percent_is_pulled(lab, controller):
         down = c.wait(link_event("link_down"), "link_down under 20% loss")
         assert down["direction"].startswith(f"{LEAF}:")  # only the direction through the lossy egress
         assert down["evidence"].endswith("of the last 100 probes lost")
-        c.wait(recorded_event(True), "gray failure recorded")
+        n = c.all_events().index(c.wait(recorded_event(True), "gray failure recorded"))
+        # the record comes first, then the deltas: read the tables once they are written
+        c.wait(lambda e: e["kind"] == "deltas_written" and e["failures"] == 1, "deltas written", after=n)
         assert recorded(lab) == {LinkDown(LEAF, SPINE)}
         assert tables_equal_plan(lab) == {}
     finally:
