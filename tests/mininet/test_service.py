@@ -221,10 +221,9 @@ def test_gray_loss_of_20_percent_is_pulled(lab, controller):
         assert down["direction"].startswith(f"{LEAF}:")  # only the direction through the lossy egress
         assert down["evidence"].endswith("of the last 100 probes lost")
         c.wait(recorded_event(True), "gray failure recorded")
-        # the record comes first, then the deltas: read the tables once they are written
+        # the record comes first, then the deltas (and a full reconcile of a switch whose delta failed)
         c.wait(lambda e: e["kind"] == "deltas_written" and e["failures"] == 1, "deltas written", after=n)
-        assert recorded(lab) == {LinkDown(LEAF, SPINE)}
-        assert tables_equal_plan(lab) == {}
+        wait_until(settled(lab, frozenset({LinkDown(LEAF, SPINE)})), "the gray failure's plan on every switch")
     finally:
         subprocess.run(["nft", "delete", "table", "netdev", table], capture_output=True)
     c.wait(recorded_event(False), "gray failure removed once the loss stops")
