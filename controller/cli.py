@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,7 +26,8 @@ from controller.p4info import P4Info, P4InfoError
 from controller.p4rt import describe, show_value
 from controller.plan import FORMAT as PLAN_FORMAT, Plan, count_switch, entity_to_json, plan as make_plan, totals
 from controller.reconcile import Delta
-from controller.service import status as service_status
+from controller.service import handoff, status as service_status
+from controller.statefile import DETECTOR, OPERATOR
 from controller.statelock import StateLocked, state_lock
 from controller.toolchain import BUILD_DIR, PROGRAMS, Artifacts
 from controller.topology import Topology, to_dict
@@ -37,7 +39,8 @@ EPILOG = """\b
 Exit codes:
   0  ok
   1  switch or gRPC errors: some switches failed (each named on stderr,
-     the others' results on stdout)
+     the others' results on stdout); or the running controller did not
+     apply a recorded fail/restore within --timeout
   2  usage or bad input: unknown command, option, switch, link or host slot;
      a state file that cannot be read or names what the topology lacks
   3  the topology file is invalid ('fabricctl topo validate' lists every problem)
@@ -442,8 +445,11 @@ def _export_atomic(path: Path, exported: Plan) -> None:
         raise OpError(f"cannot write {path}: {e.strerror or e}") from None
 
 
-def _failures_json(t: Topology, failures: Iterable[Failure]) -> list[dict[str, Any]]:
-    return [{**failure_to_json(f), "text": ops.describe_failure(t, f)} for f in _sorted(failures)]
+def _failures_json(t: Topology, failures: Iterable[Failure], origins: Mapping[Failure, str] | None = None
+                   ) -> list[dict[str, Any]]:
+    """Each failure's JSON and text; with `origins`, who recorded it ("by": operator or detector)."""
+    return [{**failure_to_json(f), "text": ops.describe_failure(t, f), **({"by": origins[f]} if origins else {})}
+            for f in _sorted(failures)]
 
 
 def _sorted(failures: Iterable[Failure]) -> list[Failure]:
@@ -591,6 +597,12 @@ def fail() -> None:
     to the plan under the new failure set (so `install` after a restart converges to the same
     tables). A switch recorded down is not contacted. --no-apply only records.
 
+    While 'fabricctl run' is primary on this state file, the command only records (as the
+    operator's failure: the controller never restores it by itself) and waits up to --timeout
+    seconds for the controller to report it applied (exit 1 if it does not in time); with an
+    --election-id above the controller's it writes the switches itself, with a warning. A failure
+    the controller detected becomes the operator's when failed again here.
+
     \b
     Examples:
       fabricctl fail link p0-t0-0 p0-t1-1
@@ -603,6 +615,10 @@ def fail() -> None:
 @cli.group()
 def restore() -> None:
     """Remove a recorded failure (or all) and put its paths back into the switches.
+
+    While 'fabricctl run' is primary on this state file, it applies the change and the command
+    waits for it (up to --timeout seconds), as for 'fail'; a link whose probes still fail is
+    recorded again by the controller's detector (exit 1, saying so).
 
     \b
     Examples:
@@ -687,7 +703,9 @@ def _change(env: Env, failure: Failure | None, adding: bool, no_apply: bool, as_
     The state file is the truth. Under its lock the command loads the recorded set, computes the
     new one, records it, then reconciles the switches it touches, still under the lock: two
     commands never interleave, so no switch ends up holding a set the file lacks. If a switch
-    cannot be written, the recorded set stays and 'fabricctl install' converges to it.
+    cannot be written, the recorded set stays and 'fabricctl install' converges to it. While a
+    `fabricctl run` is primary on this state file, the command records and leaves the writing to
+    it, waiting (after the lock, up to --timeout) for the controller to report the change applied.
     """
     state = env.state_path()
     try:
@@ -696,15 +714,17 @@ def _change(env: Env, failure: Failure | None, adding: bool, no_apply: bool, as_
         raise OpError(str(e)) from None
     try:
         with state_lock(state, LOCK_WAIT):
-            _change_locked(env, state, failure, adding, no_apply, as_json)
+            passed = _change_locked(env, state, failure, adding, no_apply, as_json)
     except StateLocked as e:
         raise OpError(str(e)) from None
     except OSError as e:  # the lock file cannot be made (no such directory, read-only)
         raise OpError(f"cannot lock state file {state}: {e.strerror or e}") from None
+    if passed is not None:
+        handoff.report(passed[0], passed[1], env.timeout, as_json)
 
 
 def _change_locked(env: Env, state: Path, failure: Failure | None, adding: bool, no_apply: bool,
-                   as_json: bool) -> None:
+                   as_json: bool) -> tuple[handoff.Handoff, dict[str, Any]] | None:
     t = env.topo()
     dropped: list[Failure] = []
     if failure is None:
@@ -718,7 +738,8 @@ def _change_locked(env: Env, state: Path, failure: Failure | None, adding: bool,
     base = {"state": str(state), "change": f"{'fail' if adding else 'restore'} {what}"}
     if dropped:
         base["dropped"] = [failure_to_json(f) for f in dropped]
-    if new == old and not dropped:
+    claimed = adding and failure in old and failover.load_origins(state).get(failure) == DETECTOR
+    if new == old and not dropped and not claimed:
         if as_json:
             _print_json({**base, "changed": False, "failures": _failures_json(t, new), "touched": []})
         elif failure is None:
@@ -727,35 +748,48 @@ def _change_locked(env: Env, state: Path, failure: Failure | None, adding: bool,
             recorded = ", ".join(ops.describe_failure(t, f) for f in _sorted(old)) or "none"
             click.echo(f"nothing to do: {what} is {'already' if adding else 'not'} recorded as down "
                        f"(recorded: {recorded})")
-        return
+        return None
+    controller = handoff.running(state)
+    if controller is not None and env.election_id > controller.election_id and not no_apply:
+        click.echo(f"warning: election id {env.election_id} is above the running controller's ({controller}): "
+                   "this command writes the switches itself, deposing it there until it ends", err=True)
+        controller = None
     change = ops.failure_change(t, env.program, old, new)  # type: ignore[arg-type]
     new_fabric, touched = change.fabric, change.touched
     encoded = None
-    if not no_apply and touched:
+    if not no_apply and touched and controller is None:
         p4info = env.p4info()
         encoded = ops.encode(make_plan(new_fabric), touched, p4info, str(env.artifacts().p4info))
     try:
-        failover.save_state(state, new)
+        failover.save_state(state, new, {failure: OPERATOR} if claimed else None)
     except failover.FailoverError as e:
         raise OpError(str(e)) from None
+    saved_ns = time.monotonic_ns()
     lost = [str(u) for u in failover.unreachable(new_fabric)]
     doc = {**base, "changed": True, "failures": _failures_json(t, new), "touched": touched, "unreachable": lost}
     if not as_json:
         for f in dropped:
             click.echo(f"dropped: {ops.describe_failure(t, f)} (not in the topology {env.topology_path()})")
-        click.echo(f"recorded: {'fail' if adding else 'restore'} {what}; {_n(len(new), 'failure')} in {state}")
+        click.echo(f"recorded: {'fail' if adding else 'restore'} {what}; {_n(len(new), 'failure')} in {state}"
+                   + ("; held by the operator now (the controller had detected it)" if claimed else ""))
         click.echo(f"unreachable: {len(lost)}" + "".join(f"\n  {u}" for u in lost[:10])
                    + (f"\n  (+{len(lost) - 10} more: fabricctl status --offline)" if len(lost) > 10 else ""))
+    if controller is not None and not no_apply:
+        return handoff.Handoff(state, controller, saved_ns, new - old, old - new,
+                               lambda f: ops.describe_failure(t, f)), doc
     if no_apply or encoded is None:
         if as_json:
             _print_json({**doc, "applied": False})
+        elif controller is not None:
+            click.echo(f"not applied by this command: the running controller ({controller}) applies the recorded set")
         elif touched:
             click.echo(f"not applied: {_n(len(touched), 'switch')} to reconcile "
                        f"({', '.join(touched[:6])}{', ...' if len(touched) > 6 else ''}); run 'fabricctl install'")
-        return
+        return None
     outcomes = _sync(env, encoded, env.p4info(), dry_run=False, push="never", label=base["change"], show=not as_json)
     _report("apply", outcomes, encoded, dry_run=False, as_json=as_json, extra={**doc, "applied": True},
             retry="; the failure set is recorded: 'fabricctl install' retries them")
+    return None
 
 
 # --- status ----------------------------------------------------------------------------------
@@ -779,7 +813,8 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
       fabricctl status --offline               # failures and reachability only
     """
     t = env.topo()
-    failures = env.failures()
+    origins = ops.load_recorded(t, env.state_path())
+    failures = frozenset(origins)
     chosen = [s.name for s in (ops.switches(t, switch_names) if switch_names else t.switches)]
     down = ops.down_switches(failures)
     fab = ops.fabric(t, env.program, failures)  # type: ignore[arg-type]
@@ -797,13 +832,13 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
     service = service_status.read_status(env.state_path())
     if as_json:
         _print_json({"topology": t.name, "program": env.program, "state": str(env.state_path()),
-                     "failures": _failures_json(t, failures), "controller": service,
+                     "failures": _failures_json(t, failures, origins), "controller": service,
                      "unreachable": {str(p): v for p, v in per_plane.items()},
                      "switches": {} if offline else {n: _status_json(n, outcomes) for n in chosen}})
         raise click.exceptions.Exit(code)
     click.echo(f"{t.name} ({env.program}), state {env.state_path()}: {_n(len(failures), 'failure')}")
     for f in _sorted(failures):
-        click.echo(f"  failed: {ops.describe_failure(t, f)}")
+        click.echo(f"  failed: {ops.describe_failure(t, f)} ({'detected' if origins[f] == DETECTOR else 'operator'})")
     for line in service_status.lines(service):
         click.echo(line)
     for p, items in per_plane.items():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 from typing import Union
@@ -272,11 +272,21 @@ def failure_to_json(f: Failure) -> dict[str, object]:
     return {"host_port": [f.t0, f.port]}
 
 
-def save_state(path: str | FilePath, failures: Iterable[Failure]) -> None:
-    """Write the failure set atomically in the marked format (controller.statefile); FailoverError if
-    `path` is not a state file (never overwritten) or cannot be written."""
+def save_state(path: str | FilePath, failures: Iterable[Failure],
+               origins: Mapping[Failure, statefile.Origin] | None = None) -> None:
+    """Write the failure set atomically in the marked format (controller.statefile; who recorded each
+    failure: `origins`, else as recorded, else the operator); FailoverError if `path` is not a state
+    file (never overwritten) or cannot be written."""
     try:
-        statefile.save(path, failures)
+        statefile.save(path, failures, origins)
+    except statefile.StateFileError as e:
+        raise FailoverError(str(e)) from None
+
+
+def load_origins(path: str | FilePath) -> dict[Failure, statefile.Origin]:
+    """Each recorded failure with who recorded it, operator or detector (controller.statefile)."""
+    try:
+        return statefile.load_origins(path)
     except statefile.StateFileError as e:
         raise FailoverError(str(e)) from None
 

@@ -28,6 +28,7 @@ from controller.reconcile import Delta, apply, diff
 from controller.safefile import UnsafeFile
 from controller.routes import Fabric, Options, Program
 from controller.sids import SidError, SidPlan
+from controller.statefile import Origin
 from controller.tls import TlsConfig, TlsError, check_all, override
 from controller.toolchain import Artifacts
 from controller.topology import Switch, Topology, TopologyError, from_dict
@@ -211,8 +212,13 @@ def describe_failure(topo: Topology, f: Failure) -> str:
 
 def load_failures(topo: Topology, path: Path) -> frozenset[Failure]:
     """The recorded failure set, checked against the topology (OpError naming the file otherwise)."""
+    return frozenset(load_recorded(topo, path))
+
+
+def load_recorded(topo: Topology, path: Path) -> dict[Failure, Origin]:
+    """Each recorded failure with who recorded it (operator or detector), checked as load_failures."""
     try:
-        found = failover.load_state(path)
+        found = failover.load_origins(path)
     except FailoverError as e:
         raise OpError(str(e)) from None
     try:

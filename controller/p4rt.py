@@ -187,6 +187,8 @@ class SwitchConnection:
     timeout: float = 10.0
     pipeline_timeout: float = 60.0
     tls: TlsConfig | None = None
+    packet_backlog: int = 64  # packet-outs queued for the stream at most; more are refused (memory stays bounded)
+    packets_refused: int = field(default=0, init=False)  # packet-outs refused because the backlog was full
     _channel: grpc.Channel | None = field(default=None, init=False, repr=False)
     _stub: _Stub | None = field(default=None, init=False, repr=False)
     _requests: queue.Queue = field(default_factory=queue.Queue, init=False, repr=False)
@@ -494,13 +496,27 @@ class SwitchConnection:
         values = [codec.decode_counter(e, p4info) for e in self.read_raw([codec.counter_read(p4info, name, index)])]
         return sorted(values, key=lambda v: v.index)
 
+    def read_counter_cells(self, name: str, indices: Iterable[int]) -> list[CounterValue]:
+        """Several cells of one counter in one Read, sorted by index."""
+        p4info = self.require_p4info()
+        reads = [codec.counter_read(p4info, name, i) for i in sorted(set(indices))]
+        if not reads:
+            return []
+        return sorted((codec.decode_counter(e, p4info) for e in self.read_raw(reads)), key=lambda v: v.index)
+
     # --- packet I/O ------------------------------------------------------------------------
 
     def packet_out(self, payload: bytes, **metadata: Value) -> None:
-        """Send a packet to the switch's CPU port with packet_out metadata (e.g. egress_port=3)."""
+        """Send a packet to the switch's CPU port with packet_out metadata (e.g. egress_port=3).
+        P4RuntimeError when `packet_backlog` packet-outs already wait for the stream (a switch or a
+        gRPC thread that does not keep up): the caller learns it at once, and memory does not grow."""
         header = self.require_p4info().packet_metadata("packet_out")
         if self._stub is None:
             raise P4RuntimeError(f"{self.name}: not connected to {self.address}")
+        if self._requests.qsize() >= self.packet_backlog:
+            self.packets_refused += 1
+            raise P4RuntimeError(f"{self.name}: {self.packet_backlog} packet-outs already queued on the stream to "
+                                 f"{self.address}; this one is not sent")
         msg = p4runtime_pb2.StreamMessageRequest()
         msg.packet.payload = payload
         for name, value in metadata.items():

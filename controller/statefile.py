@@ -2,6 +2,18 @@
 
     {"format": "srv6-fabric-state/1", "failures": [{"link": [T0, T1]}, {"switch": NAME},
                                                    {"host_port": [T0, PORT]}]}
+    {"format": "srv6-fabric-state/2", "failures": [{"link": [T0, T1], "by": "detector"},
+                                                   {"switch": NAME, "by": "operator"}, ...]}
+
+Each failure has an origin, who recorded it: "operator" (a one-shot `fabricctl fail`, the lab's
+fail) or "detector" (`fabricctl run`'s probes). The running controller restores only what its
+detector recorded; an operator's failure stays until `fabricctl restore`. Version 1 has no origin:
+every failure in it is the operator's, so a file whose failures are all the operator's is still
+written as version 1 (byte for byte what older fabricctl wrote and reads) and only a file holding a
+detected failure is version 2, with "by" on every failure (an older fabricctl refuses it with its
+one-line error, never misreads it). Migration: a version-1 file (also one an older `fabricctl run`
+wrote with failures it had detected) is read as operator failures, which the controller then leaves
+to `fabricctl restore`; it is rewritten as version 2 when the detector records a failure.
 
 A marker-less file of exactly the old shape ({"failures": [...]}) is still read. Anything else
 (a plan export, another program's JSON) is not a state file: it is refused, never overwritten.
@@ -12,14 +24,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from controller import limits
 from controller.safefile import UnsafeFile, read_text, write_atomic
 
-FORMAT = "srv6-fabric-state/1"
+FORMAT_V1 = "srv6-fabric-state/1"
+FORMAT = "srv6-fabric-state/2"
+FORMATS = (FORMAT_V1, FORMAT)
+
+Origin = Literal["operator", "detector"]
+OPERATOR: Origin = "operator"
+DETECTOR: Origin = "detector"
+ORIGINS: tuple[Origin, ...] = (OPERATOR, DETECTOR)
 
 
 class StateFileError(ValueError):
@@ -43,7 +62,19 @@ def parse_json(text: str) -> Any:
     return json.loads(text, parse_constant=_reject_constant, parse_float=_float)
 
 
-def _failure(item: Any, n: int) -> Any:
+def _failure(item: Any, n: int, version: int) -> tuple[Any, Origin]:
+    """One failure of the list and its origin ("by", version 2 only; version 1: the operator's)."""
+    if version == 2 and isinstance(item, dict) and "by" in item:
+        item = dict(item)
+        by = item.pop("by")
+        if by not in ORIGINS:
+            raise StateFileError(f"failures[{n}].by: {json.dumps(by)[:40]} is not one of "
+                                 + ", ".join(f'"{o}"' for o in ORIGINS))
+        return _what(item, n), by
+    return _what(item, n), OPERATOR
+
+
+def _what(item: Any, n: int) -> Any:
     from controller.failover import HostPortDown, LinkDown, SwitchDown
 
     def name(value: Any, field: str) -> str:
@@ -71,14 +102,19 @@ def _failure(item: Any, n: int) -> Any:
 
 def from_text(text: str) -> frozenset[Any]:
     """The failure set of a state document; StateFileError if it is not one."""
+    return frozenset(origins_from_text(text))
+
+
+def origins_from_text(text: str) -> dict[Any, Origin]:
+    """Each failure of a state document with who recorded it; StateFileError if it is not one."""
     try:
         doc = parse_json(text)
     except (ValueError, RecursionError) as e:
         raise StateFileError(f"not valid JSON: {'nested too deeply' if isinstance(e, RecursionError) else e}") from None
-    expected = f"expected {{\"format\": \"{FORMAT}\", \"failures\": [...]}}"
+    expected = f"expected {{\"format\": \"{FORMAT_V1}\" or \"{FORMAT}\", \"failures\": [...]}}"
     if not isinstance(doc, dict):
         raise StateFileError(f"not a fabricctl state file ({expected}, found {limits.type_name(doc)})")
-    if "failures" not in doc or set(doc) - {"format", "failures"} or doc.get("format", FORMAT) != FORMAT:
+    if "failures" not in doc or set(doc) - {"format", "failures"} or doc.get("format", FORMAT_V1) not in FORMATS:
         found = ", ".join(sorted(map(str, doc)))[:80] or "none"
         raise StateFileError(f"not a fabricctl state file ({expected}, found keys {found})")
     failures = doc["failures"]
@@ -86,37 +122,63 @@ def from_text(text: str) -> frozenset[Any]:
         raise StateFileError("not a fabricctl state file ('failures' is not a list)")
     if len(failures) > limits.MAX_FAILURES:
         raise StateFileError(f"{len(failures)} failures: at most {limits.MAX_FAILURES}")
-    return frozenset(_failure(item, n) for n, item in enumerate(failures))
+    version = 2 if doc.get("format") == FORMAT else 1
+    out: dict[Any, Origin] = {}
+    for n, item in enumerate(failures):
+        failure, origin = _failure(item, n, version)
+        out[failure] = OPERATOR if out.get(failure) == OPERATOR else origin  # listed twice: the operator's wins
+    return out
 
 
-def to_text(failures: Iterable[Any]) -> str:
+def to_text(failures: Iterable[Any], origins: Mapping[Any, Origin] | None = None) -> str:
+    """The document of a failure set; version 1 unless a failure's origin (default: the operator) is
+    the detector."""
     from controller.failover import failure_to_json
 
     ordered = sorted(set(failures), key=lambda f: (type(f).__name__, dataclasses.astuple(f)))
-    return json.dumps({"format": FORMAT, "failures": [failure_to_json(f) for f in ordered]}, indent=1) + "\n"
+    by = {f: (origins or {}).get(f, OPERATOR) for f in ordered}
+    if all(o == OPERATOR for o in by.values()):
+        return json.dumps({"format": FORMAT_V1, "failures": [failure_to_json(f) for f in ordered]}, indent=1) + "\n"
+    return json.dumps({"format": FORMAT, "failures": [{**failure_to_json(f), "by": by[f]} for f in ordered]},
+                      indent=1) + "\n"
 
 
 def load(path: str | Path) -> frozenset[Any]:
     """The failure set in a state file; an absent file is no failure. StateFileError (naming the file)
     for a file that is not a state file, too large, not regular, or unreadable."""
+    return frozenset(load_origins(path))
+
+
+def load_origins(path: str | Path) -> dict[Any, Origin]:
+    """Each recorded failure with who recorded it (as `load`, whose errors it raises)."""
     try:
         text = read_text(path, limits.MAX_STATE_BYTES, "state file")
     except FileNotFoundError:
-        return frozenset()
+        return {}
     except UnsafeFile as e:
         raise StateFileError(str(e)) from None
     except OSError as e:
         raise StateFileError(f"cannot read state file {path}: {e.strerror or e}") from None
     try:
-        return from_text(text)
+        return origins_from_text(text)
     except StateFileError as e:
         raise StateFileError(f"state file {path}: {e}") from None
 
 
-def save(path: str | Path, failures: Iterable[Any]) -> None:
+def save(path: str | Path, failures: Iterable[Any], origins: Mapping[Any, Origin] | None = None) -> None:
     """Write the failure set (sorted: equal sets give equal files); refuses to replace a file that is
-    not a state file (StateFileError) or is not a regular file."""
-    text = to_text(failures)
+    not a state file (StateFileError) or is not a regular file. A failure's origin is the one given
+    in `origins`, else the one the file records now (a failure kept keeps its origin), else the
+    operator's (a one-shot command records what it adds as the operator's). Callers hold the state lock."""
+    failures = set(failures)
+    given = dict(origins or {})
+    if any(f not in given for f in failures):
+        try:
+            now = load_origins(path)
+        except StateFileError:
+            now = {}  # not a state file: write_atomic below refuses it with its own line
+        given = {f: given.get(f, now.get(f, OPERATOR)) for f in failures}
+    text = to_text(failures, given)
     try:
         write_atomic(path, text, what="state file", ours=load)
     except UnsafeFile as e:

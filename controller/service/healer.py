@@ -1,5 +1,6 @@
 """Keeps the switches equal to the plan of the recorded failures: records what the probes see in the
-state file (under its lock) and writes the failover deltas on the open sessions."""
+state file (under its lock; restoring only what the detector recorded) and writes the failover
+deltas on the open sessions."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from controller.p4rt import P4RuntimeError
 from controller.plan import plan as make_plan
 from controller.reconcile import Delta, apply, ordered_updates
 from controller.routes import Fabric, Options, Program
+from controller.service.origins import merge
 from controller.service.sessions import Session
+from controller.statefile import Origin
 from controller.statelock import StateLocked, state_lock
 from controller.topology import Topology
 
@@ -28,7 +31,8 @@ Emit = Callable[..., object]
 class Healer:
     """One thread owns every write: detector changes and state-file changes (from one-shot commands)
     become a new failure set, saved under the state lock, then per-switch deltas on ready sessions.
-    A switch whose delta fails, or whose session (re)becomes primary, is reconciled in full."""
+    A switch whose delta fails, or whose session (re)becomes primary, is reconciled in full. A link
+    whose probes come back is restored only if the detector recorded it (origins.merge)."""
 
     topo: Topology
     program: Program
@@ -39,10 +43,14 @@ class Healer:
     lock_timeout: float = 10.0
     poll: float = 0.25
     on_reconcile: Callable[[str, float], None] | None = None  # (switch, seconds) per delta written
+    on_change: Callable[[], None] | None = None  # after a pass that read a new record or applied a new set
     options: Options | None = None  # hash mode and pins of the plan (default: the program's)
     applied: frozenset[Failure] | None = field(default=None, init=False)  # the failure set the switches hold
-    _downs: set[LinkDown] = field(default_factory=set, init=False)
-    _ups: set[LinkDown] = field(default_factory=set, init=False)
+    recorded: dict[Failure, Origin] = field(default_factory=dict, init=False)  # the record, with origins, as last read
+    read_mono_ns: int = field(default=0, init=False)  # when the last pass read the record (under the state lock)
+    _detected: set[Failure] = field(default_factory=set, init=False)  # links/host ports the detectors hold down now
+    _downs: set[Failure] = field(default_factory=set, init=False)
+    _ups: set[Failure] = field(default_factory=set, init=False)
     _full: set[str] = field(default_factory=set, init=False)
     _wake: threading.Event = field(default_factory=threading.Event, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
@@ -52,16 +60,23 @@ class Healer:
     _fabrics: dict[frozenset[Failure], Fabric] = field(default_factory=dict, init=False)
 
     # --- what others tell it -----------------------------------------------------------------
-    def link_changed(self, link: LinkDown, down: bool) -> None:
+    def seed(self, detected: set[Failure]) -> None:
+        """The links and host ports the detectors start down (the detector's recorded failures), before start()."""
+        with self._lock:
+            self._detected = set(detected)
+
+    def link_changed(self, link: Failure, down: bool) -> None:
         with self._lock:
             (self._downs if down else self._ups).add(link)
             (self._ups if down else self._downs).discard(link)
+            (self._detected.add if down else self._detected.discard)(link)
         self._wake.set()
 
     def reconcile_now(self, session: Session) -> None:
         """Bring one switch to the plan of the recorded failures (a session that became primary calls this)."""
         with self._io, state_lock(self.state, self.lock_timeout):
-            failures = ops.load_failures(self.topo, self.state)
+            self.recorded = ops.load_recorded(self.topo, self.state)
+            failures = frozenset(self.recorded)
             if self.applied is None:
                 self.applied = failures
             if failures != self.applied:  # the file moved on: the loop writes the deltas to the others
@@ -93,26 +108,47 @@ class Healer:
     def tick(self) -> None:
         """One pass: merge what the probes saw into the recorded failures, save, write the deltas."""
         with self._lock:
-            downs, ups = set(self._downs), set(self._ups)
+            downs, ups, detected = set(self._downs), set(self._ups), set(self._detected)
             self._downs.clear()
             self._ups.clear()
         with self._io, state_lock(self.state, self.lock_timeout):
-            recorded = ops.load_failures(self.topo, self.state)
-            new = frozenset((recorded - ups) | downs)
-            if new != recorded:
-                failover.save_state(self.state, new)
-                added, removed = sorted(new - recorded), sorted(recorded - new)
-                self.emit("failures_recorded", added=[ops.describe_failure(self.topo, f) for f in added],
-                          removed=[ops.describe_failure(self.topo, f) for f in removed], count=len(new))
+            read_ns = time.monotonic_ns()  # a one-shot command that saved before this saw the lock free
+            before = ops.load_recorded(self.topo, self.state)
+            recorded = frozenset(before)
+            m = merge(before, downs, ups, detected)
+            new = frozenset(m.record)
+            if m.added or m.removed:
+                failover.save_state(self.state, new, m.record)
+                added, removed = self._described(m.added), self._described(m.removed)
+                self.emit("failures_recorded", added=list(added), removed=list(removed), by={**added, **removed},
+                          count=len(new))
+            for f in m.held:
+                what = {"link": [f.t0, f.t1]} if isinstance(f, LinkDown) else {"port": [f.t0, f.port]}  # type: ignore[union-attr]
+                self.emit("restore_held", **what, failure=ops.describe_failure(self.topo, f), by="operator",
+                          why="probes came back, but an operator recorded this failure: it stays until 'fabricctl restore'")
+            changed = m.record != self.recorded
+            self.recorded = m.record
             if self.applied is None:
                 self.applied = recorded
             if new != self.applied:
                 self._write_deltas(self.applied, new)
                 self.applied = new
+                changed = True
+            self.read_mono_ns = read_ns
             for name in sorted(self._full):
                 s = self.sessions[name]
                 if s.ready:
                     self._full_reconcile(s, new)
+        if changed and self.on_change is not None:
+            self.on_change()
+
+    @property
+    def pending(self) -> list[str]:
+        """Switches whose session is not ready that wait for a full reconcile."""
+        return sorted(self._full)
+
+    def _described(self, failures: Mapping[Failure, Origin]) -> dict[str, Origin]:
+        return {ops.describe_failure(self.topo, f): o for f, o in sorted(failures.items(), key=str)}
 
     # --- writing -------------------------------------------------------------------------------
     def _fabric(self, failures: frozenset[Failure]) -> Fabric:

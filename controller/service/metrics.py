@@ -8,6 +8,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from controller.entries import CounterValue
+from controller.service.paths import PathLabel
 
 DEFINES = Path(__file__).resolve().parents[2] / "p4" / "include" / "defines.p4"
 _DROP = re.compile(r"const\s+drop_reason_t\s+DROP_(\w+)\s*=\s*(\d+)\s*;")
@@ -53,7 +54,10 @@ class Metrics:
         self.probe_timeout = Gauge("fabric_probe_timeout_seconds", "The probe timeout in use (floor --probe-timeout, "
                                    "raised by recent probe delays)", registry=r)
         self.probes_late = Gauge("fabric_probes_late", "Probes that arrived after they were judged lost", registry=r)
-        self.packet_io = Gauge("fabric_probe_packets", "Probe packets through P4Runtime since start (out, in)",
+        self.path_packets = Gauge("fabric_path_packets", "Packets a source leaf's headend sent on each path "
+                                  "(srv6_spray path_packets, by the path's plane, spine and segment list)",
+                                  ["switch", "plane", "spine", "segments"], registry=r)
+        self.packet_io = Gauge("fabric_probe_packets", "Probe packets through P4Runtime since start (out, in; refused: not sent, the stream's backlog full)",
                                ["way"], registry=r)
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
@@ -72,3 +76,10 @@ class Metrics:
         for v in drops:
             if v.index and (v.packets or v.index in names):
                 self.drops.labels(switch, names.get(v.index, f"reason_{v.index}")).set(v.packets)
+
+    def set_paths(self, switch: str, cells: list[CounterValue], labels: dict[int, PathLabel]) -> None:
+        """Each labelled path's packets (every labelled cell read, 0 included: a path never used shows)."""
+        for v in cells:
+            label = labels.get(v.index)
+            if label is not None:
+                self.path_packets.labels(switch, str(label.plane), label.spine, label.segments).set(v.packets)

@@ -19,11 +19,15 @@ from controller.routes import Options, Program
 from controller.service.detect import Change, Thresholds
 from controller.service.events import EventLog
 from controller.service.healer import Healer
+from controller.plan import plan as make_plan
 from controller.service.metrics import Metrics, drop_reason_names
+from controller.service.paths import PATH_COUNTER, PathLabel, path_labels
 from controller.service.priority import set_thread_nice
 from controller.service.prober import DirectionState, Prober, failure_label
 from controller.service.sessions import Role, Session
-from controller.service.status import status_path, write_status
+from controller.service.status import may_write, remove_status, status_path, write_status
+from controller.failover import failure_to_json
+from controller.statefile import DETECTOR
 from controller.statelock import state_lock
 from controller.toolchain import Artifacts
 from controller.topology import Topology
@@ -64,8 +68,10 @@ class FabricService:
         self.metrics = Metrics()
         self.started = time.time()
         self.sessions: dict[str, Session] = {}
+        self._publish = threading.Event()  # set: write the status file now (the healer applied a change)
         self.healer = Healer(topo, program, self.p4info, state, self.sessions, self.events.emit,
-                             on_reconcile=lambda n, s: self.metrics.reconcile.labels(n).observe(s), options=options)
+                             on_reconcile=lambda n, s: self.metrics.reconcile.labels(n).observe(s),
+                             on_change=self._publish.set, options=options)
         for sw in topo.switches:
             self.sessions[sw.name] = Session(sw, config.election_id, self.artifacts, self.p4info,
                                              on_primary=self.healer.reconcile_now, notify=self._session_event,
@@ -77,6 +83,7 @@ class FabricService:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._drop_names = drop_reason_names()
+        self.path_labels = self._path_labels()
         self.link_changes = {"down": 0, "up": 0}
 
     # --- life ----------------------------------------------------------------------------------
@@ -86,8 +93,12 @@ class FabricService:
                          switches=len(self.sessions), links=len(self.prober.states) // 2)
         self.metrics.serve(self.config.metrics_port)
         with state_lock(self.state):
-            recorded = ops.load_failures(self.topo, self.state)
-        self.prober.seed_down({f for f in recorded if isinstance(f, (LinkDown, HostPortDown))})
+            recorded = ops.load_recorded(self.topo, self.state)
+        # the detector's own failures start down (restored after M probes back); the operator's are
+        # probed like any link or host port but stay recorded until 'fabricctl restore'
+        detected = {f for f, by in recorded.items() if isinstance(f, (LinkDown, HostPortDown)) and by == DETECTOR}
+        self.prober.seed_down(detected)
+        self.healer.seed(detected)
         # Threads inherit their creator's nice value: one launcher thread takes the service's and
         # starts every other (gRPC's own threads are then started by those).
         why: list[str | None] = [None]
@@ -114,6 +125,7 @@ class FabricService:
 
     def stop(self) -> None:
         self._stop.set()
+        self._publish.set()
         self.prober.stop()
         for s in self.sessions.values():
             s.stop()
@@ -122,10 +134,7 @@ class FabricService:
             t.join(timeout=5)
         self.events.emit("stopped")
         self.events.close()
-        try:
-            status_path(self.state).unlink()
-        except OSError:
-            pass
+        remove_status(status_path(self.state), os.getpid())
 
     def run_until(self, stop: threading.Event, duration: float = 0.0) -> None:
         self.start()
@@ -178,7 +187,13 @@ class FabricService:
     # --- loops ---------------------------------------------------------------------------------
     def _status_loop(self) -> None:
         path = status_path(self.state)
-        while not self._stop.wait(self.config.status_every):
+        while True:
+            self._publish.wait(self.config.status_every)
+            self._publish.clear()
+            if self._stop.is_set():
+                return
+            if not may_write(path, os.getpid(), any(s.role is Role.PRIMARY for s in self.sessions.values())):
+                continue
             try:
                 write_status(path, self.view())
             except OSError as e:
@@ -187,6 +202,7 @@ class FabricService:
             self.metrics.packet_io.labels("in").set(self.prober.packets_in)
             self.metrics.probe_timeout.set(self.prober.timeout_ms / 1000)
             self.metrics.probes_late.set(self.prober.late)
+            self.metrics.packet_io.labels("refused").set(sum(s.conn.packets_refused for s in self.sessions.values()))
 
     def _counters_loop(self) -> None:
         while not self._stop.wait(self.config.counters_every):
@@ -200,6 +216,25 @@ class FabricService:
                 except (P4RuntimeError, LookupError):
                     continue
                 self.metrics.set_counters(s.name, rx, tx, drops, self._drop_names)
+                self.read_paths(s)
+
+    def read_paths(self, s: Session) -> None:
+        """The per-path packets of a source leaf into the metrics (srv6_spray's path_packets cells)."""
+        labels = self.path_labels.get(s.name)
+        if not labels:
+            return
+        try:
+            cells = s.conn.read_counter_cells(PATH_COUNTER, labels)
+        except (P4RuntimeError, LookupError, ValueError):
+            return
+        self.metrics.set_paths(s.name, cells, labels)
+
+    def _path_labels(self) -> dict[str, dict[int, PathLabel]]:
+        """Which path each path_packets cell counts, per leaf, from the healthy plan (a leaf's path
+        members are the same under any failure set; only the groups change)."""
+        if PATH_COUNTER not in {c.name for c in self.p4info.counters}:
+            return {}
+        return path_labels(self.topo, ops.sid_plan(self.topo), make_plan(ops.fabric(self.topo, self.program, (), self.healer.options)))
 
     def view(self) -> dict[str, Any]:
         """What `fabricctl status` shows: sessions, per-link health and last probe, recorded failures."""
@@ -214,6 +249,7 @@ class FabricService:
                 "reason": st.detector.reason,
                 "held_back": st.vetoed, "port_evidence": st.evidence}
         applied = self.healer.applied
+        recorded = self.healer.recorded
         return {"pid": os.getpid(), "started": self.started, "updated": time.time(),
                 "election_id": self.config.election_id, "state": str(self.state), "events": str(self.events.path),
                 "period_ms": self.config.period * 1000, "probe_timeout_ms": round(self.prober.timeout_ms, 1),
@@ -222,8 +258,12 @@ class FabricService:
                 "primary": all(s.role is Role.PRIMARY for s in self.sessions.values()),
                 "links": links, "link_changes": dict(self.link_changes),
                 "applied_failures": None if applied is None else [ops.describe_failure(self.topo, f) for f in sorted(applied, key=str)],
+                "applied": None if applied is None else [failure_to_json(f) for f in sorted(applied, key=str)],
+                "recorded": [{**failure_to_json(f), "by": by} for f, by in sorted(recorded.items(), key=str)],
+                "read_mono_ns": self.healer.read_mono_ns, "pending": self.healer.pending,
                 "probes": {"out": self.prober.packets_out, "in": self.prober.packets_in, "late": self.prober.late,
-                           "stalls": self.prober.stalls},
+                           "stalls": self.prober.stalls,
+                           "refused": sum(s.conn.packets_refused for s in self.sessions.values())},
                 "rss_kb": _rss_kb(), "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 3)}
 
 

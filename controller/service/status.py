@@ -21,12 +21,41 @@ def write_status(path: Path, doc: dict[str, Any]) -> None:
     write_atomic(path, json.dumps(doc, indent=1, default=str) + "\n")
 
 
-def read_status(state: Path) -> dict[str, Any] | None:
-    """The view of the controller running on `state`, or None when none runs (no file, dead pid, unreadable)."""
-    path = status_path(state)
+def _doc(path: Path) -> dict[str, Any] | None:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def may_write(path: Path, pid: int, primary_somewhere: bool) -> bool:
+    """Whether controller `pid` publishes its view: always where it is primary on some switch; a hot
+    backup only while no other live controller primary somewhere publishes there (two `run` on one
+    state file share the file, and `fabricctl status` and the one-shot commands want the primary's)."""
+    if primary_somewhere:
+        return True
+    doc = _doc(path)
+    if doc is None or doc.get("pid") == pid or not isinstance(doc.get("pid"), int) or not pid_alive(doc["pid"]):
+        return True
+    return not any(s.get("role") == "primary" for s in doc.get("sessions", {}).values() if isinstance(s, dict))
+
+
+def remove_status(path: Path, pid: int) -> None:
+    """Remove the status file at exit if it is this controller's (a backup leaves the primary's alone)."""
+    doc = _doc(path)
+    if doc is not None and doc.get("pid") != pid:
+        return
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def read_status(state: Path) -> dict[str, Any] | None:
+    """The view of the controller running on `state`, or None when none runs (no file, dead pid, unreadable)."""
+    doc = _doc(status_path(state))
+    if doc is None:
         return None
     pid = doc.get("pid")
     if not isinstance(pid, int) or not pid_alive(pid):

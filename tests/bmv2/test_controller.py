@@ -338,7 +338,7 @@ def test_fabricctl_install_status_fail_restore(lab: FabricLab) -> None:
     assert result.stdout.splitlines()[-1] == "apply: 3 switches ok, 0 failed"
     result = lab.cli("status")
     assert result.exit_code == 0, result.stderr
-    assert f"  failed: link {LEAF} -- {SPINE}" in result.stdout.splitlines()
+    assert f"  failed: link {LEAF} -- {SPINE} (operator)" in result.stdout.splitlines()
     rows = {cells[0]: cells[1:] for cells in map(str.split, result.stdout.splitlines())
             if cells and cells[0] in lab.names}
     assert rows == {n: ["0", "0", "0", "in", "sync"] for n in lab.names}

@@ -211,7 +211,7 @@ def test_fabricctl_install_fail_status_restore_over_mutual_tls(tls_lab: FabricLa
     assert differences(tls_lab.snapshot(), tls_lab.desired([LinkDown(LEAF, SPINE)])) == []
 
     status = ok_json(tls_lab.cli("status", "--json"))
-    assert status["failures"] == [{"link": [LEAF, SPINE], "text": f"link {LEAF} -- {SPINE}"}]
+    assert status["failures"] == [{"link": [LEAF, SPINE], "text": f"link {LEAF} -- {SPINE}", "by": "operator"}]
     assert {n: s["in_sync"] for n, s in status["switches"].items()} == {n: True for n in tls_lab.names}
 
     ok_json(tls_lab.cli("restore", "all", "--json"))

@@ -360,14 +360,14 @@ def test_status_offline_and_unreachable(lab: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert result.stdout.splitlines() == [
         f"two_plane_lab (srv6_spray), state {lab.parent / '.fabric-state.json'}: 1 failure",
-        "  failed: switch p1-t0-1",
+        "  failed: switch p1-t0-1 (operator)",
         "plane 0: every destination reachable",
         "plane 1: 1 unreachable",
         "  p1-t0-1 unreachable from every leaf",
     ]
     doc = json.loads(run("--topology", str(lab), "status", "--offline", "--json").stdout)
     assert doc["unreachable"] == {"0": [], "1": ["plane 1: p1-t0-1 unreachable from every leaf"]}
-    assert doc["switches"] == {} and doc["failures"] == [{"switch": "p1-t0-1", "text": "switch p1-t0-1"}]
+    assert doc["switches"] == {} and doc["failures"] == [{"switch": "p1-t0-1", "text": "switch p1-t0-1", "by": "operator"}]
     topo, address = unreachable_lab(tmp_path)
     online = run("--topology", str(topo), "--timeout", "0.3", "status", "p0-t0-0", "p0-t1-0", "--json")
     assert online.exit_code == 1

@@ -81,7 +81,8 @@ def test_state_pointing_at_a_plan_export_is_refused(lab: Path, tmp_path: Path) -
     result = run("--topology", str(lab), "--state", str(export), "fail", "link", "p0-t0-0", "p0-t1-1", "--no-apply")
     assert result.exit_code == 2
     assert result.stderr == (f"error: state file {export}: not a fabricctl state file (expected {{\"format\": "
-                             f"\"srv6-fabric-state/1\", \"failures\": [...]}}, found keys format, switches)\n")
+                             f"\"srv6-fabric-state/1\" or \"srv6-fabric-state/2\", \"failures\": [...]}}, found keys format, "
+                             "switches)\n")
     assert snapshot(export) == before
 
 
