@@ -139,7 +139,7 @@ def main() -> int:
     ap.add_argument("--grpc-base-port", type=int, default=51201)
     ap.add_argument("--no-unattended", dest="unattended", action="store_false",
                     help="only the announced case")
-    ap.add_argument("--period", type=float, default=20.0, help="unattended: probe period, ms")
+    ap.add_argument("--period", type=float, default=50.0, help="unattended: probe period, ms (the service's default)")
     ap.add_argument("--probe-timeout", type=float, default=80.0, help="unattended: probe timeout floor, ms")
     ap.add_argument("--nice", type=int, default=-10, help="unattended: the service threads' nice value")
     ap.add_argument("--no-port-evidence", dest="port_evidence", action="store_false",

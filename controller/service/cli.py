@@ -17,8 +17,9 @@ from controller.service.runner import EVENTS_NAME, Config, FabricService
 
 
 @click.command("run")
-@click.option("--period", type=click.FloatRange(min=1, max=10000), default=20.0, show_default=True, metavar="MS",
-              help="Probe period per link direction (the default lab sustains 20 ms: bench/service_probe_load.py).")
+@click.option("--period", type=click.FloatRange(min=1, max=10000), default=50.0, show_default=True, metavar="MS",
+              help="Probe period per link direction (the 2-core lab sustains 50 ms; at 20 ms the controller takes "
+              "most of a core and its probes queue: bench/service_probe_load.py).")
 @click.option("--probe-timeout", type=click.FloatRange(min=1, max=60000), default=80.0, show_default=True,
               metavar="MS", help="A probe not back this long after it left is lost: the floor of the timeout, "
               "which rises to twice the 99th percentile of recent probe delays (and to 1.5x a late probe's delay) "

@@ -110,6 +110,9 @@ class Evidence(Enum):
     UNKNOWN = "unknown"  # too soon to tell, or nothing left the source port (its egress is stalled)
 
 
+OVERWHELMING = 64  # packets left the source port, none arrived: dead without waiting to settle
+
+
 def counter_deltas(before: tuple[int, int], after: tuple[int, int]) -> tuple[int, int]:
     """(tx, rx) packets counted between two reads; a counter that went back counts from zero."""
     return tuple(a - b if a >= b else a for b, a in zip(before, after))  # type: ignore[return-value]
@@ -121,11 +124,13 @@ def port_evidence(before: tuple[int, int], after: tuple[int, int], elapsed_ns: i
     apart. A cut or blackholed direction takes packets at its source port (the switch counts them in
     egress) and delivers none; a merely slow one delivers. Dead needs the reads at least `settle_ns`
     apart (as long as packets take to cross now: sooner, what left may still be on its way), or a
-    source port that sent nothing for `patience_ns` while its probes went missing (a wedged port).
+    source port that sent nothing for `patience_ns` while its probes went missing (a wedged port), or
+    OVERWHELMING packets gone in without one out (more than a slow far end keeps of one port's traffic
+    between two reads on the lab; it spares a cut the whole settling time on a busy fabric).
     A counter that went back (a switch restarted) counts from zero."""
     dtx, drx = counter_deltas(before, after)
     if drx > 0:
         return Evidence.ALIVE
-    if (dtx > 0 and elapsed_ns >= settle_ns) or elapsed_ns >= patience_ns:
+    if (dtx > 0 and elapsed_ns >= settle_ns) or dtx >= OVERWHELMING or elapsed_ns >= patience_ns:
         return Evidence.DEAD
     return Evidence.UNKNOWN

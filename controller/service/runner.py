@@ -40,7 +40,7 @@ log = logging.getLogger("controller.service")
 class Config:
     """How the service runs: probe period and timeout (seconds), detector thresholds, files, ports."""
 
-    period: float = 0.02
+    period: float = 0.05
     probe_timeout: float = 0.08
     thresholds: Thresholds = field(default_factory=Thresholds)
     election_id: int = 1

@@ -80,6 +80,8 @@ def test_port_evidence():
     assert port_evidence((10, 10), (15, 11), 150 * MS, settle, patience) is Evidence.ALIVE
     assert port_evidence((10, 10), (10, 10), 150 * MS, settle, patience) is Evidence.UNKNOWN  # egress stalled
     assert port_evidence((10, 10), (10, 10), 2000 * MS, settle, patience) is Evidence.DEAD  # a wedged port
+    assert port_evidence((10, 10), (73, 10), 40 * MS, settle, patience) is Evidence.UNKNOWN  # 63 gone: wait
+    assert port_evidence((10, 10), (74, 10), 40 * MS, settle, patience) is Evidence.DEAD  # 64 gone, none came
     assert port_evidence((500, 500), (3, 0), 150 * MS, settle, patience) is Evidence.DEAD  # restarted: from zero
     assert counter_deltas((500, 500), (3, 7)) == (3, 7)
 
