@@ -158,8 +158,9 @@ class Prober:
             t.join(timeout=5)
 
     def seed_down(self, links: set[Failure]) -> None:
-        """Start these links' (or host ports') detectors down (the state file records them failed): they are
-        restored, and their record removed, once their probes come back M times in a row."""
+        """Start these links' (or host ports') detectors down: the failures the detector recorded
+        before (the runner passes only those, not an operator's); they are restored, and their record
+        removed, once their probes come back M times in a row."""
         for s in self.states:
             if s.d.link in links:
                 s.detector = Detector(up=False, reason="recorded failed when the controller started")
