@@ -26,20 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controller.failover import save_state  # noqa: E402
 from controller.service.detect import Thresholds  # noqa: E402
-from controller.service.runner import Config, FabricService  # noqa: E402
+from controller.service.runner import Config, FabricService, rss_kb  # noqa: E402
 from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
 
 
 def cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-
-
-def rss_kb() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def measure(lab: Lab, period_ms: float, seconds: float, timeout_ms: float, election_id: int, hosts: bool,

@@ -139,8 +139,6 @@ class Prober:
         self.states = [DirectionState(d) for d in directions(topo, hosts)]
         self._by_key = {(s.d.link_id, s.d.direction): s for s in self.states if not s.d.host}
         self._by_port = {(s.d.dst, s.d.dst_port): s for s in self.states if s.d.host}
-        self._ns = {(s.d.link_id, k): neighbor_solicitation(s.d.target, k) for s in self.states if s.d.host
-                    for k in range(PROBE_SLOTS)}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -182,7 +180,7 @@ class Prober:
                 if not session.ready or not self.sessions[s.d.dst].ready:  # type: ignore[attr-defined]
                     continue  # a probe needs both ends: the plan's punt entry at the far end, its packet-in
                 s.seq += 1
-                frame = (self._ns[s.d.link_id, s.seq % PROBE_SLOTS] if s.d.host
+                frame = (neighbor_solicitation(s.d.target, s.seq) if s.d.host
                          else probe_frame(Probe(s.d.link_id, s.d.direction, s.seq, now_ns)))
                 try:
                     session.conn.packet_out(frame, egress_port=s.d.src_port, _pad=0)  # type: ignore[attr-defined]
@@ -245,13 +243,12 @@ class Prober:
                 s.last_probe_t = time.time()
                 if ok:
                     s.last_delay_ms = delay_ms
+                    s.counts = None  # a run of losses, if any, is over
                 else:
                     s.lost += 1
                 if self.on_outcome is not None:
                     self.on_outcome(s, ok, delay_ms)
-                if ok:
-                    s.counts = None  # a run of losses, if any, is over
-                elif s.detector.up and self.evidence and not self._counts_as_loss(s, now_ns):
+                if not ok and s.detector.up and self.evidence and not self._counts_as_loss(s, now_ns):
                     s.vetoed += 1
                     continue
                 s.detector, change = step(s.detector, ok, self.thresholds)
@@ -268,16 +265,12 @@ class Prober:
         stalled), it is not known yet: either way the loss is held back and the next one asks again
         (a port that sends nothing for the hard timeout counts as dead). The gray ratio: see
         `_gray_on_the_wire`. No counters to read (a switch that does not answer): the probes decide."""
+        if s.counts is None:  # the first loss of a run: what the counters say now
+            s.counts, s.counts_ns = self.port_counts(s.d), now_ns
         if s.detector.losses + 1 < self.thresholds.fail_after:
-            if s.counts is None:
-                s.counts, s.counts_ns = self.port_counts(s.d), now_ns
             _, change = step(s.detector, False, self.thresholds)
             return change is None or self._gray_on_the_wire(s, now_ns)
-        if s.counts is None:
-            s.counts, s.counts_ns = self.port_counts(s.d), now_ns
-            if s.counts is None:
-                return True
-        now = self.port_counts(s.d)
+        now = None if s.counts is None else self.port_counts(s.d)
         if s.counts is None or now is None:
             return True
         # The counters were first read a timeout after the first lost probe left: what the timeout
@@ -352,11 +345,7 @@ class Prober:
             return
         self.packets_in += 1
         with self._lock:
-            if self._sent_progress.get(s.d.src, 0) < probe.sent_ns:
-                self._sent_progress[s.d.src] = probe.sent_ns
-            if self._recv_progress.get(name, 0) < probe.sent_ns:
-                self._recv_progress[name] = probe.sent_ns
-            self._progress = max(self._progress, probe.sent_ns)
+            self._progressed(s, probe.sent_ns)
             delay_ns = now_ns - probe.sent_ns
             if s.outstanding and s.outstanding[0][0] <= probe.seq:
                 s.received[probe.seq] = delay_ns
@@ -364,6 +353,14 @@ class Prober:
             else:
                 self.late += 1
                 self.timer.late(delay_ns, now_ns)
+
+    def _progressed(self, s: DirectionState, sent_ns: int) -> None:
+        """A probe of `s` sent at `sent_ns` arrived: its switches, and the prober, carried probes that late."""
+        if self._sent_progress.get(s.d.src, 0) < sent_ns:
+            self._sent_progress[s.d.src] = sent_ns
+        if self._recv_progress.get(s.d.dst, 0) < sent_ns:
+            self._recv_progress[s.d.dst] = sent_ns
+        self._progress = max(self._progress, sent_ns)
 
     def _advertised(self, name: str, payload: bytes, port: int | None, now_ns: int) -> None:
         """A host's Neighbor Advertisement: the probe address it was sent to names the solicitation
@@ -379,9 +376,6 @@ class Prober:
                 self.late += 1
                 return
             seq, sent_ns = hit
-            for progress in (self._sent_progress, self._recv_progress):
-                if progress.get(name, 0) < sent_ns:
-                    progress[name] = sent_ns
-            self._progress = max(self._progress, sent_ns)
+            self._progressed(s, sent_ns)
             s.received[seq] = now_ns - sent_ns
             self.timer.arrived(now_ns - sent_ns)

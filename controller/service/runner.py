@@ -83,6 +83,7 @@ class FabricService:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._drop_names = drop_reason_names()
+        self.nice_error: str | None = None  # why the threads could not take config.nice
         self.path_labels = self._path_labels()
         self.link_changes = {"down": 0, "up": 0}
 
@@ -101,17 +102,16 @@ class FabricService:
         self.healer.seed(detected)
         # Threads inherit their creator's nice value: one launcher thread takes the service's and
         # starts every other (gRPC's own threads are then started by those).
-        why: list[str | None] = [None]
-        launcher = threading.Thread(target=self._launch, args=(why,), name="service-start", daemon=True)
+        launcher = threading.Thread(target=self._launch, name="service-start", daemon=True)
         launcher.start()
         launcher.join()
         if self.config.nice is not None:
-            self.events.emit("priority", nice=self.config.nice, error=why[0])
-            if why[0]:
-                log.warning("%s", why[0])
+            self.events.emit("priority", nice=self.config.nice, error=self.nice_error)
+            if self.nice_error:
+                log.warning("%s", self.nice_error)
 
-    def _launch(self, why: list[str | None]) -> None:
-        why[0] = set_thread_nice(self.config.nice)
+    def _launch(self) -> None:
+        self.nice_error = set_thread_nice(self.config.nice)
         self.healer.start()
         for s in self.sessions.values():
             s.start()
@@ -264,10 +264,11 @@ class FabricService:
                 "probes": {"out": self.prober.packets_out, "in": self.prober.packets_in, "late": self.prober.late,
                            "stalls": self.prober.stalls,
                            "refused": sum(s.conn.packets_refused for s in self.sessions.values())},
-                "rss_kb": _rss_kb(), "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 3)}
+                "rss_kb": rss_kb(), "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 3)}
 
 
-def _rss_kb() -> int:
+def rss_kb() -> int:
+    """This process's resident set size, kB (0 where /proc cannot tell)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
