@@ -19,7 +19,7 @@ from controller.entries import (
     Ternary,
 )
 from controller.gcpause import gc_paused
-from controller.probes import PUNT, punt_count
+from controller.probes import PUNT, fabric_ports, probed_host_ports
 from controller.reconcile import Delta, diff
 from controller.routes import (
     ECMP_ROUTES,
@@ -185,7 +185,7 @@ def count_switch(f: Fabric, sw: Switch) -> dict[str, int]:
     spray = f.options.program == SPRAY
     opts = f.options
     thresholds = 1 if opts.ecn_qdepth or opts.trim_qdepth else 0
-    punts = {PUNT: punt_count(sw)}
+    punts = {PUNT: len(fabric_ports(sw)) + (1 if probed_host_ports(sw) else 0)}
     if sw.role == "t1":
         up = sum(1 for i in range(len(sw.downlinks)) if h.link_up(p, i, sw.index))
         if spray:

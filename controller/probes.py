@@ -42,11 +42,6 @@ def punt_entries(sw: Switch) -> list[TableEntry]:
     return entries
 
 
-def punt_count(sw: Switch) -> int:
-    """len(punt_entries(sw)) without building them."""
-    return len(fabric_ports(sw)) + (1 if probed_host_ports(sw) else 0)
-
-
 # --- host NIC probes: Neighbor Discovery (RFC 4861) ------------------------------------------------
 ETHERTYPE_IPV6 = 0x86DD
 ICMPV6 = 58

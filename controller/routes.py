@@ -242,12 +242,12 @@ class Shared:
             self.mode_dests[p] = self.mode_dests.get(p, frozenset()) | {d}
         self._spine_routes: dict[tuple[int, int], Lpm] = {}
         self._ids: dict[frozenset[int], tuple[int, ...]] = {}
-        self._punts: dict[tuple[tuple[int, ...], bool], list[TableEntry]] = {}
+        self._punts: dict[tuple[int, ...], list[TableEntry]] = {}
 
     def punts(self, sw: Switch) -> list[Entity]:
         """The probe punt entries of a switch (controller.probes); switches with equal fabric ports, and
         hosts or none, share them."""
-        key = (probes.fabric_ports(sw), bool(probes.probed_host_ports(sw)))
+        key = (*probes.fabric_ports(sw), -1 if probes.probed_host_ports(sw) else 0)
         if key not in self._punts:
             self._punts[key] = probes.punt_entries(sw)
         return list(self._punts[key])
