@@ -4,7 +4,8 @@
 - `hash`: the 5-tuple hash of the QP's flow picks one EV for good (a classic RoCE NIC behind ECMP).
 - `qp-rr`: QP k takes EV k mod n (one path per QP, QPs spread evenly).
 - `health`: per-packet spraying over the GOOD EVs (SUSPECT ones only when no GOOD is left), never
-  a FAILED or PROBING one while another is usable; a retransmission avoids the EV that lost it (MRC).
+  a FAILED or PROBING one: when every EV of a QP is so, its data waits for a probe to bring one back
+  (`holds`); a retransmission avoids the EV that lost it (MRC).
 - `ethereal`: each message is split on arrival into `parts` equal parts, each part sent whole on
   the usable EV with the least assigned (unacknowledged) load, no per-packet spraying (seed 003).
 
@@ -43,6 +44,10 @@ class Policy:
         """The EV a lost packet is sent again on (default: the policy's own choice)."""
         return self.pick(table, flow, seq)
 
+    def holds(self, table: EvTable) -> bool:
+        """Whether a QP with these EVs sends nothing now, new or resent (default: never holds)."""
+        return False
+
     def on_message(self, table: EvTable, flow: Flow, first_seq: int, packets: int) -> None:
         """A message of `packets` packets starting at `first_seq` arrives to be sent."""
 
@@ -51,8 +56,8 @@ class Policy:
 
 
 def usable(table: EvTable) -> list[int]:
-    """GOOD EVs, else SUSPECT ones, else every EV (nothing usable: keep trying, in order)."""
-    return table.in_state(EvState.GOOD) or table.in_state(EvState.SUSPECT) or list(table.ids)
+    """GOOD EVs, else SUSPECT ones; none when every EV is FAILED or PROBING."""
+    return table.in_state(EvState.GOOD) or table.in_state(EvState.SUSPECT)
 
 
 class Spray(Policy):
@@ -108,12 +113,17 @@ class HealthAware(Policy):
         self.next[flow.qp] = n + 1
         return n
 
+    def holds(self, table: EvTable) -> bool:
+        """Every EV failed or probing: data waits for a probe's answer rather than go down a dead path
+        (an RTT spike that failed the healthy EVs too is over in a probe interval)."""
+        return not usable(table)
+
     def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
-        choices = usable(table)
+        choices = usable(table) or list(table.ids)  # (the sender asks `holds` first: never empty there)
         return choices[self._turn(flow) % len(choices)]
 
     def repick(self, table: EvTable, flow: Flow, seq: int, lost_ev: int) -> int:
-        choices = [e for e in usable(table) if e != lost_ev] or usable(table)
+        choices = [e for e in usable(table) if e != lost_ev] or usable(table) or list(table.ids)
         return choices[self._turn(flow) % len(choices)]
 
 
@@ -139,7 +149,8 @@ class Ethereal(Policy):
             seq += size
 
     def _least(self, table: EvTable, dst: str, avoid: int | None = None) -> int:
-        choices = [e for e in usable(table) if e != avoid] or usable(table)
+        every = usable(table) or list(table.ids)  # nothing usable: keep trying every EV, in order
+        choices = [e for e in every if e != avoid] or every
         return min(choices, key=lambda e: (self.load.get((dst, e), 0), choices.index(e)))
 
     def _add(self, dst: str, ev: int, packets: int) -> None:

@@ -146,6 +146,7 @@ class SenderCore:
         self.acked_bins: dict[int, int] = {}  # first acknowledgements per time bin
         self.ev_bins: dict[int, dict[int, int]] = {}  # per EV (dst-independent id) data packets sent per bin
         self.stalls = 0
+        self.held = 0  # times a QP's packet waited because every EV of the QP was failed or probing
         self.late_acks = 0
         self.reorder_window = (ev_config or EvConfig()).reorder_window  # RACK's, doubled on each spurious loss
 
@@ -155,10 +156,15 @@ class SenderCore:
         return all(q.done for q in self.order)
 
     def next_packet(self, now: float, now_ns: int) -> Tx | None:
-        """The next data packet: a retransmission first, else a new packet of the next QP with room."""
-        while self.resend:
+        """The next data packet: a retransmission first, else a new packet of the next QP with room.
+        A QP the policy holds (every EV failed: data waits for a probe's answer) sends neither."""
+        for _ in range(len(self.resend)):
             q, seq, lost_ev = self.resend.popleft()
             if seq in q.acked or seq in q.outstanding:
+                continue
+            if self.policy.holds(q.table):
+                self.resend.append((q, seq, lost_ev))  # its turn comes again once an EV is back
+                self.held += 1
                 continue
             ev = self.policy.repick(q.table, q.flow, seq, lost_ev)
             q.retransmitted += 1
@@ -172,6 +178,9 @@ class SenderCore:
         for i in range(n):
             q = self.order[(self.rr + i) % n]
             if q.next_seq < q.total and len(q.outstanding) < (self.config.window if q.cc is None else q.cc.window):
+                if self.policy.holds(q.table):
+                    self.held += 1
+                    continue
                 self.rr = (self.rr + i + 1) % n
                 seq = q.next_seq
                 q.next_seq += 1
@@ -346,6 +355,6 @@ class SenderCore:
         return {"host": self.host, "policy": self.policy.name, "config": vars(self.config),
                 "evs": {d: [{**t.to_json(), "spine": self.evs[d][t.ev].spine_name, "plane": self.evs[d][t.ev].plane}
                             for t in table.health.values()] for d, table in self.tables.items()},
-                "qps": qps, "probes_sent": self.probes_sent, "stalls": self.stalls, "late_acks": self.late_acks,
+                "qps": qps, "probes_sent": self.probes_sent, "stalls": self.stalls, "held": self.held, "late_acks": self.late_acks,
                 "reorder_window_ms": round(self.reorder_window * 1e3, 3), "acked_bins": {str(k): v for k, v in sorted(self.acked_bins.items())},
                 "ev_bins": {str(e): {str(k): v for k, v in sorted(b.items())} for e, b in sorted(self.ev_bins.items())}}

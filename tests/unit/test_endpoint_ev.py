@@ -170,8 +170,13 @@ def test_health_aware_sprays_over_good_evs_then_suspect_ones_never_failed_ones()
     t[0].on_timeout(0.1)
     t[1025].on_timeout(0.1)
     assert {p.pick(t, flow(0), s) for s in range(4)} == {1024}  # only the suspect one is left
+    assert not p.holds(t)
     t[1024].on_timeout(0.1)
-    assert p.pick(t, flow(0), 0) in t.ids  # nothing usable: keep trying
+    assert p.holds(t)  # nothing usable: the QP's data waits for a probe to bring an EV back
+    assert not make("spray").holds(t) and not Ethereal().holds(t)  # the others keep sending
+    t[0].on_probe_sent(0.2)
+    t[0].on_probe_ack(0.201)
+    assert not p.holds(t) and {p.pick(t, flow(0), s) for s in range(4)} == {0}
 
 
 def test_ethereal_splits_a_message_into_equal_single_path_parts_on_the_least_loaded_evs():

@@ -306,6 +306,26 @@ def test_qps_whose_evs_avoid_the_cut_lose_nothing():
     assert qp_evs([0, 1, 2], 1, 2) == [2, 0] and qp_evs([0, 1], 3, 0) == [0, 1]
 
 
+def test_when_every_ev_of_a_qp_fails_its_data_waits_for_a_probe_instead_of_taking_the_dead_path():
+    # QP 0x100 has EVs 0 and 1: EV 1 is cut, and EV 0's ACKs are lost for 30 ms at the same time (what an
+    # RTT spike on a busy machine looks like to the sender), so both fail. Nothing is sent on the cut EV:
+    # the QP's data waits until a probe brings EV 0 back, then everything is delivered on it.
+    spike = cut(0, 0.05, 0.08)
+    net = Net("health", SenderConfig(qps=4, messages=400, window=8, evs_per_qp=2),
+              drop=lambda ev, t, kind: (ev == 1 and 0.05 <= t < 1.0) or (kind == "ack" and spike(ev, t, kind)))
+    net.run(2.0)
+    s = net.sender
+    assert s.done and sum(q.received for q in net.receiver.qps.values()) == 400
+    h0, h1 = s.tables["h2"][0], s.tables["h2"][1]
+    assert EvState.FAILED.value in [to for _, _, to, _ in h0.transitions]  # the spike did fail the healthy EV
+    assert h1.stats.sent_while_failed == 0 and s.held > 0
+    back = next(t for t, _, to, why in h0.transitions if to == "good" and why == "probe acked")
+    down = next(t for t, _, to, _ in h1.transitions if to == "failed")
+    data_on_1 = [t for t, ev, probe in net.sent_on if ev == 1 and not probe and down <= t < 1.0]
+    assert data_on_1 == [] and back < 1.0  # EV 0 back by probing while EV 1 is still cut
+    assert h0.state == EvState.GOOD and h1.state in (EvState.FAILED, EvState.PROBING)
+
+
 def test_a_trimmed_packet_is_resent_within_a_round_trip_not_an_rto():
     net = Net("health", SenderConfig(qps=1, messages=40, window=8),
               mark=lambda ev, t: "trim" if ev == 1024 and 0.0049 < t < 0.0051 else None)
