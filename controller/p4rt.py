@@ -225,8 +225,16 @@ class SwitchConnection:
                     raise P4RuntimeError(str(e)) from None
                 time.sleep(0.05)
 
-    def _connect_once(self, timeout: float) -> bool:
-        self._stream_error = None
+    def connect_reader(self, timeout: float | None = None) -> None:
+        """Open the channel for reads only: no stream, no arbitration, so no election id is taken and the
+        switch's primary is untouched (P4Runtime lets any client Read; Write and packet I/O need connect)."""
+        if self.connected:
+            return
+        self._open_channel(self.timeout if timeout is None else timeout)
+        self._stub = _Stub(self._channel)
+
+    def _open_channel(self, timeout: float) -> None:
+        """The gRPC channel, READY, or P4RuntimeError saying why not (TLS, refused, or silent)."""
         try:
             self._channel = tls_channel(self.address, self.tls, _GRPC_OPTIONS)
         except TlsError as e:
@@ -242,6 +250,10 @@ class SwitchConnection:
                 raise P4RuntimeError(f"{self.name}: no P4Runtime server at {self.address}: the connection failed "
                                      "at once (refused or unreachable)")
             raise P4RuntimeError(f"{self.name}: no P4Runtime server at {self.address} within {timeout}s")
+
+    def _connect_once(self, timeout: float) -> bool:
+        self._stream_error = None
+        self._open_channel(timeout)
         self._stub = _Stub(self._channel)
         self._arbitrated.clear()
         self._stream = self._stub.StreamChannel(self._outgoing())

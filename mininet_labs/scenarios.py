@@ -22,14 +22,16 @@ report; no test asserts them.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controller import ops
 from controller.entries import entity_key
+from controller.fabric_client import FabricClient
 from controller.failover import Failure, HostPortDown, LinkDown, SwitchDown
 from controller.plan import plan as make_plan
 from controller.routes import EECMP, QP, Options, Pin
@@ -183,11 +185,12 @@ def failed_segments(lab: Lab, failures: Sequence[Failure]) -> dict[str, list[Any
     return out
 
 
-def segments_present(lab: Lab, segments: dict[str, list[Any]]) -> dict[str, int]:
-    """How many of each switch's segments it holds now, exactly as the healthy plan has them (read over P4Runtime)."""
+def segments_present(lab: Lab, segments: dict[str, list[Any]], reader: FabricClient | None = None) -> dict[str, int]:
+    """How many of each switch's segments it holds now, exactly as the healthy plan has them (read over
+    P4Runtime, through `reader` (Lab.reader) if given, else a session opened for this read)."""
     if not segments:
         return {}
-    with lab.client() as client:
+    with _reading(lab, reader) as client:
         result = client.run(lambda c: set(c.read_all()), list(segments))
     if not result.ok:
         raise LabError(f"reading the switches failed: {result.summary()}")
@@ -214,8 +217,8 @@ def uplink_cells(lab: Lab, failure: Failure) -> list[tuple[str, str, int]]:
     return cells
 
 
-def read_cells(lab: Lab, cells: Sequence[tuple[str, str, int]]) -> dict[str, int]:
-    """Packets of each (switch, counter, index) cell, keyed 'switch counter[index]'."""
+def read_cells(lab: Lab, cells: Sequence[tuple[str, str, int]], reader: FabricClient | None = None) -> dict[str, int]:
+    """Packets of each (switch, counter, index) cell, keyed 'switch counter[index]' (through `reader` if given)."""
     names = sorted({c[0] for c in cells})
     if not names:
         return {}
@@ -223,11 +226,21 @@ def read_cells(lab: Lab, cells: Sequence[tuple[str, str, int]]) -> dict[str, int
     def one(conn: Any) -> dict[str, int]:
         return {f"{conn.name} {c}[{i}]": conn.read_counter(c, i)[0].packets for s, c, i in cells if s == conn.name}
 
-    with lab.client() as client:
+    with _reading(lab, reader) as client:
         result = client.run(one, names)
     if not result.ok:
         raise LabError(f"reading counters failed: {result.summary()}")
     return {k: v for r in result.results.values() for k, v in r.items()}
+
+
+@contextlib.contextmanager
+def _reading(lab: Lab, reader: FabricClient | None) -> Iterator[FabricClient]:
+    """The reader given (left open), else a session of the lab's closed after the read."""
+    if reader is not None:
+        yield reader
+        return
+    with lab.client() as client:
+        yield client
 
 
 def merge_timelines(report: TrafficReport, t0_ns: int) -> dict[str, Any]:
@@ -328,10 +341,14 @@ def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]]
         dests[a] = dests.get(a, 0) + 1
     messages = max(sch.qps, int(sch.seconds * sch.rate / max(dests.values())) // sch.qps * sch.qps)
     before, pins = _prepare(lab, pinned, pairs, sch.qps) if install else (lab.options, even_pins(lab, pairs, sch.qps))
+    # One read-only session for every read of the run: a new session and pipeline check per read take
+    # 0.5-2 s on a 2-core lab under traffic, which pushed the repair towards the end of the traffic.
+    reader = None
     try:
+        reader = lab.reader()
         segments = failed_segments(lab, [failure])
         cells = uplink_cells(lab, failure)
-        counts = {"before": read_cells(lab, cells)}
+        counts = {"before": read_cells(lab, cells, reader)}
         run = lab.start_traffic(pairs, qps=sch.qps, messages=messages, plane_mode="qp", rate=sch.rate,
                                 rehome=rehome, timeline_ms=sch.timeline_ms, start_delay=sch.start_delay,
                                 timeout=sch.seconds * 3 + 30)
@@ -339,7 +356,7 @@ def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]]
         tables: dict[str, Any] = {"segments": {n: len(s) for n, s in segments.items()}}
         try:
             _at(run, sch.fail_at)
-            counts["at_fail"] = read_cells(lab, cells)
+            counts["at_fail"] = read_cells(lab, cells, reader)
             t = time.monotonic_ns()
             intfs = down()
             events.append(Event(f"{kind} down ({len(intfs)} interfaces)", _ms(run, t),
@@ -350,10 +367,10 @@ def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]]
                 run.tell_dead_planes(s, [tell_plane] if tell_plane is not None else [])
             events.append(Event("controller: fail recorded and reconciled", _ms(run, t), result.seconds,
                                 result.to_json()))
-            tables["present_after_fail"] = segments_present(lab, segments)
-            counts["after_fail"] = read_cells(lab, cells)
+            tables["present_after_fail"] = segments_present(lab, segments, reader)
+            counts["after_fail"] = read_cells(lab, cells, reader)
             _at(run, sch.restore_at)
-            counts["at_restore"] = read_cells(lab, cells)
+            counts["at_restore"] = read_cells(lab, cells, reader)
             t = time.monotonic_ns()
             up()
             events.append(Event(f"{kind} up", _ms(run, t)))
@@ -363,9 +380,9 @@ def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]]
                 run.tell_dead_planes(s, [])
             events.append(Event("controller: restore recorded and reconciled", _ms(run, t), result.seconds,
                                 result.to_json()))
-            tables["present_after_restore"] = segments_present(lab, segments)
+            tables["present_after_restore"] = segments_present(lab, segments, reader)
             report = run.wait()
-            counts["end"] = read_cells(lab, cells)
+            counts["end"] = read_cells(lab, cells, reader)
         except BaseException:
             run.kill()
             up()
@@ -373,6 +390,8 @@ def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]]
                 lab.restore()
             raise
     finally:
+        if reader is not None:
+            reader.close_all()
         if install:
             _finish(lab, before, pinned)
     tables["ok"] = (all(v == 0 for v in tables["present_after_fail"].values())
