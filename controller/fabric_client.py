@@ -63,7 +63,8 @@ class FabricClient:
         outcome: FabricResult[T] = FabricResult()
         if not chosen:
             return outcome
-        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(chosen))) as pool:
+        pool = ThreadPoolExecutor(max_workers=min(self.max_workers, len(chosen)))
+        try:
             pending = {pool.submit(fn, self.switches[n]): n for n in chosen}
             for future in as_completed(pending):
                 name = pending[future]
@@ -74,6 +75,12 @@ class FabricClient:
                     outcome.errors[name] = error
                 if progress is not None:
                     progress(name, outcome.results.get(name), error)
+        except BaseException:
+            # Ctrl-C (or any error of ours): do not wait for the switch calls in flight (a connect waits
+            # up to its timeout); the caller ends or closes the connections, which ends them.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         return outcome
 
     def connect_all(self, progress: Progress | None = None) -> FabricResult[bool]:

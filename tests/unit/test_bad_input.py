@@ -237,13 +237,15 @@ def test_lab_durations_and_rates_are_finite(tmp_path: Path, args: tuple[str, ...
 
 
 def test_ctrl_c_stops_a_command_waiting_on_a_switch_at_once(tmp_path: Path) -> None:
-    """A switch that accepts TCP but never speaks HTTP/2 keeps the connect waiting (--timeout 600);
-    SIGINT ends the command with one line and exit 130."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
+    """A switch that accepts the connection but never speaks HTTP/2 keeps the connect waiting (--timeout
+    600); SIGINT ends the command with one line and exit 130. The switch is a unix socket of this test:
+    a TCP port from bind(0) can be one a lab switch of an earlier test had, and a client still trying
+    that switch would be the connection accepted here."""
+    with socket.socket(socket.AF_UNIX) as server:
+        sock = tmp_path / "switch.sock"
+        server.bind(str(sock))
         server.listen(8)
-        port = server.getsockname()[1]
-        path = lab_with(tmp_path, lambda d: switch(d, "p0-t0-0").update(grpc=f"127.0.0.1:{port}"))
+        path = lab_with(tmp_path, lambda d: switch(d, "p0-t0-0").update(grpc=f"unix:{sock}"))
         env = {k: v for k, v in os.environ.items() if not k.startswith("FABRIC_")}
         proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "--topology", str(path), "--timeout", "600",
                                  "install", "p0-t0-0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
