@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Iterable, Mapping, TypeVar
 
@@ -38,6 +38,9 @@ class FabricResult(Generic[T]):
         return f"{len(self.results)} ok, {len(self.errors)} failed" + (f" ({failed})" if failed else "")
 
 
+_WAKE_S = 0.2  # how often the waiting main thread wakes (to take a Ctrl-C)
+
+
 class FabricClient:
     """SwitchConnections by switch name; operations run in parallel and never hide one switch's failure."""
 
@@ -66,15 +69,20 @@ class FabricClient:
         pool = ThreadPoolExecutor(max_workers=min(self.max_workers, len(chosen)))
         try:
             pending = {pool.submit(fn, self.switches[n]): n for n in chosen}
-            for future in as_completed(pending):
-                name = pending[future]
-                error = future.exception()
-                if error is None:
-                    outcome.results[name] = future.result()
-                else:
-                    outcome.errors[name] = error
-                if progress is not None:
-                    progress(name, outcome.results.get(name), error)
+            left = set(pending)
+            while left:
+                # Short waits: Ctrl-C's KeyboardInterrupt is raised only when this (main) thread runs, and a
+                # SIGINT the kernel hands to a gRPC thread does not wake a wait without a timeout.
+                done, left = wait(left, timeout=_WAKE_S, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: chosen.index(pending[f])):
+                    name = pending[future]
+                    error = future.exception()
+                    if error is None:
+                        outcome.results[name] = future.result()
+                    else:
+                        outcome.errors[name] = error
+                    if progress is not None:
+                        progress(name, outcome.results.get(name), error)
         except BaseException:
             # Ctrl-C (or any error of ours): do not wait for the switch calls in flight (a connect waits
             # up to its timeout); the caller ends or closes the connections, which ends them.

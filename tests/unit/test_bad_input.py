@@ -247,9 +247,12 @@ def test_ctrl_c_stops_a_command_waiting_on_a_switch_at_once(tmp_path: Path) -> N
         server.listen(8)
         path = lab_with(tmp_path, lambda d: switch(d, "p0-t0-0").update(grpc=f"unix:{sock}"))
         env = {k: v for k, v in os.environ.items() if not k.startswith("FABRIC_")}
+        # SIGINT as a terminal delivers it: pytest started as a background job of a non-interactive shell
+        # inherits it ignored, and a command started with SIGINT ignored rightly keeps ignoring it
         proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "--topology", str(path), "--timeout", "600",
                                  "install", "p0-t0-0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=REPO, env={**env, "PYTHONPATH": str(REPO)})
+                                cwd=REPO, env={**env, "PYTHONPATH": str(REPO)},
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         server.settimeout(60)
         peer, _ = server.accept()  # the command is now connecting
         try:
