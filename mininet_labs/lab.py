@@ -710,19 +710,19 @@ class Lab:
 
     def _set_queue_depth(self, names: Sequence[str]) -> None:
         """Every egress queue of these switches LAB_QUEUE_DEPTH packets deep (bmv2 starts at 64), over the
-        Thrift runtime in parallel. A bmv2 built without Thrift, or no simple_switch_CLI: the switches keep
-        bmv2's depth, and the state says so (queue_depth null)."""
+        Thrift runtime in parallel; without simple_switch_CLI the switches keep bmv2's (noted in the state)."""
         from concurrent.futures import ThreadPoolExecutor
 
         from mininet_labs.bmv2runtime import LAB_QUEUE_DEPTH, Bmv2Runtime, RuntimeCliError
+        from mininet_labs.switch import THRIFT_OFFSET
+        from mininet_labs.topo import grpc_port
 
-        ports = {n: _flag(self.state.switches.get(n, {}).get("argv") or [], "--thrift-port") for n in names}
-        if find_binary("simple_switch_CLI") is None or None in ports.values():
+        if find_binary("simple_switch_CLI") is None:
             self.state.queue_depth = None
             return
 
         def one(name: str) -> None:
-            Bmv2Runtime(thrift_port=int(ports[name])).set_queue_depth(LAB_QUEUE_DEPTH)
+            Bmv2Runtime(thrift_port=grpc_port(self.model.switch(name)) + THRIFT_OFFSET).set_queue_depth(LAB_QUEUE_DEPTH)
 
         with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
             futures = {n: pool.submit(one, n) for n in names}
@@ -1082,12 +1082,6 @@ def serve(lab_dir: Path) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         lab.down()
     return 0
-
-
-def _flag(argv: Sequence[str], name: str) -> str | None:
-    """The value after `name` in a command line, or None."""
-    args = list(argv)
-    return args[args.index(name) + 1] if name in args[:-1] else None
 
 
 def start_headless(model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, program: str = "srv6_spray", tag: str = "",

@@ -240,22 +240,3 @@ def test_a_lab_never_overwrites_files_in_a_directory_that_is_not_a_labs(tmp_path
     LabState(str(tmp_path), "t.yaml", "srv6_spray", "", os.getpid()).write(foreign)  # now a lab's directory
     write_lab_file(tmp_path, "topology.yaml", "name: lab\n")
     assert mine.read_text() == "name: lab\n"
-
-
-def test_a_lab_of_switches_built_without_thrift_keeps_bmv2s_queues_and_says_so(tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from mininet_labs import bmv2runtime
-    from mininet_labs.lab import Lab, _flag
-
-    ran: list[int] = []
-    monkeypatch.setattr(bmv2runtime.Bmv2Runtime, "set_queue_depth", lambda self, n, port=None: ran.append(self.thrift_port))
-    lab = Lab(build(1, 1, 2, 1), tmp_path / "lab")
-    lab.state.switches = {"p0-t0-0": {"argv": ["simple_switch_grpc", "--thrift-port", "62001", "--", "--grpc-server-addr", "x"]},
-                          "p0-t0-1": {"argv": ["simple_switch_grpc", "--", "--grpc-server-addr", "y"]}}
-    monkeypatch.setattr("mininet_labs.lab.find_binary", lambda name: f"/usr/bin/{name}")
-    lab._set_queue_depth(["p0-t0-0"])  # started with its Thrift server: set on the port its command line gave
-    assert ran == [62001] and lab.state.queue_depth == bmv2runtime.LAB_QUEUE_DEPTH
-    ran.clear()
-    lab._set_queue_depth(["p0-t0-0", "p0-t0-1"])  # one switch has no Thrift server: none is set, the state says so
-    assert ran == [] and lab.state.queue_depth is None
-    assert _flag(["a", "--thrift-port", "1"], "--thrift-port") == "1" and _flag(["a", "--thrift-port"], "--thrift-port") is None
