@@ -21,7 +21,7 @@ from typing import Any
 from controller.evs import Ev
 from controller.routes import Options
 from controller.topology import Switch
-from mininet_labs.bmv2runtime import LAB_QUEUE_DEPTH, Bmv2Runtime, RuntimeCliError, RuntimeSession
+from mininet_labs.bmv2runtime import Bmv2Runtime, RuntimeCliError, RuntimeSession
 from mininet_labs.lab import Lab, LabError
 from mininet_labs.switch import THRIFT_OFFSET
 from mininet_labs.topo import grpc_port
@@ -34,6 +34,7 @@ MODES: dict[str, tuple[str, str, bool]] = {
     "leaf-trim": ("leaf", "spray", True),
 }
 UNLIMITED_PPS = 1_000_000  # what the lab's queues are served at outside the bottleneck (bmv2: no limit by default)
+BMV2_QUEUE_DEPTH = 64  # bmv2's default egress queue capacity (packets)
 COUNTERS = ("FabricEgress.congestion.ce_marked", "FabricEgress.congestion.trimmed")
 
 
@@ -111,7 +112,7 @@ class Bottleneck:
         """The lab's defaults back on every port (whatever apply() managed)."""
         if self.applied:
             self.applied = []
-            self._on_every_port(f"set_queue_rate {UNLIMITED_PPS} {{port}}", f"set_queue_depth {LAB_QUEUE_DEPTH} {{port}}")
+            self._on_every_port(f"set_queue_rate {UNLIMITED_PPS} {{port}}", f"set_queue_depth {BMV2_QUEUE_DEPTH} {{port}}")
 
     def counters(self) -> dict[str, dict[str, int]]:
         """CE-marked and trimmed packets as the switches count them: per bottleneck port ('leaf:port')

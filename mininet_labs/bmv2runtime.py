@@ -11,10 +11,6 @@ from dataclasses import dataclass, field
 from controller.toolchain import find_binary
 
 DEFAULT_THRIFT_PORT = 9090  # simple_switch_grpc's default --thrift-port
-BMV2_QUEUE_DEPTH = 64  # bmv2's own egress queue capacity (packets), what a switch starts with
-LAB_QUEUE_DEPTH = 512  # what a lab sets: 64 packets are 0.2 s at the lab's 300 pps, and the 8 switches of a
-# 2-core lab under traffic can leave an egress thread unscheduled that long (a fail reconcile then cost QPs
-# off the failure up to 53 packets, tail-dropped where no counter sees them; 0 in the same runs at 512)
 PROMPT = b"RuntimeCmd: "
 _REFUSALS = ("Error", "Invalid", "Could not", "Unknown syntax")
 

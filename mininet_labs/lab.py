@@ -106,7 +106,6 @@ class LabState:
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> pid, nics
     intfs: list[str] = field(default_factory=list)  # root-namespace interfaces (switch ports)
     timings: dict[str, float] = field(default_factory=dict)
-    queue_depth: int | None = None  # the switches' egress queue capacity the lab set (None: bmv2's 64)
     format: str = FORMAT
 
     def write(self, path: Path) -> None:
@@ -146,8 +145,6 @@ class LabState:
                 return f"{key} is {limits.type_name(getattr(self, key))}, expected {kind.__name__}"
         if not isinstance(self.pid, int) or isinstance(self.pid, bool) or self.pid < 1:
             return f"pid {self.pid!r} is not a process id"
-        if self.queue_depth is not None and (not isinstance(self.queue_depth, int) or isinstance(self.queue_depth, bool)):
-            return f"queue_depth is {limits.type_name(self.queue_depth)}, expected int or null"
         if not all(isinstance(i, str) for i in self.intfs):
             return "intfs holds a non-string"
         for name, h in self.hosts.items():
@@ -435,7 +432,6 @@ class Lab:
         self.state.write(self.state_path)
         try:
             self._start_mininet()
-            self._set_queue_depth([s.name for s in self.model.switches])
             self.state.timings["switches_s"] = round(time.monotonic() - t0, 2)
             t1 = time.monotonic()
             self._configure_hosts()
@@ -591,22 +587,6 @@ class Lab:
                 raise LabError(f"cannot use the switches: {result.summary()}")
         return client
 
-    def reader(self, names: Sequence[str] | None = None) -> FabricClient:
-        """A FabricClient that only reads (no stream, no election id: `install` and `fail` go on meanwhile),
-        each switch checked once to run the program. Cheap to read through for as long as it is open, where
-        `client()` pays a session and a pipeline check each time; close it (or use `with`)."""
-        p4info = self.p4info()
-        conns = [ops.connection(s, self.election_id, self.timeout) for s in self.model.switches
-                 if names is None or s.name in names]
-        for conn in conns:
-            conn.p4info = p4info
-        client = FabricClient(conns)
-        result = client.run(lambda c: (c.connect_reader(), c.check_pipeline(p4info)))
-        if not result.ok:
-            client.close_all()
-            raise LabError(f"cannot read the switches: {result.summary()}")
-        return client
-
     def p4info(self) -> P4Info:
         """The current program's P4Info (read once per program)."""
         if self.program not in self._p4infos:
@@ -705,33 +685,7 @@ class Lab:
             wait_grpc_ready(sw["grpc"], proc, time.monotonic() + timeout, name, (out, Path(sw["log"])))
         except SwitchStartError as e:
             raise LabError(str(e)) from None
-        self._set_queue_depth([name])
         return proc.pid
-
-    def _set_queue_depth(self, names: Sequence[str]) -> None:
-        """Every egress queue of these switches LAB_QUEUE_DEPTH packets deep (bmv2 starts at 64), over the
-        Thrift runtime in parallel; without simple_switch_CLI the switches keep bmv2's (noted in the state)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from mininet_labs.bmv2runtime import LAB_QUEUE_DEPTH, Bmv2Runtime, RuntimeCliError
-        from mininet_labs.switch import THRIFT_OFFSET
-        from mininet_labs.topo import grpc_port
-
-        if find_binary("simple_switch_CLI") is None:
-            self.state.queue_depth = None
-            return
-
-        def one(name: str) -> None:
-            Bmv2Runtime(thrift_port=grpc_port(self.model.switch(name)) + THRIFT_OFFSET).set_queue_depth(LAB_QUEUE_DEPTH)
-
-        with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
-            futures = {n: pool.submit(one, n) for n in names}
-        for n, f in futures.items():
-            e = f.exception()
-            if e is not None:
-                why = str(e) if isinstance(e, RuntimeCliError) else f"{type(e).__name__}: {e}"
-                raise LabError(f"{n}: cannot set its egress queues to {LAB_QUEUE_DEPTH} packets: {why}")
-        self.state.queue_depth = LAB_QUEUE_DEPTH
 
     # --- links ---------------------------------------------------------------------------------
     def link_down(self, a: str, b: str) -> tuple[str, str]:

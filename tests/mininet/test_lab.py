@@ -15,8 +15,6 @@ import pytest
 
 from controller.topology import build
 from mininet_labs import traffic as tr
-from mininet_labs.bmv2runtime import LAB_QUEUE_DEPTH
-from mininet_labs.lab import LabState
 from mininet_labs.roce import icrc_ok, roce_v6
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +81,6 @@ def test_lab_is_up_and_every_switch_holds_its_plan(lab):
     assert {n: s["alive"] for n, s in st["switches"].items()} == {s.name: True for s in lab.model.switches}
     assert all(h["alive"] for h in st["hosts"].values()) and len(st["hosts"]) == 4
     assert st["intfs_present"] == st["intfs"] == 24  # 8 leaf host ports + both ends of 8 leaf-spine links
-    assert LabState.read(lab.state_path).queue_depth == LAB_QUEUE_DEPTH == 512  # set on every switch at start
     outcomes = lab.install(dry_run=True, push="never")
     assert {n: (o.error, o.pipeline, bool(o.delta)) for n, o in outcomes.items()} == {
         s.name: (None, "kept", False) for s in lab.model.switches}

@@ -328,8 +328,6 @@ def test_lab_down_needs_no_mininet(tmp_path: Path, monkeypatch: pytest.MonkeyPat
      "is malformed: pid '1' is not a process id"),
     ('{"format": "srv6-fabric-lab/1", "lab_dir": "x", "topology": "t", "program": "p", "tag": "", "pid": 1, '
      '"intfs": {"a": 1}}', "is malformed: intfs is a mapping, expected list"),
-    ('{"format": "srv6-fabric-lab/1", "lab_dir": "x", "topology": "t", "program": "p", "tag": "", "pid": 1, '
-     '"queue_depth": "512"}', "is malformed: queue_depth is a string, expected int or null"),
     ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
 ])
 def test_a_corrupt_lab_state_is_one_line(tmp_path: Path, text: str, expected: str) -> None:
