@@ -587,6 +587,22 @@ class Lab:
                 raise LabError(f"cannot use the switches: {result.summary()}")
         return client
 
+    def reader(self, names: Sequence[str] | None = None) -> FabricClient:
+        """A FabricClient that only reads (no stream, no election id: `install` and `fail` go on meanwhile),
+        each switch checked once to run the program. Cheap to read through for as long as it is open, where
+        `client()` pays a session and a pipeline check each time; close it (or use `with`)."""
+        p4info = self.p4info()
+        conns = [ops.connection(s, self.election_id, self.timeout) for s in self.model.switches
+                 if names is None or s.name in names]
+        for conn in conns:
+            conn.p4info = p4info
+        client = FabricClient(conns)
+        result = client.run(lambda c: (c.connect_reader(), c.check_pipeline(p4info)))
+        if not result.ok:
+            client.close_all()
+            raise LabError(f"cannot read the switches: {result.summary()}")
+        return client
+
     def p4info(self) -> P4Info:
         """The current program's P4Info (read once per program)."""
         if self.program not in self._p4infos:
