@@ -52,12 +52,9 @@ def cpu_s(pid: int) -> float:
 
 def free_base(count: int) -> int:
     """A gRPC base port with `count` free ports (and their thrift ports), per process like the tests' labs."""
-    from mininet_labs.switch import THRIFT_OFFSET, port_free
+    from mininet_labs.switch import free_port_base
 
-    for base in range(51000 + (os.getpid() % 40) * 20, 51990, count + 1):
-        if all(port_free(p) and port_free(p + THRIFT_OFFSET) for p in range(base, base + count)):
-            return base
-    raise RuntimeError("no free port range for the lab's switches")
+    return free_port_base(count, 51000, 51990, 20)
 
 
 def wait_primary(state: Path, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> dict | None:

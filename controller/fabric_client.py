@@ -69,12 +69,13 @@ class FabricClient:
         pool = ThreadPoolExecutor(max_workers=min(self.max_workers, len(chosen)))
         try:
             pending = {pool.submit(fn, self.switches[n]): n for n in chosen}
+            order = {n: i for i, n in enumerate(chosen)}
             left = set(pending)
             while left:
                 # Short waits: Ctrl-C's KeyboardInterrupt is raised only when this (main) thread runs, and a
                 # SIGINT the kernel hands to a gRPC thread does not wake a wait without a timeout.
                 done, left = wait(left, timeout=_WAKE_S, return_when=FIRST_COMPLETED)
-                for future in sorted(done, key=lambda f: chosen.index(pending[f])):
+                for future in sorted(done, key=lambda f: order[pending[f]]):
                     name = pending[future]
                     error = future.exception()
                     if error is None:

@@ -60,6 +60,11 @@ def usable(table: EvTable) -> list[int]:
     return table.in_state(EvState.GOOD) or table.in_state(EvState.SUSPECT)
 
 
+def usable_or_every(table: EvTable) -> list[int]:
+    """The usable EVs, else every EV in order (for a policy that keeps sending whatever their health)."""
+    return usable(table) or list(table.ids)
+
+
 class Spray(Policy):
     """Oblivious per-packet spraying: round-robin over all EVs; a retransmission takes the next other EV."""
 
@@ -119,11 +124,11 @@ class HealthAware(Policy):
         return not usable(table)
 
     def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
-        choices = usable(table) or list(table.ids)  # (the sender asks `holds` first: never empty there)
+        choices = usable_or_every(table)  # (the sender asks `holds` first: never every EV there)
         return choices[self._turn(flow) % len(choices)]
 
     def repick(self, table: EvTable, flow: Flow, seq: int, lost_ev: int) -> int:
-        choices = [e for e in usable(table) if e != lost_ev] or usable(table) or list(table.ids)
+        choices = [e for e in usable(table) if e != lost_ev] or usable_or_every(table)
         return choices[self._turn(flow) % len(choices)]
 
 
@@ -149,7 +154,7 @@ class Ethereal(Policy):
             seq += size
 
     def _least(self, table: EvTable, dst: str, avoid: int | None = None) -> int:
-        every = usable(table) or list(table.ids)  # nothing usable: keep trying every EV, in order
+        every = usable_or_every(table)
         choices = [e for e in every if e != avoid] or every
         return min(choices, key=lambda e: (self.load.get((dst, e), 0), choices.index(e)))
 

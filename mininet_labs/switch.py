@@ -10,6 +10,7 @@ Everything it writes goes under the lab directory: `<name>.txt` (bmv2's log), `<
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
@@ -41,6 +42,15 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
         except OSError:
             return False
     return True
+
+
+def free_port_base(count: int, first: int, last: int, spread: int) -> int:
+    """A gRPC base port in [first, last) with `count` free ports (and their Thrift ports), starting the
+    search at first + (pid % 40) * spread so that labs of concurrent processes pick apart."""
+    for base in range(first + (os.getpid() % 40) * spread, last, count + 1):
+        if all(port_free(p) and port_free(p + THRIFT_OFFSET) for p in range(base, base + count)):
+            return base
+    raise RuntimeError("no free port range for the lab's switches")
 
 
 def quiet_intf(name: str) -> None:

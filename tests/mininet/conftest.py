@@ -27,14 +27,9 @@ def lab_missing() -> str | None:
 
 def free_port_base(count: int) -> int:
     """A gRPC base port with `count` free ports (and their thrift ports) that no other lab uses."""
-    from mininet_labs.switch import THRIFT_OFFSET, port_free
+    from mininet_labs.switch import free_port_base as free
 
-    start = 52000 + (os.getpid() % 40) * 50
-    for base in range(start, 54950, count + 1):
-        ports = range(base, base + count)
-        if all(port_free(p) and port_free(p + THRIFT_OFFSET) for p in ports):
-            return base
-    raise RuntimeError("no free port range for the lab's switches")
+    return free(count, 52000, 54950, 50)
 
 
 @pytest.fixture(scope="module")
