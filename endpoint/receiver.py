@@ -4,7 +4,7 @@
 returns the ACK to send (or None): an ACK for every data packet with a good ICRC (CE echoed), a
 NACK for a trimmed one, a probe ACK for a probe. Per (sender, QP) it counts what arrived: distinct
 PSNs, duplicates, the reorder distance of each late packet (how many higher PSNs came first,
-histogram in powers of two), per EV, CE marks, trimmed packets, bad ICRCs.
+histogram in powers of two), per EV (by first copy, and every copy), CE marks, trimmed packets, bad ICRCs.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ class QpRx:
     ecn: int = 0
     trimmed: int = 0
     icrc_bad: int = 0
-    per_ev: dict[int, int] = field(default_factory=dict)
+    per_ev: dict[int, int] = field(default_factory=dict)  # distinct PSNs by the EV of their first copy
+    carried: dict[int, int] = field(default_factory=dict)  # every copy with a good ICRC by its EV (duplicates too)
     reorder: dict[str, int] = field(default_factory=dict)
     highest: int = -1
     seen: set[int] = field(default_factory=set)
@@ -52,6 +53,7 @@ class QpRx:
         return {"sender": self.sender, "qp": self.qp, "expected": self.expected, "received": self.received,
                 "lost": self.lost, "duplicated": self.duplicated, "ecn": self.ecn, "trimmed": self.trimmed,
                 "icrc_bad": self.icrc_bad, "per_ev": {str(k): v for k, v in sorted(self.per_ev.items())},
+                "carried": {str(k): v for k, v in sorted(self.carried.items())},
                 "reorder": dict(sorted(self.reorder.items(), key=lambda kv: int(kv[0].split("-")[0])))}
 
 
@@ -113,6 +115,7 @@ class ReceiverCore:
         ce = rx.ecn == 3
         if ce:
             q.ecn += 1
+        q.carried[ev_id] = q.carried.get(ev_id, 0) + 1
         offset = (rx.psn - q.start_psn) & PSN_MASK
         if offset in q.seen:
             q.duplicated += 1

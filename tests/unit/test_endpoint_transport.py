@@ -182,6 +182,7 @@ def test_the_receiver_acks_per_psn_echoes_ce_nacks_trimmed_packets_and_counts_re
     q = r.qps["h0", 0x100]
     assert (q.received, q.duplicated, q.ecn, q.trimmed, q.icrc_bad, q.lost) == (3, 1, 1, 1, 1, 1)
     assert q.reorder == {"0": 2, "1": 1} and q.per_ev == {1: 3}
+    assert q.carried == {1: 4}  # the duplicate counted too; not the trimmed copy, nor the bad ICRC
     assert reorder_bucket(5) == "4-7" and reorder_bucket(1) == "1" and reorder_bucket(0) == "0"
 
 
