@@ -629,6 +629,46 @@ def receive(spec: RecvSpec) -> RecvResult:
         if spec.ready_file:
             Path(spec.ready_file).write_text(str(os.getpid()))
         deadline = start + spec.timeout
+
+        def take(sock: socket.socket, plane: int) -> bool:
+            """Count one frame from `sock` if one is there (False when none is)."""
+            nonlocal packets, bad, untagged
+            try:
+                frame, addr = sock.recvfrom(65535)
+            except BlockingIOError:
+                return False
+            except OSError as e:  # the NIC went down (reported once); it receives again once up
+                if e.errno != errno.ENETDOWN:
+                    raise
+                return False
+            rx_ns = time.monotonic_ns()
+            if addr[2] == PACKET_OUTGOING:
+                return True
+            parsed = parse_roce(frame)
+            if parsed is None:
+                return True
+            ip, qp, psn, body = parsed
+            tag = Tag.unpack(body)
+            if tag is None:
+                untagged += 1
+                return True
+            packets += 1
+            key = (tag.sender, qp)
+            track = tracks.get(key)
+            if track is None:
+                track = tracks[key] = _QpTrack(QpStats(tag.sender, qp, tag.total), tag.start_psn)
+            if icrc(ip) != ip[-4:]:
+                bad += 1
+                track.stats.icrc_bad += 1
+                return True
+            if tag.plane != plane:
+                track.stats.wrong_plane += 1
+            track.add(psn, plane, rx_ns, tag.sent_ns)
+            if bin_ns:
+                b = bins[plane]
+                b[rx_ns // bin_ns] = b.get(rx_ns // bin_ns, 0) + 1
+            return True
+
         while not stop["now"] and (not spec.expect or packets < spec.expect):
             left = deadline - time.monotonic()
             if left <= 0:
@@ -638,39 +678,12 @@ def receive(spec: RecvSpec) -> RecvResult:
             except InterruptedError:
                 continue
             for fd in ready:
-                sock, plane = socks[fd]
-                try:
-                    frame, addr = sock.recvfrom(65535)
-                except OSError as e:  # the NIC went down (reported once); it receives again once up
-                    if e.errno != errno.ENETDOWN:
-                        raise
-                    continue
-                rx_ns = time.monotonic_ns()
-                if addr[2] == PACKET_OUTGOING:
-                    continue
-                parsed = parse_roce(frame)
-                if parsed is None:
-                    continue
-                ip, qp, psn, body = parsed
-                tag = Tag.unpack(body)
-                if tag is None:
-                    untagged += 1
-                    continue
-                packets += 1
-                key = (tag.sender, qp)
-                track = tracks.get(key)
-                if track is None:
-                    track = tracks[key] = _QpTrack(QpStats(tag.sender, qp, tag.total), tag.start_psn)
-                if icrc(ip) != ip[-4:]:
-                    bad += 1
-                    track.stats.icrc_bad += 1
-                    continue
-                if tag.plane != plane:
-                    track.stats.wrong_plane += 1
-                track.add(psn, plane, rx_ns, tag.sent_ns)
-                if bin_ns:
-                    b = bins[plane]
-                    b[rx_ns // bin_ns] = b.get(rx_ns // bin_ns, 0) + 1
+                take(*socks[fd])
+        if stop["now"]:  # told to stop: what already reached this host's sockets is received, not lost
+            for sock, plane in socks.values():
+                sock.setblocking(False)
+                while take(sock, plane):
+                    pass
     finally:
         for s, _ in socks.values():
             s.close()
