@@ -1,5 +1,9 @@
 """Endpoint mode on a lab: hosts spray over their own SRv6 EVs through real bmv2 switches, and route
-around a cut link by themselves (counts, states and tables asserted, never times)."""
+around a cut link by themselves (counts, states and tables asserted, never times).
+
+The senders pace at 200 packets/s (the incast excepted: it needs more than its bottleneck serves):
+on a 2-core machine under load, 300-400 made the switches tail-drop packets no fault caused (see
+test_scenarios' FAST)."""
 
 from __future__ import annotations
 
@@ -21,6 +25,16 @@ def faulty(lab: Any, src: str, dst: str, t0: str, t1: str) -> set[int]:
     return {e.id for e in evs if e.spine_name == t1 and t0 in (e.src_leaf, e.dst_leaf)}
 
 
+def _brief(m: Any) -> str:
+    """A failed assertion's evidence: the mode's events, its QPs' losses and the faulty EVs' transitions."""
+    qps = [(q["sender"], hex(q["qp"]), q["evs"], q["lost_first_try"], q["retransmitted"], q["first_loss_s"])
+           for q in m.qps]
+    evs = [(e["sender"], e["ev"], e["timeouts"], e["sack_losses"], e["probes"], e["sent_while_failed"], e["transitions"])
+           for e in m.evs]
+    return f"events {m.events}; qps (sender, qp, evs, lost 1st, resent, 1st loss s) {qps}; " \
+           f"faulty EVs (sender, ev, timeouts, sack losses, probes, sent while failed, transitions) {evs}"
+
+
 def test_host_ev_spraying_crosses_every_spine_and_plane_and_delivers_everything_intact(lab):
     ep.enable(lab)
     leaf = lab.model.switch("p0-t0-0")
@@ -28,16 +42,19 @@ def test_host_ev_spraying_crosses_every_spine_and_plane_and_delivers_everything_
     before = read_cells(lab, cells)
     # oblivious spraying: round-robin over every EV whatever its health, so each QP crosses all four paths
     # even when an RTT spike on a busy machine makes the health-aware policy set one aside for a while
-    report = ep.start(lab, PAIRS, ep.Workload(policy="spray", messages=192, rate=800, duration=20)).wait()
+    report = ep.start(lab, PAIRS, ep.Workload(policy="spray", messages=192, rate=200, duration=20)).wait()
     after = read_cells(lab, cells)
     t = report.totals()
     # (duplicates are allowed: a retransmission after an RTT spike on a busy machine delivers a PSN twice)
-    assert (t["expected"], t["received"], t["lost"], t["icrc_bad"]) == (4 * 192, 4 * 192, 0, 0)
+    assert (t["expected"], t["received"], t["lost"], t["icrc_bad"]) == (4 * 192, 4 * 192, 0, 0), t
     for r in report.receivers.values():
         assert r["unknown"] == 0
         for q in r["qps"]:
-            assert sorted(map(int, q["per_ev"])) == [0, 1, 1024, 1025]  # both spines of both planes
-            assert sum(q["per_ev"].values()) == q["received"] == 48
+            # every path carried packets of every QP (counting every copy: on a starved switch the first copy
+            # of a PSN may be the resend on another EV, the one sprayed there arriving later as a duplicate)
+            assert sorted(map(int, q["carried"])) == [0, 1, 1024, 1025], (r["host"], q)  # both spines of both planes
+            assert sum(q["carried"].values()) == q["received"] + q["duplicated"] and q["received"] == 48, q
+            assert sum(q["per_ev"].values()) == 48, q
     delta = {k: after[k] - before[k] for k in after}
     tx = [v for k, v in delta.items() if PORT_TX in k]
     assert all(v >= 48 for v in tx)  # both uplinks of the leaf carried host-encapsulated packets
@@ -48,25 +65,28 @@ def test_host_ev_spraying_crosses_every_spine_and_plane_and_delivers_everything_
 def test_a_cut_link_is_routed_around_by_the_hosts_alone_and_probed_back_after_repair(lab):
     ep.enable(lab)
     t0, t1 = "p0-t0-0", "p0-t1-1"
-    sch = Schedule(seconds=3.0, fault_at=1.0, repair_at=2.0, rate=400, evs_per_qp=2, min_rto_ms=60, probe_ms=20)
+    sch = Schedule(seconds=3.0, fault_at=1.0, repair_at=2.0, rate=200, evs_per_qp=2, min_rto_ms=60, probe_ms=20)
     c = compare(lab, "cut", t0, t1, modes=("host",), pairs=[("h0", "h2"), ("h1", "h3")], schedule=sch)
     m = c.modes[0]
     s = m.summary
     assert lab.failures() == frozenset() and s["controller_untouched"]  # no controller or operator action
-    assert s["complete"] and s["lost"] == 0 and s["icrc_bad"] == 0  # every PSN delivered in the end
+    assert s["complete"] and s["lost"] == 0 and s["icrc_bad"] == 0, _brief(m)  # every PSN delivered in the end
     on = [q for q in m.qps if q["on_fault"]]
     off = [q for q in m.qps if not q["on_fault"]]
     # QP k takes EVs 2k, 2k+1 (mod 4): QPs 0 and 2 are on plane 0 (one of their EVs crosses the cut), 1 and 3 not
     assert sorted((q["sender"], q["qp"]) for q in on) == [("h0", 0x100), ("h0", 0x102), ("h1", 0x100), ("h1", 0x102)]
-    assert all(q["lost_first_try"] == 0 for q in off)  # (resent after an RTT spike, perhaps; never lost)
-    assert sum(q["lost_first_try"] for q in on) > 0
+    assert all(q["lost_first_try"] == 0 for q in off), _brief(m)  # (resent after an RTT spike, perhaps; never lost)
     assert all(q["acked"] == q["total"] for q in m.qps)
     assert len(m.evs) == 2 and {e["ev"] for e in m.evs} == faulty(lab, "h0", "h2", t0, t1) == {1}
+    fault_s, repair_s = m.goodput["fault_s"], m.goodput["repair_s"]
     for e in m.evs:
-        states = [(a, b) for _, a, b, _ in e["transitions"]]
-        assert states[0] in (("good", "suspect"), ("good", "failed")) and ("probing", "good") in states
-        assert e["sent_while_failed"] == 0 and e["detected_ms"] is not None and e["restored_ms"] is not None
-        assert e["timeouts"] + e["sack_losses"] >= 1 and e["probes"] >= 1  # seen by an ACK of a later packet or an RTO
+        # each sender failed the EV during the cut on its own evidence: a lost data packet (an RTO, or the ACK
+        # of a later one), or, when an earlier RTT spike had already set the EV aside as suspect, its probe's
+        # timeout; it sent no data on it while failed, and a probe brought it back after the repair
+        failed = [(t, why) for t, _, b, why in e["transitions"] if b == "failed" and fault_s <= t < repair_s]
+        assert failed and e["detected_ms"] is not None and e["restored_ms"] is not None, _brief(m)
+        assert e["sent_while_failed"] == 0 and e["probes"] >= 1, _brief(m)
+        assert ("probing", "good") in [(a, b) for t, a, b, _ in e["transitions"] if t >= repair_s], _brief(m)
     # the EV carried data again after the repair
     assert s["evs_restored"] == 2
 
@@ -75,7 +95,7 @@ def test_a_blackholed_direction_is_seen_by_acks_alone_and_avoided(lab):
     """The T1 drops what it sends down to the T0: h0's data to h2 still arrives through it, only the ACKs
     (and h2's data to h0) are lost; h0's sender fails the EV on the missing ACKs all the same."""
     ep.enable(lab)
-    sch = Schedule(seconds=2.5, fault_at=0.8, repair_at=1.8, rate=400, min_rto_ms=60)
+    sch = Schedule(seconds=2.5, fault_at=0.8, repair_at=1.8, rate=200, min_rto_ms=60)
     c = compare(lab, "blackhole", "p0-t0-0", "p0-t1-1", modes=("host",), pairs=[("h0", "h2")], schedule=sch)
     m = c.modes[0]
     assert m.summary["complete"] and m.summary["lost"] == 0 and lab.failures() == frozenset()
@@ -127,7 +147,7 @@ def test_leaf_spraying_with_the_unattended_controller_finds_the_cut_by_itself(la
     ep.enable(lab)
     # The cut lasts 3 s: the service's detection took 0.65-1.4 s on a quiet 2-core lab under this traffic
     # (its probe timeout adapts to the probes' delays, up to 1 s), longer on a loaded CI machine.
-    sch = Schedule(seconds=5.0, fault_at=1.0, repair_at=4.0, rate=300, min_rto_ms=60)
+    sch = Schedule(seconds=5.0, fault_at=1.0, repair_at=4.0, rate=200, min_rto_ms=60)
     c = compare(lab, "cut", "p0-t0-0", "p0-t1-1", modes=("leaf-unattended",), pairs=[("h0", "h2"), ("h1", "h3")],
                 schedule=sch)
     m = c.modes[0]

@@ -92,7 +92,10 @@ def test_plots_say_clearly_when_matplotlib_is_missing(monkeypatch, tmp_path):
 # 3.5 s of traffic after the repair is due: on a 2-core machine the 8 switches take both cores under
 # this traffic, and a fail or restore reconcile then takes up to 1.5 s (0.25 s when idle), so the repair
 # can come 1.5 s late, and the senders fall behind the rate.
-FAST = dict(seconds=6.0, fail_at=1.0, restore_at=2.5, rate=300.0, qps=4)
+# 150 packets/s per sender: under two busy loops on this 2-core machine, 300 made QPs nowhere near the
+# failure (plane 1 too) lose 1-81 packets in 3 of 6 link_failure runs, bursts dropped after 100-700 ms
+# stalls of an unscheduled switch; 150 lost none in 6 (then 6 more). Loss windows are bench/'s business.
+FAST = dict(seconds=6.0, fail_at=1.0, restore_at=2.5, rate=150.0, qps=4)
 
 
 def _schedule():
@@ -101,12 +104,19 @@ def _schedule():
     return Schedule(**FAST)
 
 
+def _told(r) -> str:
+    """A failed assertion's evidence: the scenario's own account (events, tables, QPs that lost)."""
+    from mininet_labs.scenarios import describe
+
+    return "\n".join(describe(r))
+
+
 def _check_failure_result(r, lab):
     s = r.summary()
     # QPs pinned through the failed link lost packets; every other QP lost nothing, duplicated nothing.
     assert s["qps_on_failure"] == 4 and s["qps_elsewhere"] == 12
-    assert s["lost_on_failure"] > 0
-    assert [(q.sender, q.dst, q.qp, q.lost) for q in r.unaffected if q.lost] == []
+    assert s["lost_on_failure"] > 0, _told(r)
+    assert [(q.sender, q.dst, q.qp, q.lost) for q in r.unaffected if q.lost] == [], _told(r)
     assert s["duplicated"] == 0
     assert r.report["totals"]["icrc_bad"] == 0 and r.report["totals"]["wrong_plane"] == 0
     # The failed segments were pulled from every touched switch and are back after the restore.
@@ -152,7 +162,7 @@ def test_cross_plane_keeps_the_hosts_qps_delivered_on_the_other_plane(lab):
     for q in moved:  # sent on plane 0, carried on plane 1 while the NIC was down, back on plane 0 after
         assert q.per_plane.get(1, 0) > 0 and q.per_plane.get(0, 0) > 0
         assert q.received + q.lost == q.expected and q.duplicated == 0
-    assert sum(q.lost for q in r.unaffected) == 0
+    assert [(q.sender, q.dst, q.qp, q.lost) for q in r.unaffected if q.lost] == [], _told(r)
     assert r.tables["present_after_fail"] == {"p0-t0-0": 0}
     assert r.tables["present_after_restore"] == r.tables["segments"]
     assert lab.failures() == frozenset()
@@ -161,7 +171,7 @@ def test_cross_plane_keeps_the_hosts_qps_delivered_on_the_other_plane(lab):
 def test_balance_reads_every_mode_from_the_counters(lab):
     from mininet_labs.balance import balance
 
-    r = balance(lab, qps=4, messages=32, rate=400.0)
+    r = balance(lab, qps=4, messages=32, rate=200.0)
     by = {(m.program, m.mode): m for m in r.modes}
     assert list(by) == [("srv6_spray", "FLOW"), ("srv6_spray", "QP"), ("srv6_spray", "PACKET"),
                         ("srv6_spray", "PINNED"), ("eecmp_qp_hash", "FIVE_TUPLE"), ("eecmp_qp_hash", "QP"),
