@@ -17,7 +17,7 @@ from controller.p4info import P4Info
 from controller.p4rt import P4RuntimeError
 from controller.plan import plan as make_plan
 from controller.reconcile import Delta, apply, ordered_updates
-from controller.routes import Fabric, Options, Program
+from controller.routes import DEFAULT_RESETS, Fabric, Options, Program
 from controller.service.origins import merge
 from controller.service.sessions import Session
 from controller.statefile import Origin
@@ -192,7 +192,9 @@ class Healer:
         t0 = time.monotonic()
         if s.name in ops.down_switches(failures):  # recorded down: the one-shot commands leave it alone too
             return
-        d = apply(s.conn, make_plan(self._fabric(failures))[s.name])
+        # with the program's resets, as `fabricctl install`: thresholds a switch holds that the plan does not
+        # set (ECN marking or trimming turned off while it was away) go back to the program's default
+        d = apply(s.conn, make_plan(self._fabric(failures))[s.name], resets=DEFAULT_RESETS)
         self._full.discard(s.name)
         self.emit("reconciled", switch=s.name, inserts=len(d.inserts), modifies=len(d.modifies),
                   deletes=len(d.deletes), ms=round((time.monotonic() - t0) * 1000, 2))

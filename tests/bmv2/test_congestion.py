@@ -249,6 +249,36 @@ def test_without_the_resets_a_plan_that_drops_the_thresholds_leaves_them_on_the_
     assert spray.conn.read_default(THRESHOLDS) == [on]
 
 
+def test_the_services_full_reconcile_also_turns_off_thresholds_the_plan_does_not_set(spray, tmp_path):
+    """`fabricctl run` reconciles a switch in full when its session becomes primary (a restart, a
+    takeover): like `install`, with the resets, so thresholds left on the switch go back to off."""
+    from pathlib import Path
+
+    from controller.ops import fabric
+    from controller.p4info import P4Info
+    from controller.plan import plan
+    from controller.reconcile import apply
+    from controller.routes import DEFAULT_RESETS
+    from controller.service.healer import Healer
+    from controller.topology import load
+
+    class Ready:  # the one session the healer writes on: this switch, standing for the topology's spine
+        def __init__(self, name, conn):
+            self.name, self.conn, self.ready = name, conn, True
+
+    topo = load(Path(__file__).parents[1] / "unit" / "data" / "two_plane_lab.yaml")
+    name, on = "p0-t1-0", thresholds(ECN_AT, TRIM_AT, TRIM_DSCP)
+    apply(spray.conn, [on])
+    assert spray.conn.read_default(THRESHOLDS) == [on]
+    events = []
+    healer = Healer(topo, "srv6_spray", P4Info.load(spray.artifacts.p4info), tmp_path / ".fabric-state.json",
+                    {name: Ready(name, spray.conn)}, lambda kind, **f: events.append({"kind": kind, **f}))
+    healer.reconcile_now(Ready(name, spray.conn))
+    assert spray.conn.read_default(THRESHOLDS) == [thresholds(0, 0, 0)]
+    assert [(e["kind"], e["switch"], e["modifies"]) for e in events] == [("reconciled", name, 1)]
+    assert not apply(spray.conn, plan(fabric(topo, "srv6_spray"))[name], resets=DEFAULT_RESETS)  # the plan, exactly
+
+
 @pytest.mark.parametrize("opcode, payload", [(0x11, bytes(4)), (0x81, bytes(16))], ids=["rc-ack", "cnp"])
 def test_acks_and_cnps_are_ce_marked_but_never_trimmed(spray, opcode: int, payload: bytes):
     """An RC ACKNOWLEDGE (its AETH is all it carries, and the sender needs it whole) and a CNP (the
