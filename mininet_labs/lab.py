@@ -39,6 +39,7 @@ from controller.ops import Outcome
 from controller.p4info import P4Info
 from controller.plan import plan as make_plan
 from controller.routes import Fabric, Options
+from controller.service import handoff
 from controller.tls import TlsConfig
 from controller.toolchain import Artifacts, find_binary
 from controller.topology import Topology, build, load, to_dict
@@ -240,12 +241,13 @@ class FailoverResult:
 
     failures: list[Failure]
     touched: list[str]
-    outcomes: dict[str, Outcome]
+    outcomes: dict[str, Outcome]  # empty when a running controller applied the change
     seconds: float
+    via: str | None = None  # the running controller (`fabricctl run`) that applied it: "pid N, election id M"
 
     def to_json(self) -> dict[str, Any]:
         return {"failures": [failure_to_json(f) for f in self.failures], "touched": self.touched,
-                "seconds": self.seconds, "changed": {n: len(o.delta) if o.delta is not None else None
+                "seconds": self.seconds, "via_controller": self.via, "changed": {n: len(o.delta) if o.delta is not None else None
                                                      for n, o in self.outcomes.items()}}
 
 
@@ -633,18 +635,34 @@ class Lab:
 
     def set_failures(self, failures: Iterable[Failure]) -> FailoverResult:
         """What `fabricctl fail/restore` does, on this lab: record the failure set in the lab's state
-        file, then reconcile the switches whose plan changes (none recorded down)."""
+        file, then reconcile the switches whose plan changes (none recorded down). While a `fabricctl
+        run` with a higher election id than the lab's is primary on that file, it is the one that
+        writes: the change is recorded and this waits (up to the lab's timeout) for the controller's
+        word, as the command does (`via` names the controller; LabError if it did not apply it)."""
         t0 = time.monotonic()
         outcomes: dict[str, Outcome] = {}
+        passed: handoff.Handoff | None = None
         with state_lock(self.failure_state_path):  # the rule of fabricctl fail/restore: record, then apply
-            change = ops.failure_change(self.model, self.program, self.failures(), failures, self.options)  # type: ignore[arg-type]
+            old = self.failures()
+            change = ops.failure_change(self.model, self.program, old, failures, self.options)  # type: ignore[arg-type]
+            controller = handoff.running(self.failure_state_path)
+            if controller is not None and self.election_id > controller.election_id:
+                controller = None  # the lab writes itself, deposing the controller there (a higher id wins)
             try:
                 save_state(self.failure_state_path, change.new)
             except FailoverError as e:
                 raise LabError(str(e)) from None
-            if change.touched:
+            if controller is not None and change.new != old:
+                passed = handoff.Handoff(self.failure_state_path, controller, time.monotonic_ns(), change.new - old,
+                                         old - change.new, lambda f: ops.describe_failure(self.model, f))
+            elif change.touched:
                 outcomes = self._sync(change.fabric, change.touched, push="never")
-        result = FailoverResult(sorted(change.new, key=str), change.touched, outcomes, round(time.monotonic() - t0, 4))
+        if passed is not None:  # outside the lock: the controller takes it to read the record
+            out = passed.wait(self.timeout)
+            if not out.ok:
+                raise LabError(out.error)
+        result = FailoverResult(sorted(change.new, key=str), change.touched, outcomes, round(time.monotonic() - t0, 4),
+                                str(passed.controller) if passed is not None else None)
         bad = [o for o in outcomes.values() if not o.ok]
         if bad:
             raise LabError(f"reconciling after the failure change failed on {len(bad)} switches: {bad[0].error}")

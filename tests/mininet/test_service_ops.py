@@ -93,6 +93,24 @@ def test_one_shot_fail_and_restore_go_through_the_running_controller(lab, contro
     assert origins(lab) == {}
 
 
+def test_the_labs_own_fail_and_restore_go_through_the_running_controller(lab, controller):
+    """Lab.fail/restore (what the scenarios call) take the command's path: recorded, applied by the
+    primary controller, waited for; the lab's sessions (election id 1) never write past it."""
+    c = controller()
+    c.primary_everywhere()
+    wait_until(lambda: read_status(lab.failure_state_path) is not None, "the controller's status file")
+    link = LinkDown(LEAF, SPINE)
+    r = lab.fail(link)
+    assert (r.failures, r.via, r.outcomes) == ([link], f"pid {c.proc.pid}, election id 10", {})
+    assert tables_equal_plan(lab) == {}  # read back from the switches the moment it returned
+    assert origins(lab) == {link: OPERATOR}
+    r = lab.restore(link)
+    assert (r.failures, r.via, r.outcomes) == ([], f"pid {c.proc.pid}, election id 10", {})
+    assert tables_equal_plan(lab) == {} and origins(lab) == {}
+    written = [e["failures"] for e in c.all_events() if e["kind"] == "deltas_written"]
+    assert written[-2:] == [1, 0]
+
+
 def test_restoring_a_link_whose_probes_still_fail_is_refused_by_the_controller(lab, controller):
     c = controller()
     c.primary_everywhere()
