@@ -247,8 +247,8 @@ class FailoverResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"failures": [failure_to_json(f) for f in self.failures], "touched": self.touched,
-                "seconds": self.seconds, "via_controller": self.via, "changed": {n: len(o.delta) if o.delta is not None else None
-                                                     for n, o in self.outcomes.items()}}
+                "seconds": self.seconds, "via_controller": self.via,
+                "changed": {n: len(o.delta) if o.delta is not None else None for n, o in self.outcomes.items()}}
 
 
 @dataclass
