@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -577,32 +577,29 @@ class Lab:
         """A FabricClient with a connection to every switch, each with the program's P4Info; unless
         told not to, connected and checked to run that pipeline. Close it (or use `with`) before
         `install`: two sessions with one election id conflict."""
-        p4info = self.p4info()
-        conns = [ops.connection(s, election_id or self.election_id, self.timeout) for s in self.model.switches]
-        for conn in conns:
-            conn.p4info = p4info
-        client = FabricClient(conns)
-        if connect:
-            result = client.run(lambda c: (c.connect(), c.check_pipeline(p4info)))
-            if not result.ok:
-                client.close_all()
-                raise LabError(f"cannot use the switches: {result.summary()}")
-        return client
+        how = (lambda c, p4info: (c.connect(), c.check_pipeline(p4info))) if connect else None
+        return self._switches(election_id or self.election_id, how, "use")
 
-    def reader(self, names: Sequence[str] | None = None) -> FabricClient:
+    def reader(self) -> FabricClient:
         """A FabricClient that only reads (no stream, no election id: `install` and `fail` go on meanwhile),
         each switch checked once to run the program. Cheap to read through for as long as it is open, where
         `client()` pays a session and a pipeline check each time; close it (or use `with`)."""
+        return self._switches(self.election_id, lambda c, p4info: (c.connect_reader(), c.check_pipeline(p4info)),
+                              "read")
+
+    def _switches(self, election_id: int, how: Callable[[Any, P4Info], object] | None, verb: str) -> FabricClient:
+        """A FabricClient over every switch with the program's P4Info, each opened by `how` in parallel
+        (None: left closed); LabError 'cannot <verb> the switches' naming those that failed."""
         p4info = self.p4info()
-        conns = [ops.connection(s, self.election_id, self.timeout) for s in self.model.switches
-                 if names is None or s.name in names]
+        conns = [ops.connection(s, election_id, self.timeout) for s in self.model.switches]
         for conn in conns:
             conn.p4info = p4info
         client = FabricClient(conns)
-        result = client.run(lambda c: (c.connect_reader(), c.check_pipeline(p4info)))
-        if not result.ok:
-            client.close_all()
-            raise LabError(f"cannot read the switches: {result.summary()}")
+        if how is not None:
+            result = client.run(lambda c: how(c, p4info))
+            if not result.ok:
+                client.close_all()
+                raise LabError(f"cannot {verb} the switches: {result.summary()}")
         return client
 
     def p4info(self) -> P4Info:
