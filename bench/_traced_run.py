@@ -32,7 +32,7 @@ def main() -> None:
     tracemalloc.start(3)
     threading.Thread(target=watch, args=(out, every), name="tracemalloc", daemon=True).start()
     sys.argv = ["fabricctl", *sys.argv[3:]]
-    from controller.cli import main as cli_main
+    from fabricctl.main import main as cli_main
 
     cli_main()
 

@@ -25,9 +25,9 @@ from scapy.layers.inet6 import IPv6  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
-from controller.entries import ActionProfileGroup, ActionProfileMember, Exact, Lpm, TableEntry  # noqa: E402
-from controller.p4rt import SwitchConnection  # noqa: E402
-from controller.toolchain import Artifacts, find_binary  # noqa: E402
+from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Exact, Lpm, TableEntry  # noqa: E402
+from controller.runtime.p4rt import SwitchConnection  # noqa: E402
+from controller.programs.toolchain import Artifacts, find_binary  # noqa: E402
 from mininet_labs.nsswitch import NetnsSwitch  # noqa: E402
 from mininet_labs.roce import roce_v6  # noqa: E402
 

@@ -32,12 +32,12 @@ from google.protobuf import __version__ as protobuf_version  # noqa: E402
 from google.protobuf.internal import api_implementation  # noqa: E402
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc  # noqa: E402
 
-from controller import codec, wire  # noqa: E402
-from controller.codec import canonical  # noqa: E402
-from controller.entries import Exact, Lpm, TableEntry  # noqa: E402
-from controller.p4info import P4Info  # noqa: E402
-from controller.p4rt import SwitchConnection  # noqa: E402
-from controller.toolchain import Artifacts, find_binary  # noqa: E402
+from controller.runtime import codec, wire  # noqa: E402
+from controller.runtime.codec import canonical  # noqa: E402
+from controller.plan.entries import Exact, Lpm, TableEntry  # noqa: E402
+from controller.runtime.p4info import P4Info  # noqa: E402
+from controller.runtime.p4rt import SwitchConnection  # noqa: E402
+from controller.programs.toolchain import Artifacts, find_binary  # noqa: E402
 from mininet_labs.nsswitch import NetnsSwitch  # noqa: E402
 
 ROUTES = "IngressPipe.routing.routes_v6"  # host /128 -> set_next_hop(port, smac, dmac)

@@ -25,12 +25,12 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from controller.failover import LinkDown, SwitchDown, delta, unreachable, with_failures  # noqa: E402
-from controller.gcpause import gc_paused  # noqa: E402
-from controller import yamlload  # noqa: E402
-from controller.plan import Plan, count_entities, count_switch, plan, totals  # noqa: E402
-from controller.reachability import Reach  # noqa: E402
+from controller.plan.gcpause import gc_paused  # noqa: E402
+from controller.model import yamlload  # noqa: E402
+from controller.plan.fabricplan import Plan, count_entities, count_switch, plan, totals  # noqa: E402
+from controller.plan.reachability import Reach  # noqa: E402
 from controller.routes import Fabric, Health, Options, Program, switch_entities  # noqa: E402
-from controller.topology import Topology, build, from_dict, to_dict  # noqa: E402
+from controller.model.topology import Topology, build, from_dict, to_dict  # noqa: E402
 
 MRC = {"planes": 8, "t1_per_plane": 256, "t0_per_plane": 512, "hosts_per_t0": 256}
 BASELINE = {"planes": 8, "t1_per_plane": 32, "t0_per_plane": 64, "hosts_per_t0": 32}
@@ -214,9 +214,9 @@ def _one_spine_delta(fabric: Fabric, topo: Topology) -> dict[str, Any]:
 EXPORT = {"planes": 8, "t1_per_plane": 16, "t0_per_plane": 128, "hosts_per_t0": 128}  # 1,152 switches
 _WHOLE_DOCUMENT = """
 import json, sys
-from controller.plan import FORMAT, entity_to_json, plan
+from controller.plan.fabricplan import FORMAT, entity_to_json, plan
 from controller.routes import Fabric
-from controller.topology import load
+from controller.model.topology import load
 p = plan(Fabric(load(sys.argv[1])))
 doc = {"format": FORMAT, "switches": {n: [entity_to_json(e) for e in p[n]] for n in p}}
 open(sys.argv[2], "w").write(json.dumps(doc, indent=1) + "\\n")
@@ -273,7 +273,7 @@ def _export(size: dict[str, int]) -> dict[str, Any]:
             loads[name] = round(time.perf_counter() - start, 2)
         yaml_mb = round(path.stat().st_size / 1e6, 1)
         out = Path(tmp) / "plan.json"
-        stream_s, stream_mb = _child(["-m", "controller.cli", "--topology", str(path), "plan", "--export", str(out)],
+        stream_s, stream_mb = _child(["-m", "fabricctl", "--topology", str(path), "plan", "--export", str(out)],
                                      Path(tmp))
         exported = out.stat().st_size
         start = time.perf_counter()

@@ -95,7 +95,7 @@ class EventCounts:
 def measure(lab: Lab, minutes: float, every: float, election_id: int, extra: list[str], trace: Path | None = None) -> dict:
     save_state(lab.failure_state_path, [])
     events = lab.dir / "rss-events.jsonl"
-    head = [sys.executable, "-m", "controller.cli"] if trace is None else [sys.executable, str(ROOT / "bench" / "_traced_run.py"),
+    head = [sys.executable, "-m", "fabricctl"] if trace is None else [sys.executable, str(ROOT / "bench" / "_traced_run.py"),
                                                                            str(trace), str(every)]
     argv = [*head, "--topology", str(lab.topology_path), "--election-id", str(election_id), "run", "--events", str(events),
             *extra]

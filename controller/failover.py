@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path as FilePath
-from typing import Union
 
-from controller import statefile
-from controller.entries import Entity
-from controller.gcpause import gc_paused
-from controller.reconcile import Delta, diff
+from controller.state import statefile
+from controller.plan.entries import Entity
+from controller.plan.gcpause import gc_paused
+from controller.plan.delta import Delta, diff
 from controller.routes import (
     SPRAY,
     Fabric,
@@ -24,49 +22,16 @@ from controller.routes import (
     spine_entities,
     spray_leaf_pins,
 )
-from controller.topology import Topology
-
-
-class FailoverError(ValueError):
-    """A failure that names nothing in the topology, or a state file that cannot be read (one line)."""
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class LinkDown:
-    """The link between a leaf and a spine of its plane."""
-
-    t0: str
-    t1: str
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class SwitchDown:
-    """A whole switch: counts as every one of its links (and, for a leaf, its host ports) down."""
-
-    name: str
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class HostPortDown:
-    """A leaf's host-facing port (the host's NIC in that plane)."""
-
-    t0: str
-    port: int
-
-
-Failure = Union[LinkDown, SwitchDown, HostPortDown]
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Unreachable:
-    """`dst` (a leaf or a host) cannot be reached in `plane` from `src` (a leaf, or '*': from anywhere)."""
-
-    plane: int
-    dst: str
-    src: str = "*"
-
-    def __str__(self) -> str:
-        return f"plane {self.plane}: {self.dst} unreachable from {'every leaf' if self.src == '*' else self.src}"
+from controller.model.failures import (  # the failure types live in the model; re-exported here, their published home
+    Failure,  # noqa: F401
+    FailoverError,  # noqa: F401
+    HostPortDown,  # noqa: F401
+    LinkDown,  # noqa: F401
+    SwitchDown,  # noqa: F401
+    Unreachable,  # noqa: F401
+    failure_to_json,  # noqa: F401
+)
+from controller.model.topology import Topology
 
 
 def health(topo: Topology, failures: Iterable[Failure]) -> Health:
@@ -264,17 +229,9 @@ def _put(out: dict[str, Delta], name: str, new: list[Entity], old: list[Entity],
 
 # --- state file ------------------------------------------------------------------------------
 
-def failure_to_json(f: Failure) -> dict[str, object]:
-    if isinstance(f, LinkDown):
-        return {"link": [f.t0, f.t1]}
-    if isinstance(f, SwitchDown):
-        return {"switch": f.name}
-    return {"host_port": [f.t0, f.port]}
-
-
 def save_state(path: str | FilePath, failures: Iterable[Failure],
                origins: Mapping[Failure, statefile.Origin] | None = None) -> None:
-    """Write the failure set atomically in the marked format (controller.statefile; who recorded each
+    """Write the failure set atomically in the marked format (controller.state.statefile; who recorded each
     failure: `origins`, else as recorded, else the operator); FailoverError if `path` is not a state
     file (never overwritten) or cannot be written."""
     try:
@@ -284,7 +241,7 @@ def save_state(path: str | FilePath, failures: Iterable[Failure],
 
 
 def load_origins(path: str | FilePath) -> dict[Failure, statefile.Origin]:
-    """Each recorded failure with who recorded it, operator or detector (controller.statefile)."""
+    """Each recorded failure with who recorded it, operator or detector (controller.state.statefile)."""
     try:
         return statefile.load_origins(path)
     except statefile.StateFileError as e:
@@ -292,7 +249,7 @@ def load_origins(path: str | FilePath) -> dict[Failure, statefile.Origin]:
 
 
 def load_state(path: str | FilePath) -> frozenset[Failure]:
-    """The failure set of a state file; an absent file is no failure (controller.statefile)."""
+    """The failure set of a state file; an absent file is no failure (controller.state.statefile)."""
     try:
         return statefile.load(path)
     except statefile.StateFileError as e:

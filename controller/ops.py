@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from controller import congestion, failover, limits, routes, yamlload
-from controller.codec import canonical
-from controller.entries import Entity
-from controller.fabric_client import FabricClient
+from controller.model import congestion, limits, yamlload
+from controller import failover, routes
+from controller.runtime.codec import canonical
+from controller.plan.entries import Entity
+from controller.runtime.fabric_client import FabricClient
 from controller.failover import Failure, FailoverError, HostPortDown, LinkDown, SwitchDown
-from controller.p4info import P4Info, pipeline_differences
-from controller.p4rt import (
+from controller.runtime.p4info import P4Info, pipeline_differences
+from controller.runtime.p4rt import (
     NotPrimaryError,
     P4RuntimeError,
     PipelineMismatchError,
@@ -24,14 +25,14 @@ from controller.p4rt import (
     describe,
     election_int,
 )
-from controller.reconcile import Delta, apply, diff
-from controller.safefile import UnsafeFile
+from controller.runtime.reconcile import Delta, apply, diff
+from controller.files.safefile import UnsafeFile
 from controller.routes import Fabric, Options, Program
-from controller.sids import SidError, SidPlan
-from controller.statefile import Origin
-from controller.tls import TlsConfig, TlsError, check_all, override
-from controller.toolchain import Artifacts
-from controller.topology import Switch, Topology, TopologyError, from_dict
+from controller.model.sids import SidError, SidPlan
+from controller.state.statefile import Origin
+from controller.runtime.tls import TlsConfig, TlsError, check_all, override
+from controller.programs.toolchain import Artifacts
+from controller.model.topology import Switch, Topology, TopologyError, from_dict
 
 # Exit codes (documented in `fabricctl --help`).
 OK, SWITCH_ERROR, BAD_INPUT, BAD_TOPOLOGY, PIPELINE, TOOLCHAIN = 0, 1, 2, 3, 4, 5

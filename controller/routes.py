@@ -12,9 +12,9 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from controller import probes
-from controller.congestion import TRIM_DSCP  # the DSCP a trimmed packet carries unless Options say otherwise
-from controller.entries import (
+from controller.plan import probes
+from controller.model.congestion import TRIM_DSCP  # the DSCP a trimmed packet carries unless Options say otherwise
+from controller.plan.entries import (
     ActionProfileGroup,
     ActionProfileMember,
     Entity,
@@ -23,7 +23,7 @@ from controller.entries import (
     SwitchEntities,
     TableEntry,
 )
-from controller.sids import (
+from controller.model.sids import (
     BLOCK_LEN,
     LOCAL_SID_LEN,
     UN_LEN,
@@ -34,7 +34,7 @@ from controller.sids import (
     fmt_mapped,
     fmt_v6,
 )
-from controller.topology import Switch, Topology, host_mac_prefix, host_mac_suffix
+from controller.model.topology import Switch, Topology, host_mac_prefix, host_mac_suffix
 
 Program = Literal["srv6_spray", "eecmp_qp_hash"]
 SPRAY: Program = "srv6_spray"
@@ -245,7 +245,7 @@ class Shared:
         self._punts: dict[tuple[int, ...], list[TableEntry]] = {}
 
     def punts(self, sw: Switch) -> list[Entity]:
-        """The probe punt entries of a switch (controller.probes); switches with equal fabric ports, and
+        """The probe punt entries of a switch (controller.plan.probes); switches with equal fabric ports, and
         hosts or none, share them."""
         key = (*probes.fabric_ports(sw), -1 if probes.probed_host_ports(sw) else 0)
         if key not in self._punts:

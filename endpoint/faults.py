@@ -54,7 +54,7 @@ class Fault:
         return ops.link(self.lab.model, self.t0, self.t1)
 
     def crosses(self, ev: Any) -> bool:
-        """Whether an EV (controller.evs.Ev) goes over this link."""
+        """Whether an EV (controller.plan.evs.Ev) goes over this link."""
         return ev.spine_name == self.t1 and self.t0 in (ev.src_leaf, ev.dst_leaf)
 
     def describe(self) -> str:

@@ -4,7 +4,7 @@
     python3 -m endpoint send --topology T.yaml --evs evs.json --host h0 --to h2 --policy health --out s.json
 
 Frames leave and arrive through one AF_PACKET socket per plane NIC (as mininet_labs.traffic does);
-the EVs come from `fabricctl evs --export` (controller.evs). Both write their JSON result.
+the EVs come from `fabricctl evs --export` (controller.plan.evs). Both write their JSON result.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.atomic import write_atomic
-from controller.evs import load_export
-from controller.topology import load
+from controller.files.atomic import write_atomic
+from controller.plan.evs import load_export
+from controller.model.topology import load
 from endpoint import policy as policies
 from endpoint.ev import EvConfig
 from endpoint.receiver import ReceiverCore

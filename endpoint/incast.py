@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.evs import Ev
+from controller.plan.evs import Ev
 from controller.routes import Options
-from controller.topology import Switch
+from controller.model.topology import Switch
 from mininet_labs.bmv2runtime import Bmv2Runtime, RuntimeCliError, RuntimeSession
 from mininet_labs.lab import Lab, LabError
 from mininet_labs.switch import THRIFT_OFFSET

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from controller import ops
-from controller.atomic import write_atomic
-from controller.evs import export, leaf_spray
+from controller.files.atomic import write_atomic
+from controller.plan.evs import export, leaf_spray
 from controller.routes import Options
 from mininet_labs.lab import Lab, LabError, _wait_files, _with_repo_path, wait_senders_receivers
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mininet_labs.plot import _pyplot
+from controller.plotting import pyplot as _pyplot
 
 
 def comparison(doc: dict[str, Any], path: str | Path) -> Path:

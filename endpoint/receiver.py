@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.evs import Ev
+from controller.plan.evs import Ev
 from endpoint.wire import ACK, DATA, NACK, PROBE, PROBE_ACK, AckHeader, DataHeader, Received, ev_of
 
 PSN_MASK = 0xFFFFFF

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controller import ops
-from controller.evs import host_evs
+from controller.plan.evs import host_evs
 from endpoint.faults import Fault
 from endpoint.incast import MODES as INCAST_MODES, Bottleneck, default_senders, same_leaf, set_thresholds
 from endpoint.lab import EndpointReport, Workload, enable, start

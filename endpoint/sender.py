@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.evs import Ev
+from controller.plan.evs import Ev
 from endpoint.cc import Aimd
 from endpoint.ev import EvConfig, EvState, EvTable
 from endpoint.policy import Flow, Policy

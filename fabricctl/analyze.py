@@ -1,4 +1,4 @@
-"""`fabricctl analyze` and `fabricctl topo draw`: the analysis engine's command line (registered in controller/cli.py)."""
+"""`fabricctl analyze` and `fabricctl topo draw`: the analysis engine's command line (registered in fabricctl/main.py)."""
 
 from __future__ import annotations
 

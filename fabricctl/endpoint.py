@@ -97,7 +97,7 @@ def compare_cmd(fault: str, where: tuple[str, ...], modes: str | None, percent: 
     if incast and ecn_at and ecn_at >= trim_at:
         raise OpError(f"--ecn-at ({ecn_at}) must be below --trim-at ({trim_at})")
     if png is not None:
-        from mininet_labs.plot import PlotUnavailable, _pyplot
+        from controller.plotting import PlotUnavailable, pyplot as _pyplot
         try:
             _pyplot()
         except PlotUnavailable as e:

@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from controller import ops
-from controller.atomic import write_atomic
-from controller.evs import export as export_evs
+from controller.files.atomic import write_atomic
+from controller.plan.evs import export as export_evs
 from controller.ops import OpError
 
 

@@ -12,10 +12,11 @@ from typing import Any
 
 import click
 
-from controller import limits, ops
-from controller.options import Finite
+from controller.model import limits
+from controller import ops
+from fabricctl.options import Finite
 from controller.ops import OpError
-from controller.topology import TopologyError
+from controller.model.topology import TopologyError
 
 DEFAULT_DIR = "/tmp/srv6-fabric-lab"  # mininet_labs.lab.DEFAULT_DIR (not imported: keep this module light)
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import click
 
-from controller import limits
-from controller.safefile import UnsafeFile
-from controller.yamlload import YamlError, load_file
+from controller.model import limits
+from controller.files.safefile import UnsafeFile
+from controller.model.yamlload import YamlError, load_file
 
 # Option name (as on the command line, without --) -> (click parameter name, environment variable, takes a value).
 GLOBALS: dict[str, tuple[str, str, bool]] = {

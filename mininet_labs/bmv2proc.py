@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grpc
 
-from controller.tls import TlsConfig, channel as tls_channel
+from controller.runtime.tls import TlsConfig, channel as tls_channel
 
 
 class SwitchStartError(RuntimeError):

@@ -8,7 +8,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from controller.toolchain import find_binary
+from controller.programs.toolchain import find_binary
 
 DEFAULT_THRIFT_PORT = 9090  # simple_switch_grpc's default --thrift-port
 PROMPT = b"RuntimeCmd: "

@@ -29,20 +29,20 @@ from typing import Any
 import yaml
 
 from controller import ops
-from controller import limits
-from controller.safefile import UnsafeFile, read_text, write_atomic
-from controller.statefile import parse_json
+from controller.model import limits
+from controller.files.safefile import UnsafeFile, read_text, write_atomic
+from controller.state.statefile import parse_json
 from controller.failover import Failure, FailoverError, failure_to_json, save_state
-from controller.statelock import state_lock
-from controller.fabric_client import FabricClient
+from controller.state.statelock import state_lock
+from controller.runtime.fabric_client import FabricClient
 from controller.ops import Outcome
-from controller.p4info import P4Info
-from controller.plan import plan as make_plan
+from controller.runtime.p4info import P4Info
+from controller.plan.fabricplan import plan as make_plan
 from controller.routes import Fabric, Options
 from controller.service import handoff
-from controller.tls import TlsConfig
-from controller.toolchain import Artifacts, find_binary
-from controller.topology import Topology, build, load, to_dict
+from controller.runtime.tls import TlsConfig
+from controller.programs.toolchain import Artifacts, find_binary
+from controller.model.topology import Topology, build, load, to_dict
 from mininet_labs import traffic as tr
 from mininet_labs._mininet import missing as mininet_missing
 from mininet_labs.bmv2proc import ServerTls
@@ -110,7 +110,7 @@ class LabState:
     format: str = FORMAT
 
     def write(self, path: Path) -> None:
-        """Write the state whole (controller.safefile); never over a file that is not a lab state."""
+        """Write the state whole (controller.files.safefile); never over a file that is not a lab state."""
         try:
             write_atomic(path, json.dumps(asdict(self), indent=1) + "\n", what="lab state", ours=LabState.read)
         except OSError as e:

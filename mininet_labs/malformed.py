@@ -14,9 +14,9 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from controller.drops import DropReason as R
-from controller.sids import SidPlan
-from controller.topology import Topology
+from controller.programs.drops import DropReason as R
+from controller.model.sids import SidPlan
+from controller.model.topology import Topology
 from mininet_labs.roce import roce_v6
 
 ETH, IP6, SRH_FIXED, UDP_LEN, BTH_LEN = 14, 40, 8, 8, 12

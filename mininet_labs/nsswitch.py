@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from controller.toolchain import find_binary
+from controller.programs.toolchain import find_binary
 from mininet_labs import netns
-from controller.tls import TlsConfig
+from controller.runtime.tls import TlsConfig
 from mininet_labs.bmv2proc import ServerTls, SwitchStartError, fresh_logs, probe, stop_process, wait_grpc_ready
 
 CPU_PORT = 255

@@ -1,26 +1,11 @@
-"""PNG plots of lab results; matplotlib is optional (`pip install 'srv6-fabric[lab]'`) and imported
-only when a plot is drawn: PlotUnavailable says so when it is missing."""
+"""PNG plots of lab results (matplotlib through controller.plotting: PlotUnavailable says when it is missing)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-
-class PlotUnavailable(RuntimeError):
-    """matplotlib is not installed."""
-
-
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        raise PlotUnavailable(f"plots need matplotlib, which is not installed ({e}); "
-                              "install it with: python3 -m pip install 'srv6-fabric[lab]' (or 'matplotlib>=3.7')") from None
-    return plt
+from controller.plotting import PlotUnavailable, pyplot as _pyplot  # noqa: F401  (PlotUnavailable: re-exported)
 
 
 def timeline(doc: dict[str, Any], path: str | Path) -> Path:

@@ -30,10 +30,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controller import ops
-from controller.entries import entity_key
-from controller.fabric_client import FabricClient
+from controller.plan.entries import entity_key
+from controller.runtime.fabric_client import FabricClient
 from controller.failover import Failure, HostPortDown, LinkDown, SwitchDown
-from controller.plan import plan as make_plan
+from controller.plan.fabricplan import plan as make_plan
 from controller.routes import EECMP, QP, Options, Pin
 from mininet_labs.lab import Lab, LabError, TrafficReport, TrafficRun
 

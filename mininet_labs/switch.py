@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 
-from controller.tls import TlsConfig
-from controller.toolchain import find_binary
+from controller.runtime.tls import TlsConfig
+from controller.programs.toolchain import find_binary
 from mininet_labs.bmv2proc import ServerTls, SwitchStartError, fresh_logs, log_tail, probe, stop_process, wait_grpc_ready
 from mininet_labs._mininet import load
 

@@ -1,4 +1,4 @@
-"""A Mininet Topo of a multi-plane Clos, built from controller.topology's Topology.
+"""A Mininet Topo of a multi-plane Clos, built from controller.model.topology's Topology.
 
 Every switch of the model becomes a Bmv2Switch with its device id and gRPC port; every host one
 Mininet host with one NIC per plane (`<host>-eth<plane>`, the model's host MAC), linked to its
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.topology import Switch, Topology
+from controller.model.topology import Switch, Topology
 from mininet_labs._mininet import load
 
 load()

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from controller import ops
-from controller.sids import fmt_v4, fmt_v6
-from controller.topology import Topology
+from controller.model.sids import fmt_v4, fmt_v6
+from controller.model.topology import Topology
 
 ROCE_PORT = 4791
 ETH_P_ALL = 0x0003
@@ -391,7 +391,7 @@ class PlaneWatch:
 
 def send(spec: SendSpec) -> SendResult:
     """Send the spec's packets from this namespace's NICs (raw AF_PACKET sockets); paced by spec.rate."""
-    from controller.topology import load
+    from controller.model.topology import load
 
     topo = load(spec.topology)
     socks: dict[str, socket.socket] = {}
@@ -600,7 +600,7 @@ def parse_roce(frame: bytes) -> tuple[bytes, int, int, bytes] | None:
 
 def receive(spec: RecvSpec) -> RecvResult:
     """Count what arrives on this namespace's NICs of `spec.host` (see RecvSpec for when it stops)."""
-    from controller.topology import load
+    from controller.model.topology import load
 
     topo = load(spec.topology)
     nics = host_nics(topo, spec.host)

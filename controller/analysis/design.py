@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from controller.topology import Topology
+from controller.model.topology import Topology
 
 Kind = Literal["link", "t1", "t0", "nic"]
 KINDS: tuple[Kind, ...] = ("link", "t1", "t0", "nic")
@@ -71,7 +71,7 @@ class Design:
 
     def topology(self) -> Topology:
         """The toolkit's topology of this design (what the controller plans)."""
-        from controller.topology import build
+        from controller.model.topology import build
 
         return build(self.planes, self.t1, self.t0, self.hosts_per_t0, name=self.name,
                      max_port=1 << 20, cpu_port=None)

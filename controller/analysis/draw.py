@@ -8,7 +8,7 @@ from pathlib import Path
 
 from controller import failover
 from controller.failover import Failure
-from controller.topology import Topology
+from controller.model.topology import Topology
 
 MAX_SWITCHES, MAX_HOSTS = 400, 512
 FAILED = "#d62728"

@@ -14,7 +14,7 @@ class PlotError(Exception):
 
 def require() -> Any:
     """matplotlib.pyplot on the Agg backend (the labs' loader), or PlotError saying how to install it."""
-    from mininet_labs.plot import PlotUnavailable, _pyplot
+    from controller.plotting import PlotUnavailable, pyplot as _pyplot
 
     try:
         return _pyplot()

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from controller.analysis.design import Design, Kind
 from controller.failover import Failure, HostPortDown, LinkDown, SwitchDown
-from controller.topology import switch_name
+from controller.model.topology import switch_name
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from controller import limits
+from controller.model import limits
 
 QDEPTH_BITS = 19  # bmv2's enq_qdepth (v1model) and set_thresholds' parameters: bit<19>
 MAX_QDEPTH = (1 << QDEPTH_BITS) - 1

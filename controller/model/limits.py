@@ -7,7 +7,7 @@ import math
 import re
 from typing import Any
 
-from controller import sids
+from controller.model import sids
 
 MiB = 1 << 20
 

@@ -12,9 +12,9 @@ import re
 
 import networkx as nx
 
-from controller import congestion, limits
+from controller.model import congestion, limits
 
-from controller import tls as tlsconf
+from controller.model import tlsconfig as tlsconf
 
 Role = Literal["t0", "t1"]
 
@@ -222,8 +222,8 @@ def build(planes: int, t1_per_plane: int, t0_per_plane: int, hosts_per_t0: int, 
 
 def load(path: str | Path) -> Topology:
     """Read and validate a topology YAML file (format: docs/sid-plan.md, examples/two_plane_lab.yaml);
-    size-capped, streamed record by record through libyaml and parsed strictly (controller.yamlload)."""
-    from controller.yamlload import load_file
+    size-capped, streamed record by record through libyaml and parsed strictly (controller.model.yamlload)."""
+    from controller.model.yamlload import load_file
 
     doc = load_file(path, limits.MAX_TOPOLOGY_BYTES, "topology")
     if doc is not None and not isinstance(doc, dict):
@@ -233,8 +233,8 @@ def load(path: str | Path) -> Topology:
 
 def load_yaml(stream: Any) -> Any:
     """yaml.safe_load's result for a topology document, through libyaml record by record and
-    strictly (controller.yamlload: duplicate keys, deep nesting and alias bombs refused)."""
-    from controller.yamlload import load
+    strictly (controller.model.yamlload: duplicate keys, deep nesting and alias bombs refused)."""
+    from controller.model.yamlload import load
 
     return load(stream)
 

@@ -20,8 +20,8 @@ from yaml.events import (
 )
 from yaml.resolver import Resolver
 
-from controller import limits
-from controller.safefile import UnsafeFile, open_regular
+from controller.model import limits
+from controller.files.safefile import UnsafeFile, open_regular
 
 try:
     from yaml._yaml import CParser
@@ -194,7 +194,7 @@ def loads(text: str) -> Any:
 
 def load_file(path: str | Path, limit: int, what: str) -> Any:
     """Parse a YAML file streamed from disk: a regular file of at most `limit` bytes
-    (controller.safefile), UTF-8, strictly (load)."""
+    (controller.files.safefile), UTF-8, strictly (load)."""
     with open_regular(path, limit, what) as raw:
         try:
             return load(raw)

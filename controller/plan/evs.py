@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from controller.routes import Fabric, Path
-from controller.sids import fmt_v6
+from controller.model.sids import fmt_v6
 
 SPINE_BITS = 10  # an EV id is plane << SPINE_BITS | spine: 14 bits, the low bits of the inner UDP source port
 

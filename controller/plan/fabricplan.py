@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TextIO
 
-from controller.entries import (
+from controller.plan.entries import (
     ActionProfileGroup,
     ActionProfileMember,
     Entity,
@@ -18,9 +18,9 @@ from controller.entries import (
     TableEntry,
     Ternary,
 )
-from controller.gcpause import gc_paused
-from controller.probes import PUNT, fabric_ports, probed_host_ports
-from controller.reconcile import Delta, diff
+from controller.plan.gcpause import gc_paused
+from controller.plan.probes import PUNT, fabric_ports, probed_host_ports
+from controller.plan.delta import Delta, diff
 from controller.routes import (
     ECMP_ROUTES,
     ECMP_SELECTOR,
@@ -41,7 +41,7 @@ from controller.routes import (
     spray_leaf_pins,
     switch_entities,
 )
-from controller.topology import Switch
+from controller.model.topology import Switch
 
 FORMAT = "srv6-fabric-plan/1"
 

@@ -8,8 +8,8 @@ import ipaddress
 import struct
 from dataclasses import dataclass
 
-from controller.entries import TableEntry, Ternary
-from controller.topology import Switch
+from controller.plan.entries import TableEntry, Ternary
+from controller.model.topology import Switch
 
 PROBE_ETHERTYPE = 0x88B5  # IEEE Std 802 "local experimental ethertype 1": never on the wire between hosts
 PUNT = "IngressPipe.cpu.punt"

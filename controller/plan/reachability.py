@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from controller.routes import Health
-from controller.topology import Topology
+from controller.model.topology import Topology
 
 Link = tuple[int, int, int]  # (plane, leaf, spine)
 Node = tuple[int, int]  # (plane, index)

@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.toolchain import BUILD_DIR, P4_DIR, PROGRAMS, REPO_ROOT, Artifacts, find_binary
+from controller.programs.toolchain import BUILD_DIR, P4_DIR, PROGRAMS, REPO_ROOT, Artifacts, find_binary
 
 
 class CompileError(RuntimeError):
@@ -89,7 +89,7 @@ def compile_all(out_dir: Path = BUILD_DIR) -> list[CompileResult]:
 
 
 def main() -> int:
-    """`python3 -m controller.p4compile`: regenerate p4/build/ from p4/*.p4."""
+    """`python3 -m controller.programs.p4compile`: regenerate p4/build/ from p4/*.p4."""
     try:
         for result in compile_all():
             print(f"{result.artifacts.program}: {result.artifacts.bmv2_json.name}, "

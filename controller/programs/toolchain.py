@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 P4_DIR = REPO_ROOT / "p4"
 BUILD_DIR = P4_DIR / "build"
 PROGRAMS = ("srv6_spray", "eecmp_qp_hash", "l3_baseline")

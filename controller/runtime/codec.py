@@ -1,4 +1,4 @@
-"""Encoding between controller.entries values and P4Runtime messages (canonical bytestrings, Entity)."""
+"""Encoding between controller.plan.entries values and P4Runtime messages (canonical bytestrings, Entity)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Callable, TypeVar
 
 from p4.v1 import p4runtime_pb2
 
-from controller.entries import (
+from controller.plan.entries import (
     ActionProfileGroup,
     ActionProfileMember,
     CounterValue,
@@ -24,7 +24,7 @@ from controller.entries import (
     Ternary,
     Value,
 )
-from controller.p4info import ActionInfo, ActionProfileInfo, MatchFieldInfo, P4Info, ParamInfo, TableInfo
+from controller.runtime.p4info import ActionInfo, ActionProfileInfo, MatchFieldInfo, P4Info, ParamInfo, TableInfo
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 

@@ -6,10 +6,10 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Iterable, Mapping, TypeVar
 
-from controller.entries import Entity
-from controller.p4rt import SwitchConnection
-from controller.reconcile import Delta, apply
-from controller.toolchain import Artifacts
+from controller.plan.entries import Entity
+from controller.runtime.p4rt import SwitchConnection
+from controller.runtime.reconcile import Delta, apply
+from controller.programs.toolchain import Artifacts
 
 T = TypeVar("T")
 

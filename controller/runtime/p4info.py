@@ -217,8 +217,8 @@ class P4Info:
     def load(cls, path: str | Path) -> "P4Info":
         """Read a P4Info text file (p4c --p4runtime-files x.p4info.txtpb): a regular file of at most
         limits.MAX_P4INFO_BYTES; P4InfoError naming the file if it does not parse, OSError if unreadable."""
-        from controller import limits
-        from controller.safefile import read_text
+        from controller.model import limits
+        from controller.files.safefile import read_text
 
         text = read_text(path, limits.MAX_P4INFO_BYTES, "P4Info")
         try:

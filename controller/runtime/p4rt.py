@@ -14,12 +14,12 @@ import grpc
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller import codec, wire
-from controller.entries import ActionProfileMember, CounterValue, Entity, Exact, Lpm, Match, TableEntry, Value
-from controller.p4info import P4Info, pipeline_differences
-from controller.reconcile import Update, UpdateType
-from controller.tls import TlsConfig, TlsError, channel as tls_channel, explain as tls_explain
-from controller.toolchain import Artifacts
+from controller.runtime import codec, wire
+from controller.plan.entries import ActionProfileMember, CounterValue, Entity, Exact, Lpm, Match, TableEntry, Value
+from controller.runtime.p4info import P4Info, pipeline_differences
+from controller.plan.delta import Update, UpdateType
+from controller.runtime.tls import TlsConfig, TlsError, channel as tls_channel, explain as tls_explain
+from controller.programs.toolchain import Artifacts
 
 ElectionId = int | tuple[int, int]
 log = logging.getLogger(__name__)
@@ -32,12 +32,12 @@ _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 
 def _identity(data: bytes) -> bytes:
-    """Write requests are wire bytes already (controller.wire)."""
+    """Write requests are wire bytes already (controller.runtime.wire)."""
     return data
 
 
 class _Stub(p4runtime_pb2_grpc.P4RuntimeStub):
-    """The P4Runtime stub, but Write takes the WriteRequest as wire bytes (controller.wire.write_request)."""
+    """The P4Runtime stub, but Write takes the WriteRequest as wire bytes (controller.runtime.wire.write_request)."""
 
     def __init__(self, channel: grpc.Channel) -> None:
         super().__init__(channel)
@@ -243,7 +243,7 @@ class SwitchConnection:
         if state is not grpc.ChannelConnectivity.READY:
             self.close()
             if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
-                # our own TLS handshake with the server says whether TLS is why (controller.tls.explain)
+                # our own TLS handshake with the server says whether TLS is why (controller.runtime.tls.explain)
                 why = tls_explain(self.address, self.tls, min(2.0, timeout))
                 if why is not None:
                     raise P4RuntimeError(f"{self.name}: {why}")
@@ -436,7 +436,7 @@ class SwitchConnection:
 
         Every entity is encoded (and checked) before anything is sent. Returns how many were written;
         raises WriteError (per-update codes) or NotPrimaryError. The requests go out as wire bytes
-        (controller.wire: the messages codec.encode_entity builds, without building them).
+        (controller.runtime.wire: the messages codec.encode_entity builds, without building them).
         """
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")

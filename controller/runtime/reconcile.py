@@ -1,137 +1,25 @@
-"""Reconciliation: the updates that turn what a switch holds into the plan, in dependency order."""
+"""Reconciliation: read a switch, diff it against the plan (controller.plan.delta) and write the delta."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from enum import Enum
-from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable
 
-from controller.codec import canonical
-from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, entity_key
+from controller.plan.delta import (  # re-exported: the delta types' earlier home
+    Delta,  # noqa: F401
+    Update,  # noqa: F401
+    UpdateType,  # noqa: F401
+    diff,  # noqa: F401
+    ordered_updates,  # noqa: F401
+    sort_key,  # noqa: F401
+    with_resets,  # noqa: F401
+)
+from controller.plan.entries import Entity, TableEntry
+from controller.runtime.codec import canonical
 
 if TYPE_CHECKING:
-    from controller.p4rt import SwitchConnection
+    from controller.runtime.p4rt import SwitchConnection
 
-
-class UpdateType(str, Enum):
-    """The P4Runtime Update.Type of a write."""
-
-    INSERT = "INSERT"
-    MODIFY = "MODIFY"
-    DELETE = "DELETE"
-
-
-class Update(NamedTuple):
-    """One write: (type, entity); a plain (\"INSERT\", entity) tuple is accepted wherever an Update is."""
-
-    type: UpdateType
-    entity: Entity
-
-
-@dataclass(frozen=True, slots=True)
-class Delta:
-    """What differs between plan and switch; each tuple sorted by kind (members, groups, entries), then key."""
-
-    inserts: tuple[Entity, ...] = ()
-    modifies: tuple[Entity, ...] = ()
-    deletes: tuple[Entity, ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.inserts or self.modifies or self.deletes)
-
-    def __len__(self) -> int:
-        return len(self.inserts) + len(self.modifies) + len(self.deletes)
-
-    def summary(self) -> str:
-        return f"{len(self.inserts)} inserts, {len(self.modifies)} modifies, {len(self.deletes)} deletes"
-
-
-_RANK = {ActionProfileMember: 0, ActionProfileGroup: 1, TableEntry: 2}
-
-
-def _sortable(x: Any) -> Any:
-    """A total order over keys that may mix ints, strings, None and match dataclasses."""
-    if x is None:
-        return (0,)
-    if isinstance(x, (bool, int)):
-        return (1, int(x))
-    if isinstance(x, str):
-        return (2, x)
-    if isinstance(x, tuple):
-        return (3, tuple(_sortable(i) for i in x))
-    if dataclasses.is_dataclass(x):
-        return (4, type(x).__name__, tuple(_sortable(getattr(x, f.name)) for f in dataclasses.fields(x)))
-    return (5, repr(x))
-
-
-def sort_key(entity: Entity) -> Any:
-    """Deterministic install order: members, groups, table entries; then by key."""
-    return (_RANK[type(entity)], _sortable(entity_key(entity)))
-
-
-def _same(desired: Entity, actual: Entity) -> bool:
-    """Equal for the switch; a group's max_size 0 in the plan means \"whatever the switch has\"."""
-    if isinstance(desired, ActionProfileGroup) and isinstance(actual, ActionProfileGroup) and desired.max_size == 0:
-        return desired == dataclasses.replace(actual, max_size=0)
-    return desired == actual
-
-
-def _is_default(entity: Entity) -> bool:
-    return isinstance(entity, TableEntry) and entity.is_default
-
-
-def _by_key(entities: Iterable[Entity], side: str) -> dict[tuple, Entity]:
-    index: dict[tuple, Entity] = {}
-    for e in entities:
-        key = entity_key(e)
-        if key in index and index[key] != e:
-            raise ValueError(f"{side} has two different entities with the same key {key}: {index[key]} and {e}")
-        index[key] = e
-    return index
-
-
-def diff(desired: Iterable[Entity], actual: Iterable[Entity]) -> Delta:
-    """The Delta taking `actual` to `desired` (both in the same, canonical, form).
-
-    Default entries are only ever modified: one missing from `actual` is modified, one only in
-    `actual` is left alone. A group whose member list changes is a modify.
-    """
-    want, have = _by_key(desired, "the plan"), _by_key(actual, "the switch")
-    inserts: list[Entity] = []
-    modifies: list[Entity] = []
-    for key, entity in want.items():
-        current = have.get(key)
-        if current is None:
-            (modifies if _is_default(entity) else inserts).append(entity)
-        elif not _same(entity, current):
-            modifies.append(entity)
-    deletes = [e for k, e in have.items() if k not in want and not _is_default(e)]
-    return Delta(*(tuple(sorted(xs, key=sort_key)) for xs in (inserts, modifies, deletes)))
-
-
-def ordered_updates(delta: Delta) -> list[list[Update]]:
-    """Update batches to write one after the other: each may need the previous ones done.
-
-    Inserts/modifies of members, then groups, then entries; then deletes of entries, groups, members.
-    """
-    stages: list[list[Update]] = []
-    for kind in (ActionProfileMember, ActionProfileGroup, TableEntry):
-        stages.append(
-            [Update(UpdateType.INSERT, e) for e in delta.inserts if type(e) is kind]
-            + [Update(UpdateType.MODIFY, e) for e in delta.modifies if type(e) is kind]
-        )
-    for kind in (TableEntry, ActionProfileGroup, ActionProfileMember):
-        stages.append([Update(UpdateType.DELETE, e) for e in delta.deletes if type(e) is kind])
-    return [s for s in stages if s]
-
-
-def with_resets(want: list[Entity], resets: Iterable[TableEntry]) -> list[Entity]:
-    """`want` and each of `resets` (a default entry as the program declares it) whose table has no
-    default entry in `want`: what the controller once set there goes back to the program's default
-    when the plan stops setting it (turning ECN marking or trimming off resets the switch)."""
-    named = {e.table for e in want if _is_default(e)}
-    return want + [r for r in resets if r.table not in named]
+__all__ = ["Delta", "Update", "UpdateType", "apply", "diff", "ordered_updates", "sort_key", "with_resets"]
 
 
 def apply(conn: "SwitchConnection", desired: Iterable[Entity], *, dry_run: bool = False,

@@ -16,9 +16,9 @@ from typing import Iterable
 from google.protobuf.descriptor import FieldDescriptor
 from p4.v1 import p4runtime_pb2
 
-from controller.codec import canonical, derived, int_bytes, scalar
-from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, Exact, Lpm, TableEntry
-from controller.p4info import P4Info
+from controller.runtime.codec import canonical, derived, int_bytes, scalar
+from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, Exact, Lpm, TableEntry
+from controller.runtime.p4info import P4Info
 
 # --- primitives ------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.failover import Failure, failure_to_json
-from controller.safefile import pid_alive
+from controller.files.safefile import pid_alive
 from controller.service.status import read_status
 
 POLL = 0.02  # seconds between reads of the status file

@@ -11,18 +11,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller import failover, ops
-from controller.codec import canonical
+from controller.runtime.codec import canonical
 from controller.failover import Failure, LinkDown
-from controller.p4info import P4Info
-from controller.p4rt import P4RuntimeError
-from controller.plan import plan as make_plan
-from controller.reconcile import Delta, apply, ordered_updates
+from controller.runtime.p4info import P4Info
+from controller.runtime.p4rt import P4RuntimeError
+from controller.plan.fabricplan import plan as make_plan
+from controller.runtime.reconcile import Delta, apply, ordered_updates
 from controller.routes import DEFAULT_RESETS, Fabric, Options, Program
 from controller.service.origins import merge
 from controller.service.sessions import Session
-from controller.statefile import Origin
-from controller.statelock import StateLocked, state_lock
-from controller.topology import Topology
+from controller.state.statefile import Origin
+from controller.state.statelock import StateLocked, state_lock
+from controller.model.topology import Topology
 
 Emit = Callable[..., object]
 

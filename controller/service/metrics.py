@@ -7,7 +7,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from controller.entries import CounterValue
+from controller.plan.entries import CounterValue
 from controller.service.paths import PathLabel
 
 DEFINES = Path(__file__).resolve().parents[2] / "p4" / "include" / "defines.p4"

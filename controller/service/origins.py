@@ -6,7 +6,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
 from controller.failover import Failure
-from controller.statefile import DETECTOR, OPERATOR, Origin
+from controller.state.statefile import DETECTOR, OPERATOR, Origin
 
 Record = Mapping[Failure, Origin]
 

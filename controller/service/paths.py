@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.entries import ActionProfileMember, Entity, TableEntry
-from controller.sids import UN_LEN, SidError, SidPlan, fmt_v6
-from controller.topology import Topology
+from controller.plan.entries import ActionProfileMember, Entity, TableEntry
+from controller.model.sids import UN_LEN, SidError, SidPlan, fmt_v6
+from controller.model.topology import Topology
 
 PATH_COUNTER = "IngressPipe.headend.path_packets"  # srv6_spray.p4: indexed by the path action's path_index
 _PATH_ACTIONS = {f"IngressPipe.headend.{a}" for a in ("via_spine", "encap_carrier", "encap_srh2", "encap_srh3")}

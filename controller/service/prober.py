@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 
 from controller import ops
 from controller.failover import Failure, HostPortDown, LinkDown
-from controller.p4rt import P4RuntimeError
-from controller.probes import (PROBE_SLOTS, Probe, advertised_target, neighbor_solicitation, parse_probe, probe_frame,
+from controller.runtime.p4rt import P4RuntimeError
+from controller.plan.probes import (PROBE_SLOTS, Probe, advertised_target, neighbor_solicitation, parse_probe, probe_frame,
                                probed_host_ports)
 from controller.service.detect import Change, Detector, Evidence, Thresholds, counter_deltas, port_evidence, step
 from controller.service.probetimer import ProbeTimer
-from controller.topology import Topology
+from controller.model.topology import Topology
 
 
 @dataclass(frozen=True, slots=True)

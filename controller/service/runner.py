@@ -13,13 +13,13 @@ from typing import Any
 
 from controller import ops
 from controller.failover import HostPortDown, LinkDown
-from controller.p4info import P4Info
-from controller.p4rt import P4RuntimeError
+from controller.runtime.p4info import P4Info
+from controller.runtime.p4rt import P4RuntimeError
 from controller.routes import Options, Program
 from controller.service.detect import Change, Thresholds
 from controller.service.events import EventLog
 from controller.service.healer import Healer
-from controller.plan import plan as make_plan
+from controller.plan.fabricplan import plan as make_plan
 from controller.service.metrics import Metrics, drop_reason_names
 from controller.service.paths import PATH_COUNTER, PathLabel, path_labels
 from controller.service.priority import set_thread_nice
@@ -27,10 +27,10 @@ from controller.service.prober import DirectionState, Prober, failure_label
 from controller.service.sessions import Role, Session
 from controller.service.status import may_write, remove_status, status_path, write_status
 from controller.failover import failure_to_json
-from controller.statefile import DETECTOR
-from controller.statelock import state_lock
-from controller.toolchain import Artifacts
-from controller.topology import Topology
+from controller.state.statefile import DETECTOR
+from controller.state.statelock import state_lock
+from controller.programs.toolchain import Artifacts
+from controller.model.topology import Topology
 
 EVENTS_NAME = "fabric-events.jsonl"
 log = logging.getLogger("controller.service")

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from controller.p4info import P4Info, pipeline_differences
-from controller.p4rt import P4RuntimeError, SwitchConnection
-from controller.toolchain import Artifacts
-from controller.topology import Switch
+from controller.runtime.p4info import P4Info, pipeline_differences
+from controller.runtime.p4rt import P4RuntimeError, SwitchConnection
+from controller.programs.toolchain import Artifacts
+from controller.model.topology import Switch
 
 
 class Role(str, Enum):

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from controller.atomic import write_atomic
-from controller.safefile import pid_alive
+from controller.files.atomic import write_atomic
+from controller.files.safefile import pid_alive
 
 STATUS_NAME = ".fabric-service.json"
 

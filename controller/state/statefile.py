@@ -28,8 +28,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from controller import limits
-from controller.safefile import UnsafeFile, read_text, write_atomic
+from controller.model.failures import HostPortDown, LinkDown, SwitchDown, failure_to_json
+from controller.model import limits
+from controller.files.safefile import UnsafeFile, read_text, write_atomic
 
 FORMAT_V1 = "srv6-fabric-state/1"
 FORMAT = "srv6-fabric-state/2"
@@ -75,8 +76,6 @@ def _failure(item: Any, n: int, version: int) -> tuple[Any, Origin]:
 
 
 def _what(item: Any, n: int) -> Any:
-    from controller.failover import HostPortDown, LinkDown, SwitchDown
-
     def name(value: Any, field: str) -> str:
         problem = limits.name_problem(value)
         if problem:
@@ -133,8 +132,6 @@ def origins_from_text(text: str) -> dict[Any, Origin]:
 def to_text(failures: Iterable[Any], origins: Mapping[Any, Origin] | None = None) -> str:
     """The document of a failure set; version 1 unless a failure's origin (default: the operator) is
     the detector."""
-    from controller.failover import failure_to_json
-
     ordered = sorted(set(failures), key=lambda f: (type(f).__name__, dataclasses.astuple(f)))
     by = {f: (origins or {}).get(f, OPERATOR) for f in ordered}
     if all(o == OPERATOR for o in by.values()):

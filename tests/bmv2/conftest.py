@@ -8,9 +8,9 @@ from typing import Iterator
 
 import pytest
 
-from controller.entries import Entity
-from controller.p4rt import SwitchConnection
-from controller.toolchain import Artifacts, find_binary
+from controller.plan.entries import Entity
+from controller.runtime.p4rt import SwitchConnection
+from controller.programs.toolchain import Artifacts, find_binary
 from mininet_labs.netns import can_create_netns
 from mininet_labs.nsswitch import NetnsSwitch
 

@@ -20,17 +20,19 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner, Result
 
-from controller import ops, topology
-from controller.cli import cli, show_entity
-from controller.entries import Entity, entity_key
+from controller import ops
+from controller.model import topology
+from fabricctl.common import show_entity
+from fabricctl.main import cli
+from controller.plan.entries import Entity, entity_key
 from controller.failover import Failure
-from controller.p4info import P4Info
-from controller.p4rt import SwitchConnection
-from controller.plan import plan as make_plan
-from controller.reconcile import Delta
-from controller.tls import TlsConfig
-from controller.toolchain import Artifacts
-from controller.topology import Topology
+from controller.runtime.p4info import P4Info
+from controller.runtime.p4rt import SwitchConnection
+from controller.plan.fabricplan import plan as make_plan
+from controller.runtime.reconcile import Delta
+from controller.runtime.tls import TlsConfig
+from controller.programs.toolchain import Artifacts
+from controller.model.topology import Topology
 from mininet_labs.bmv2proc import ServerTls
 from mininet_labs.nsswitch import NetnsSwitch
 
@@ -202,7 +204,7 @@ def install_until_killed(limit: int, argv: list[str]) -> None:
     """Run `fabricctl ARGV` with one update per WriteRequest; after `limit` Write calls have
     completed (fabric-wide), print GATE_LINE and block every further Write forever, so the parent
     can SIGKILL this process with exactly `limit` updates on the switches."""
-    from controller.p4rt import SwitchConnection as Conn
+    from controller.runtime.p4rt import SwitchConnection as Conn
 
     lock = threading.Lock()
     counts = {"slots": 0, "done": 0}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.p4rt import P4RuntimeError, SwitchConnection
+from controller.runtime.p4rt import P4RuntimeError, SwitchConnection
 from tests.bmv2.conftest import Device
 
 

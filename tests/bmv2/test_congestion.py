@@ -11,7 +11,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from controller.entries import TableEntry
+from controller.plan.entries import TableEntry
 from mininet_labs.bmv2runtime import Bmv2Runtime
 from mininet_labs.roce import roce_v6
 from tests.bmv2.test_srv6_spray import (
@@ -163,7 +163,7 @@ def test_eecmp_marks_and_trims_ipv4_roce_with_true_lengths_and_checksum(ecmp):
     """Both programs share the egress signals: IPv4 RoCEv2 through eecmp_qp_hash, one uplink."""
     from scapy.layers.inet import IP
 
-    from controller.entries import ActionProfileGroup, ActionProfileMember, Lpm
+    from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Lpm
     from mininet_labs.roce import roce_v4
 
     host, uplink, profile = 1, 2, "IngressPipe.ecmp.ecmp_selector"
@@ -219,7 +219,7 @@ def test_the_runtime_cli_names_a_command_the_switch_refuses(spray):
 def test_turning_the_thresholds_off_puts_the_switch_back_to_no_marking_and_no_trimming(spray):
     """Reconciliation with the plan's resets (what `fabricctl install` does): thresholds on, then a plan
     without them, read back from the switch and seen in the packets of the same burst."""
-    from controller.reconcile import apply
+    from controller.runtime.reconcile import apply
     from controller.routes import DEFAULT_RESETS
 
     on, off = thresholds(ECN_AT, TRIM_AT, TRIM_DSCP), thresholds(0, 0, 0)
@@ -241,7 +241,7 @@ def test_turning_the_thresholds_off_puts_the_switch_back_to_no_marking_and_no_tr
 
 def test_without_the_resets_a_plan_that_drops_the_thresholds_leaves_them_on_the_switch(spray):
     """Why the resets exist: a default entry only on the switch is not the plan's to delete."""
-    from controller.reconcile import apply
+    from controller.runtime.reconcile import apply
 
     on = thresholds(ECN_AT, TRIM_AT, TRIM_DSCP)
     apply(spray.conn, [*spine_entries(), on])
@@ -255,12 +255,12 @@ def test_the_services_full_reconcile_also_turns_off_thresholds_the_plan_does_not
     from pathlib import Path
 
     from controller.ops import fabric
-    from controller.p4info import P4Info
-    from controller.plan import plan
-    from controller.reconcile import apply
+    from controller.runtime.p4info import P4Info
+    from controller.plan.fabricplan import plan
+    from controller.runtime.reconcile import apply
     from controller.routes import DEFAULT_RESETS
     from controller.service.healer import Healer
-    from controller.topology import load
+    from controller.model.topology import load
 
     class Ready:  # the one session the healer writes on: this switch, standing for the topology's spine
         def __init__(self, name, conn):

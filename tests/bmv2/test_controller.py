@@ -21,15 +21,16 @@ import grpc
 import pytest
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller import failover, ops, topology
-from controller.codec import canonical, encode_entity
-from controller.cli import show_entity
-from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, Lpm, TableEntry
+from controller import failover, ops
+from controller.model import topology
+from controller.runtime.codec import canonical, encode_entity
+from fabricctl.common import show_entity
+from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, Lpm, TableEntry
 from controller.failover import LinkDown
-from controller.p4rt import NotPrimaryError, WriteError
-from controller.reconcile import Delta, diff
+from controller.runtime.p4rt import NotPrimaryError, WriteError
+from controller.plan.delta import Delta, diff
 from controller.routes import ROUTES_V6, SPRAY_PATHS, SPRAY_SELECTOR, VIA_SPINE
-from controller.toolchain import REPO_ROOT
+from controller.programs.toolchain import REPO_ROOT
 from tests.bmv2.conftest import require_bmv2
 from tests.bmv2.fabric_fixture import GATE_LINE, FabricLab, applied, differences, start_lab
 
@@ -207,8 +208,8 @@ def count(entities: list[Entity], table: str) -> int:
 # --- 4. a controller killed mid-install ------------------------------------------------------
 
 def fabricctl(lab: FabricLab, *args: str) -> subprocess.CompletedProcess:
-    """The fabricctl console script's code (python3 -m controller.cli) in a process of its own."""
-    return subprocess.run([sys.executable, "-m", "controller.cli", "--topology", str(lab.path), *args],
+    """The fabricctl console script's code (python3 -m fabricctl) in a process of its own."""
+    return subprocess.run([sys.executable, "-m", "fabricctl", "--topology", str(lab.path), *args],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
 
 

@@ -10,7 +10,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from controller.entries import ActionProfileGroup, ActionProfileMember, Lpm, TableEntry
+from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Lpm, TableEntry
 from mininet_labs.roce import icrc_ok, roce_v4, roce_v6
 
 HOST = 1

@@ -17,9 +17,9 @@ from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrSegmentRouting
 from scapy.layers.l2 import Ether
 
-from controller.entries import ActionProfileGroup, ActionProfileMember, Exact, Lpm, TableEntry
-from controller.p4rt import SwitchConnection
-from controller.toolchain import Artifacts
+from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Exact, Lpm, TableEntry
+from controller.runtime.p4rt import SwitchConnection
+from controller.programs.toolchain import Artifacts
 from mininet_labs import netns
 from mininet_labs.nsswitch import NetnsSwitch
 from mininet_labs.roce import icrc_ok, roce_v6

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.p4compile import compile_program
-from controller.toolchain import PROGRAMS, Artifacts, find_binary
+from controller.programs.p4compile import compile_program
+from controller.programs.toolchain import PROGRAMS, Artifacts, find_binary
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
@@ -15,6 +15,6 @@ def test_committed_artifacts_equal_a_fresh_compile(program, tmp_path):
     fresh = compile_program(program, tmp_path).artifacts
     committed = Artifacts.of(program)
     assert fresh.p4info.read_text() == committed.p4info.read_text(), \
-        f"p4/build/{program}.p4info.txtpb is stale: run `python3 -m controller.p4compile`"
+        f"p4/build/{program}.p4info.txtpb is stale: run `python3 -m controller.programs.p4compile`"
     assert fresh.bmv2_json.read_text() == committed.bmv2_json.read_text(), \
-        f"p4/build/{program}.json is stale: run `python3 -m controller.p4compile`"
+        f"p4/build/{program}.json is stale: run `python3 -m controller.programs.p4compile`"

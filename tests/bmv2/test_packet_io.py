@@ -6,7 +6,7 @@ import pytest
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from controller.entries import TableEntry, Ternary
+from controller.plan.entries import TableEntry, Ternary
 
 PROBE_ETHERTYPE = 0x88B5  # IEEE local experimental: what a liveness probe could use
 
@@ -38,15 +38,15 @@ def test_punt_rule_sends_the_packet_in_with_its_ingress_port(request, program):
 
 @pytest.mark.parametrize("program", ["srv6_spray", "eecmp_qp_hash"])
 def test_a_hosts_neighbor_advertisement_to_the_probe_address_is_punted_and_nothing_else(request, program):
-    """Host NIC probes (controller.probes): the T0 sends a Neighbor Solicitation out of a host port;
+    """Host NIC probes (controller.plan.probes): the T0 sends a Neighbor Solicitation out of a host port;
     the NA comes back to the probe address fe80::88b5:0:5 and the plan's punt entry brings it to the controller with its
     ingress port. Other IPv6 from the host (here an NA to another address) is not punted."""
     import ipaddress
 
     from scapy.layers.inet6 import ICMPv6ND_NA, ICMPv6NDOptDstLLAddr, IPv6
 
-    from controller.probes import advertised_target, neighbor_solicitation, punt_entries
-    from controller.topology import Switch
+    from controller.plan.probes import advertised_target, neighbor_solicitation, punt_entries
+    from controller.model.topology import Switch
 
     device = request.getfixturevalue("spray" if program == "srv6_spray" else "ecmp")
     leaf = Switch("t0", "t0", 0, 0, 1, "127.0.0.1:1", "02:00:00:00:00:01", host_ports=(1, 2), host_names=("h0", ""),

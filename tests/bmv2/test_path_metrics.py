@@ -12,8 +12,8 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
 from controller import ops
-from controller.plan import plan
-from controller.reconcile import apply
+from controller.plan.fabricplan import plan
+from controller.runtime.reconcile import apply
 from controller.service.metrics import Metrics
 from controller.service.paths import PATH_COUNTER, PathLabel, path_labels
 from mininet_labs.lab import default_topology

@@ -11,8 +11,8 @@ from scapy.layers.inet6 import ICMPv6EchoRequest, IPv6, IPv6ExtHdrRouting, IPv6E
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from controller.entries import Exact, Lpm, TableEntry
-from controller.reconcile import canonical
+from controller.plan.entries import Exact, Lpm, TableEntry
+from controller.runtime.codec import canonical
 from mininet_labs.roce import icrc_ok, roce_v6
 from tests.bmv2.test_srv6_spray import (
     BLOCK, DST_DT6, DST_HOST, DST_LEAF, HOST, SPINE_A, SPINE_B, SRC_HOST, UP_A, carrier, headend_entries, nbr_mac,
@@ -162,7 +162,7 @@ def test_a_host_packet_whose_hop_limit_would_expire_at_the_leaf_is_dropped(spray
 def _leaf_plan(host_source_routing: bool):
     """The controller's plan of leaf p0-t0-0 of the default lab (host ports 1, 2; uplinks 3, 4)."""
     from controller.ops import fabric, sid_plan
-    from controller.plan import plan
+    from controller.plan.fabricplan import plan
     from controller.routes import Options
     from mininet_labs.lab import default_topology
 
@@ -176,7 +176,7 @@ def test_the_controllers_plan_transits_a_host_carrier_only_in_endpoint_mode(spra
     """What the controller installs: host h0 (slot 0 of p0-t0-0) writes block | spine 1 | leaf 1 | DT6
     itself; in endpoint mode the leaf sends it to spine 1 unchanged but for the hop limit, otherwise
     it is the SR-domain boundary."""
-    from controller.reconcile import apply
+    from controller.runtime.reconcile import apply
 
     topo, sids, entities = _leaf_plan(endpoint_mode)
     apply(spray.conn, entities)

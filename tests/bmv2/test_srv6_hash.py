@@ -8,7 +8,7 @@ from dataclasses import replace
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
-from controller.entries import Exact, Lpm, TableEntry
+from controller.plan.entries import Exact, Lpm, TableEntry
 from mininet_labs.roce import roce_v6
 from tests.bmv2.test_srv6_spray import (
     DST_HOST, HOST, SRC_HOST, carrier, headend_entries,

@@ -11,7 +11,7 @@ from scapy.layers.inet6 import IPv6, IPv6ExtHdrSegmentRouting
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from controller.entries import ActionProfileGroup, ActionProfileMember, Exact, Lpm, TableEntry
+from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Exact, Lpm, TableEntry
 from mininet_labs.roce import icrc_ok, roce_v6
 
 HOST, UP_A, UP_B = 1, 2, 3

@@ -20,14 +20,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller import ops, topology
-from controller.entries import Entity
+from controller import ops
+from controller.model import topology
+from controller.plan.entries import Entity
 from controller.failover import LinkDown
-from controller.p4info import P4Info
-from controller.p4rt import P4RuntimeError, SwitchConnection
-from controller.plan import plan as make_plan
-from controller.tls import TlsConfig
-from controller.toolchain import REPO_ROOT, Artifacts
+from controller.runtime.p4info import P4Info
+from controller.runtime.p4rt import P4RuntimeError, SwitchConnection
+from controller.plan.fabricplan import plan as make_plan
+from controller.runtime.tls import TlsConfig
+from controller.programs.toolchain import REPO_ROOT, Artifacts
 from mininet_labs.bmv2proc import ServerTls
 from mininet_labs.nsswitch import NetnsSwitch
 from tests.bmv2.conftest import require_bmv2
@@ -283,7 +284,7 @@ def test_fabricctl_and_shell_over_tcp_with_mutual_tls(tmp_path: Path, pki: Pki) 
     with NetnsSwitch(f"tlt{os.getpid()}", ports=(1, 2), device_id=leaf.device_id, grpc_addr=leaf.grpc_addr,
                      server_tls=mutual(pki)) as sw:
         def fabricctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-            return subprocess.run(["ip", "netns", "exec", sw.ns, sys.executable, "-m", "controller.cli",
+            return subprocess.run(["ip", "netns", "exec", sw.ns, sys.executable, "-m", "fabricctl",
                                    "--topology", str(path), *args], cwd=REPO_ROOT, input=stdin,
                                   capture_output=True, text=True, timeout=120)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.toolchain import find_binary
+from controller.programs.toolchain import find_binary
 
 
 def lab_missing() -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller import ops
-from controller.evs import host_evs
+from controller.plan.evs import host_evs
 from endpoint import lab as ep
 from endpoint.scenarios import Schedule, compare
 from mininet_labs.scenarios import read_cells
@@ -107,7 +107,7 @@ def test_a_blackholed_direction_is_seen_by_acks_alone_and_avoided(lab):
 def test_an_incast_with_trimming_nacks_trimmed_packets_resends_them_and_delivers_every_psn_once(lab):
     """h0 and h1 to h2 while h2's leaf ports serve 200 packets/s (bmv2 queue rate, 32 deep): trimming off,
     then on. Counts and states asserted, never times (the times are bench/endpoint_mrc.py's)."""
-    from controller.entries import TableEntry
+    from controller.plan.entries import TableEntry
     from controller.routes import SET_THRESHOLDS, THRESHOLDS
     from endpoint.scenarios import compare_incast
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.topology import build
+from controller.model.topology import build
 from mininet_labs import traffic as tr
 from mininet_labs.roce import icrc_ok, roce_v6
 
@@ -152,7 +152,7 @@ def test_the_receiver_counts_a_corrupted_packet_as_bad_icrc(lab):
         _wait_files([run / "ready"], {"h2": recv}, 30.0)
         script = (
             "import socket, sys\n"
-            "from controller.topology import load\n"
+            "from controller.model.topology import load\n"
             "from mininet_labs import traffic as tr\n"
             f"topo = load({str(lab.topology_path)!r})\n"
             "src, dst = tr.host_nics(topo, 'h1')[1], tr.host_nics(topo, 'h2')[1]\n"
@@ -179,7 +179,7 @@ def test_lab_down_leaves_no_namespace_veth_or_process(lab):
 
     host_pids = [h["pid"] for h in lab.state.hosts.values()]
     switch_pids = [s["pid"] for s in lab.state.switches.values()]
-    proc = subprocess.run([sys.executable, "-m", "controller.cli", "lab", "down", "--dir", str(lab.dir), "--json"],
+    proc = subprocess.run([sys.executable, "-m", "fabricctl", "lab", "down", "--dir", str(lab.dir), "--json"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["clean"] is True

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.tls import TlsConfig
-from controller.toolchain import REPO_ROOT
+from controller.runtime.tls import TlsConfig
+from controller.programs.toolchain import REPO_ROOT
 from tests.mininet.conftest import free_port_base, lab_missing
 
 LEAF, SPINE = "p0-t0-0", "p0-t1-1"
@@ -41,7 +41,7 @@ def tls_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 def fabricctl(topology: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "controller.cli", "--topology", str(topology), *args],
+    return subprocess.run([sys.executable, "-m", "fabricctl", "--topology", str(topology), *args],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
 
 

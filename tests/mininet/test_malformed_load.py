@@ -22,7 +22,7 @@ import socket
 import time
 from collections import Counter, defaultdict
 
-from controller.drops import DROP_REASONS_COUNTER, DropReason
+from controller.programs.drops import DROP_REASONS_COUNTER, DropReason
 from controller.ops import sid_plan
 from mininet_labs import malformed, netns
 from mininet_labs.lab import CUT_MTU

@@ -11,7 +11,7 @@ import builtins
 import pytest
 
 from controller.routes import Pin
-from controller.topology import build
+from controller.model.topology import build
 from mininet_labs import traffic as tr
 from mininet_labs.roce import icrc_ok, roce_v4
 

@@ -31,7 +31,7 @@ class Controller:
         self.lab, self.events = lab, events
         # the default probe period and timeout (20 / 80 ms): late probes on CI's two busy cores are held
         # back by the adaptive timeout and the port counters, not judged lost
-        argv = [sys.executable, "-m", "controller.cli", "--topology", str(lab.topology_path), "--election-id",
+        argv = [sys.executable, "-m", "fabricctl", "--topology", str(lab.topology_path), "--election-id",
                 str(election_id), "run", "--restore-after", "20",
                 "--counters-every", "0", "--events", str(events), *extra]
         self.log = open(events.with_suffix(".log"), "w")
@@ -283,10 +283,10 @@ def test_restarted_switch_gets_its_pipeline_and_plan_back(lab, controller):
 def test_backup_takes_over_and_a_deposed_primary_is_refused(lab, controller):
     import grpc
 
-    from controller import wire
-    from controller.entries import TableEntry, Ternary
-    from controller.p4rt import SwitchConnection
-    from controller.reconcile import UpdateType
+    from controller.runtime import wire
+    from controller.plan.entries import TableEntry, Ternary
+    from controller.runtime.p4rt import SwitchConnection
+    from controller.plan.delta import UpdateType
 
     sw = lab.model.switch(SPINE)
     # the switch itself refuses a deposed primary: X primary, then Y with a higher id, then X writes

@@ -16,7 +16,7 @@ from typing import Any
 from controller import failover
 from controller.failover import LinkDown
 from controller.service.status import read_status
-from controller.statefile import DETECTOR, OPERATOR
+from controller.state.statefile import DETECTOR, OPERATOR
 from tests.mininet.test_service import (  # noqa: F401  (controller: the fixture starting `fabricctl run`)
     LEAF, ROOT, SPINE, TIMEOUT, controller, link_event, recorded_event, tables_equal_plan, wait_until)
 
@@ -30,7 +30,7 @@ def origins(lab: Any) -> dict:
 
 def fabricctl(lab: Any, *args: str) -> subprocess.CompletedProcess[str]:
     """A one-shot fabricctl on the lab (election id 1, below the controller's)."""
-    return subprocess.run([sys.executable, "-m", "controller.cli", "--topology", str(lab.topology_path), *args],
+    return subprocess.run([sys.executable, "-m", "fabricctl", "--topology", str(lab.topology_path), *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.p4info import P4Info
+from controller.runtime.p4info import P4Info
 
 MINI = Path(__file__).parent / "data" / "mini.p4info.txtpb"
 

@@ -12,9 +12,9 @@ from click.testing import CliRunner, Result
 from controller.analysis import closed
 from controller.analysis import montecarlo as mc
 from controller.analysis.design import Design, Rates, from_topology
-from controller.cli import cli
+from fabricctl.main import cli
 from controller.failover import LinkDown, SwitchDown, save_state
-from controller.topology import build
+from controller.model.topology import build
 
 LAB = Path(__file__).parent / "data" / "two_plane_lab.yaml"
 FAST = ["--samples", "60", "--repair-events", "2000", "--failures", "1,2,4"]
@@ -121,7 +121,7 @@ def test_topo_draw_refuses_what_it_cannot_draw(tmp_path: Path) -> None:
 def test_irregular_topology_is_refused() -> None:
     topo = build(2, 2, 2, 2)
     assert from_topology(topo) == Design(2, 2, 2, 2, name="fabric")
-    from controller.topology import Topology
+    from controller.model.topology import Topology
 
     uneven = Topology(name="uneven", planes=2, switches=tuple(s for s in topo.switches if s.name != "p1-t1-1"))
     with pytest.raises(ValueError, match="not a regular design \\(its planes differ in size\\)"):

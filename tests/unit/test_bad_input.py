@@ -18,11 +18,11 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from controller import p4compile
-from controller.cli import cli
+from controller.programs import p4compile
+from fabricctl.main import cli
 from controller.failover import load_state
-from controller.p4compile import CompileError, compile_program
-from controller.toolchain import Artifacts
+from controller.programs.p4compile import CompileError, compile_program
+from controller.programs.toolchain import Artifacts
 from mininet_labs import bmv2proc
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def limited(memory: int = 1 << 30):  # type: ignore[no-untyped-def]
 
 def fabricctl(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
     env = {k: v for k, v in os.environ.items() if not k.startswith("FABRIC_")}
-    return subprocess.run([sys.executable, "-m", "controller.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "fabricctl", *args], capture_output=True, text=True,
                           cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, timeout=timeout,
                           preexec_fn=limited(), **kw)
 
@@ -249,7 +249,7 @@ def test_ctrl_c_stops_a_command_waiting_on_a_switch_at_once(tmp_path: Path) -> N
         env = {k: v for k, v in os.environ.items() if not k.startswith("FABRIC_")}
         # SIGINT as a terminal delivers it: pytest started as a background job of a non-interactive shell
         # inherits it ignored, and a command started with SIGINT ignored rightly keeps ignoring it
-        proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "--topology", str(path), "--timeout", "600",
+        proc = subprocess.Popen([sys.executable, "-m", "fabricctl", "--topology", str(path), "--timeout", "600",
                                  "install", "p0-t0-0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 cwd=REPO, env={**env, "PYTHONPATH": str(REPO)},
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

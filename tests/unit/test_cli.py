@@ -14,13 +14,13 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from controller import cli as cli_module
-from controller.cli import cli
-from controller.plan import Plan, plan
+from fabricctl import common as cli_module
+from fabricctl.main import cli
+from controller.plan.fabricplan import Plan, plan
 from controller.routes import Fabric, Options
-from controller.sids import SidPlan
-from controller.toolchain import Artifacts
-from controller.topology import TopologyError, load
+from controller.model.sids import SidPlan
+from controller.programs.toolchain import Artifacts
+from controller.model.topology import TopologyError, load
 
 DATA = Path(__file__).parent / "data"
 LAB = DATA / "two_plane_lab.yaml"

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller import options
-from controller.cli import cli
+from fabricctl import options
+from fabricctl.main import cli
 
 LAB = yaml.safe_load((Path(__file__).parent / "data" / "two_plane_lab.yaml").read_text())
 EXIT_CODES = {0, 1, 2, 3, 4, 5}

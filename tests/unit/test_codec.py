@@ -11,7 +11,7 @@ import pytest
 from google.protobuf import text_format
 from p4.v1 import p4runtime_pb2
 
-from controller.codec import (
+from controller.runtime.codec import (
     _inet,
     canonical,
     counter_read,
@@ -25,7 +25,7 @@ from controller.codec import (
     table_read,
     to_int,
 )
-from controller.entries import (
+from controller.plan.entries import (
     ActionProfileGroup,
     ActionProfileMember,
     CounterValue,
@@ -34,7 +34,7 @@ from controller.entries import (
     TableEntry,
     Ternary,
 )
-from controller.p4info import P4Info, UnknownNameError
+from controller.runtime.p4info import P4Info, UnknownNameError
 
 from tests.unit.conftest import MINI
 
@@ -278,7 +278,7 @@ _PLANS = {
 
 @pytest.mark.parametrize("program", sorted(_PLANS))
 def test_round_trip_against_compiled_p4info(program: str) -> None:
-    from controller.toolchain import Artifacts
+    from controller.programs.toolchain import Artifacts
 
     path = Artifacts.of(program).p4info
     compiled = P4Info.load(path)
@@ -361,7 +361,7 @@ def test_canonical_keeps_canonical_matches(p4info: P4Info) -> None:
 
 
 def test_lookups_live_as_long_as_the_p4info() -> None:
-    from controller import codec
+    from controller.runtime import codec
 
     info = P4Info.load(MINI)
     canonical(TableEntry("routes_v6", (), "routing.drop"), info)

@@ -13,13 +13,15 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from controller import congestion, ops, options
-from controller.cli import cli
-from controller.entries import TableEntry
-from controller.plan import plan
-from controller.reconcile import diff, with_resets
+from controller.model import congestion
+from controller import ops
+from fabricctl import options
+from fabricctl.main import cli
+from controller.plan.entries import TableEntry
+from controller.plan.fabricplan import plan
+from controller.plan.delta import diff, with_resets
 from controller.routes import DEFAULT_RESETS, SET_THRESHOLDS, SPRAY, THRESHOLDS
-from controller.topology import TopologyError, build, from_dict, to_dict
+from controller.model.topology import TopologyError, build, from_dict, to_dict
 
 LAB = Path(__file__).parent / "data" / "two_plane_lab.yaml"
 UNSET = {name: None for _, name, _ in options.GLOBALS.values()}

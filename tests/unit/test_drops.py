@@ -1,11 +1,11 @@
-"""controller.drops names exactly the drop reasons p4/include/defines.p4 defines."""
+"""controller.programs.drops names exactly the drop reasons p4/include/defines.p4 defines."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from controller.drops import DropReason
+from controller.programs.drops import DropReason
 
 DEFINES = Path(__file__).parents[2] / "p4" / "include" / "defines.p4"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from controller import options
-from controller.cli import cli
+from fabricctl import options
+from fabricctl.main import cli
 
 UNSET = {name: None for _, name, _ in options.GLOBALS.values()}
 

@@ -19,11 +19,11 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
 from controller import ops
-from controller.cli import cli
-from controller.evs import Ev, export, host_evs, load_export
-from controller.plan import plan
+from fabricctl.main import cli
+from controller.plan.evs import Ev, export, host_evs, load_export
+from controller.plan.fabricplan import plan
 from controller.routes import SPRAY_DEST, SPRAY_PATHS, SPRAY_SELECTOR, Fabric
-from controller.topology import build, load
+from controller.model.topology import build, load
 from endpoint.cc import Aimd
 from endpoint.ev import EvConfig, EvState
 from endpoint.policy import make

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller import topology, yamlload
-from controller.atomic import open_atomic
+from controller.model import topology, yamlload
+from controller.files.atomic import open_atomic
 from controller.failover import LinkDown, SwitchDown, with_failures
-from controller.plan import FORMAT, Plan, entity_to_json, plan
+from controller.plan.fabricplan import FORMAT, Plan, entity_to_json, plan
 from controller.routes import EECMP, Fabric, Options
-from controller.topology import build, load, to_dict
+from controller.model.topology import build, load, to_dict
 
 pytestmark = pytest.mark.unit
 

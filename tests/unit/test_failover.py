@@ -9,7 +9,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from controller.entries import Entity, Lpm, entity_key
+from controller.plan.entries import Entity, Lpm, entity_key
 from controller.failover import (
     FailoverError,
     HostPortDown,
@@ -23,10 +23,10 @@ from controller.failover import (
     unreachable,
     with_failures,
 )
-from controller.plan import diff_plans, plan
-from controller.reconcile import Delta
+from controller.plan.fabricplan import diff_plans, plan
+from controller.plan.delta import Delta
 from controller.routes import EECMP, SPRAY, SPRAY_PATHS, Fabric, Options, Pin
-from controller.topology import Topology, build
+from controller.model.topology import Topology, build
 
 TOPO = build(2, 4, 6, 2)
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 from controller import ops
-from controller.entries import Exact, TableEntry
+from controller.plan.entries import Exact, TableEntry
 from controller.failover import HostPortDown, delta, with_failures
-from controller.plan import count_entities, diff_plans, plan
+from controller.plan.fabricplan import count_entities, diff_plans, plan
 from controller.routes import (
     EECMP, FIRST_USID_ALLOWED, HOST_FIRST_USID, HOST_POLICY, HOST_SOURCE_ROUTING, SPRAY, SR_BOUNDARY, SET_THRESHOLDS,
     THRESHOLDS, Fabric, Options,
 )
-from controller.sids import SidPlan
-from controller.topology import TopologyError, build, from_dict, to_dict
+from controller.model.sids import SidPlan
+from controller.model.topology import TopologyError, build, from_dict, to_dict
 
 TOPO = build(2, 2, 3, 2)
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from controller import options
-from controller.cli import cli
-from controller.entries import Lpm, TableEntry
-from controller.p4info import P4Info
-from controller.p4rt import SwitchConnection
-from controller.reconcile import UpdateType
+from fabricctl import options
+from fabricctl.main import cli
+from controller.plan.entries import Lpm, TableEntry
+from controller.runtime.p4info import P4Info
+from controller.runtime.p4rt import SwitchConnection
+from controller.plan.delta import UpdateType
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -166,7 +166,7 @@ def test_verbose_is_a_global_option_and_from_the_environment(lab: Path) -> None:
 
 def _complete(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("FABRIC_")}
-    return subprocess.run([sys.executable, "-c", "from controller.cli import main; main()"], capture_output=True,
+    return subprocess.run([sys.executable, "-c", "from fabricctl.main import main; main()"], capture_output=True,
                           text=True, cwd=REPO, env={**base, "PYTHONPATH": str(REPO), **env}, timeout=60)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.p4info import P4Info, UnknownNameError, pipeline_differences, same_pipeline
-from controller.toolchain import PROGRAMS, Artifacts
+from controller.runtime.p4info import P4Info, UnknownNameError, pipeline_differences, same_pipeline
+from controller.programs.toolchain import PROGRAMS, Artifacts
 
 from tests.unit.conftest import MINI
 

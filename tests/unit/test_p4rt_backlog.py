@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from controller.p4info import P4Info
-from controller.p4rt import P4RuntimeError, SwitchConnection
-from controller.toolchain import Artifacts
+from controller.runtime.p4info import P4Info
+from controller.runtime.p4rt import P4RuntimeError, SwitchConnection
+from controller.programs.toolchain import Artifacts
 
 
 def test_packet_outs_past_the_backlog_are_refused_and_counted() -> None:

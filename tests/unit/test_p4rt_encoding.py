@@ -12,9 +12,9 @@ from google.protobuf import text_format
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
-from controller.entries import ActionProfileMember, Exact, Lpm, TableEntry
-from controller.p4info import P4Info
-from controller.p4rt import (
+from controller.plan.entries import ActionProfileMember, Exact, Lpm, TableEntry
+from controller.runtime.p4info import P4Info
+from controller.runtime.p4rt import (
     NotPrimaryError,
     P4RuntimeError,
     PacketIn,
@@ -24,7 +24,7 @@ from controller.p4rt import (
     _update_errors,
     election_int,
 )
-from controller.reconcile import Update, UpdateType
+from controller.plan.delta import Update, UpdateType
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
 
 from tests.unit.conftest import MINI

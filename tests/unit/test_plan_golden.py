@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from controller.failover import Failure, HostPortDown, LinkDown, SwitchDown, with_failures
-from controller.plan import Plan, plan
+from controller.plan.fabricplan import Plan, plan
 from controller.routes import EECMP, QP, FLOW, Fabric, HostPin, Options, Pin
-from controller.topology import build, load
+from controller.model.topology import build, load
 
 pytestmark = pytest.mark.unit
 

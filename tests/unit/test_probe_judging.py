@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.probes import Probe, probe_frame
+from controller.plan.probes import Probe, probe_frame
 from controller.service.detect import Change, Evidence, Thresholds, counter_deltas, port_evidence
 from controller.service.prober import Direction, DirectionState, Prober
 from controller.service.probetimer import ProbeTimer
-from controller.topology import load
+from controller.model.topology import load
 
 DATA = Path(__file__).parent / "data"
 MS = 1_000_000

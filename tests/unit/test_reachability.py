@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.failover import HostPortDown, LinkDown, SwitchDown, Unreachable, health, unreachable, with_failures
-from controller.reachability import Reach
+from controller.plan.reachability import Reach
 from controller.routes import Fabric
-from controller.topology import Topology, build
+from controller.model.topology import Topology, build
 
 pytestmark = pytest.mark.unit
 

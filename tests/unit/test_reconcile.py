@@ -9,12 +9,12 @@ import pytest
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
-from controller.codec import canonical
-from controller.entries import ActionProfileGroup, ActionProfileMember, Lpm, TableEntry, Ternary
-from controller.fabric_client import FabricClient
-from controller.p4info import P4Info
-from controller.p4rt import P4RuntimeError, SwitchConnection, WriteError
-from controller.reconcile import Delta, Update, UpdateType, apply, diff, ordered_updates
+from controller.runtime.codec import canonical
+from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Lpm, TableEntry, Ternary
+from controller.runtime.fabric_client import FabricClient
+from controller.runtime.p4info import P4Info
+from controller.runtime.p4rt import P4RuntimeError, SwitchConnection, WriteError
+from controller.runtime.reconcile import Delta, Update, UpdateType, apply, diff, ordered_updates
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.entries import ActionProfileGroup, ActionProfileMember, Lpm, TableEntry
+from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Lpm, TableEntry
 from controller.failover import LinkDown, SwitchDown, HostPortDown, with_failures
-from controller.plan import Plan, count_entities, plan
+from controller.plan.fabricplan import Plan, count_entities, plan
 from controller.routes import (
     DERIVE_SPRAY,
     EECMP,
@@ -28,8 +28,8 @@ from controller.routes import (
     leaf_blocks,
     paths,
 )
-from controller.sids import SidPlan, fmt_v6
-from controller.topology import build, load
+from controller.model.sids import SidPlan, fmt_v6
+from controller.model.topology import build, load
 
 ROOT = Path(__file__).parents[2]
 
@@ -163,8 +163,8 @@ def test_plan_json_round_trip(program: str) -> None:
 
 @pytest.mark.parametrize("program", [SPRAY, EECMP])
 def test_every_entity_encodes_against_the_compiled_p4info(program: str) -> None:
-    from controller.codec import canonical
-    from controller.p4info import P4Info
+    from controller.runtime.codec import canonical
+    from controller.runtime.p4info import P4Info
     from controller.routes import HostPin
 
     info = P4Info.load(ROOT / "p4" / "build" / f"{program}.p4info.txtpb")

@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from controller import statefile
-from controller.cli import cli
+from controller.state import statefile
+from fabricctl.main import cli
 from controller.ops import failure_change
 from controller.failover import HostPortDown, LinkDown, SwitchDown, load_origins, load_state, save_state
-from controller.p4info import P4Info
+from controller.runtime.p4info import P4Info
 from controller.service import handoff
 from controller.service.healer import Healer
 from controller.service.origins import merge
 from controller.service.status import status_path, write_status
-from controller.statefile import DETECTOR, OPERATOR, StateFileError
-from controller.toolchain import Artifacts
-from controller.topology import load
+from controller.state.statefile import DETECTOR, OPERATOR, StateFileError
+from controller.programs.toolchain import Artifacts
+from controller.model.topology import load
 
 DATA = Path(__file__).parent / "data"
 A, B, C = LinkDown("p0-t0-0", "p0-t1-1"), LinkDown("p0-t0-1", "p0-t1-0"), LinkDown("p1-t0-0", "p1-t1-0")

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from controller.cli import cli
-from controller.entries import CounterValue, TableEntry, Ternary
-from controller.probes import (PROBE_ETHERTYPE, PROBE_SIZE, Probe, advertised_target, neighbor_solicitation, parse_probe,
+from fabricctl.main import cli
+from controller.plan.entries import CounterValue, TableEntry, Ternary
+from controller.plan.probes import (PROBE_ETHERTYPE, PROBE_SIZE, Probe, advertised_target, neighbor_solicitation, parse_probe,
                                probe_frame, punt_entries)
 from controller.service import events as ev
 from controller.service import status as st
@@ -23,7 +23,7 @@ from controller.service.metrics import Metrics, drop_reason_names
 from controller.failover import HostPortDown
 from controller.ops import sid_plan as sids_of
 from controller.service.prober import directions
-from controller.topology import load
+from controller.model.topology import load
 
 DATA = Path(__file__).parent / "data"
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from controller.sids import SidError, SidPlan, fmt_v6, parse_carrier, split_usid, usid
+from controller.model.sids import SidError, SidPlan, fmt_v6, parse_carrier, split_usid, usid
 
 S = SidPlan()
 

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from controller import safefile
-from controller.cli import cli
+from controller.files import safefile
+from fabricctl.main import cli
 from controller.failover import LinkDown, load_state, save_state
-from controller.topology import build, to_dict
+from controller.model.topology import build, to_dict
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = Path(__file__).parent / "data" / "two_plane_lab.yaml"
@@ -32,7 +32,7 @@ def run(*args: str) -> Result:
 
 def fabricctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FABRIC_")}
-    return subprocess.run([sys.executable, "-m", "controller.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "fabricctl", *args], capture_output=True, text=True,
                           cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, timeout=timeout)
 
 

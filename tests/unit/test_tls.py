@@ -14,9 +14,11 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from controller import ops, tls, topology
-from controller.cli import cli
-from controller.tls import TlsConfig
+from controller import ops
+from controller.runtime import tls
+from controller.model import topology
+from fabricctl.main import cli
+from controller.runtime.tls import TlsConfig
 
 DATA = Path(__file__).parent / "data"
 LAB = DATA / "two_plane_lab.yaml"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.topology import TopologyError, build, from_dict, load, to_dict
+from controller.model.topology import TopologyError, build, from_dict, load, to_dict
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parents[2]

@@ -1,4 +1,4 @@
-"""controller.wire: write requests as wire bytes equal to the messages codec.encode_entity builds.
+"""controller.runtime.wire: write requests as wire bytes equal to the messages codec.encode_entity builds.
 
 Entities are generated at random (seeded, so a failure repeats) for every table, action, profile
 and match kind of the committed P4Infos (p4/build), and of each with its default actions made
@@ -17,11 +17,11 @@ from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from controller import wire
-from controller.codec import encode_entity
-from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, Exact, Lpm, TableEntry, Ternary
-from controller.p4info import P4Info, TableInfo, UnknownNameError
-from controller.p4rt import SwitchConnection
+from controller.runtime import wire
+from controller.runtime.codec import encode_entity
+from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, Exact, Lpm, TableEntry, Ternary
+from controller.runtime.p4info import P4Info, TableInfo, UnknownNameError
+from controller.runtime.p4rt import SwitchConnection
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
 
 BUILD = Path(__file__).resolve().parents[2] / "p4" / "build"

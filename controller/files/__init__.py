@@ -1,0 +1,1 @@
+"""Files we read and write safely: capped reads of regular files, atomic writes that keep mode and links."""

@@ -1,0 +1,1 @@
+"""The fabric model: topology, uSID/SID plan, congestion thresholds, TLS settings, failures, input bounds, YAML."""

@@ -1,0 +1,1 @@
+"""Recorded fabric state: the failure-state file and the lock that makes one writer at a time."""
