@@ -18,7 +18,6 @@ import resource
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 

@@ -23,7 +23,8 @@ from controller import ops
 from controller.files.atomic import write_atomic
 from controller.plan.evs import export, leaf_spray
 from controller.routes import Options
-from mininet_labs.lab import Lab, LabError, _wait_files, _with_repo_path, wait_senders_receivers
+from mininet_labs.lab import Lab, LabError, wait_senders_receivers
+from mininet_labs.processes import wait_files, with_repo_path
 
 
 @dataclass
@@ -132,7 +133,7 @@ def start(lab: Lab, pairs: Sequence[tuple[str, str]], work: Workload, *, start_d
         dests.setdefault(a, []).append(b)
         expect[b] = expect.get(b, 0) + work.messages * work.per_message
     py = [sys.executable, "-m", "endpoint"]
-    env = _with_repo_path(os.environ)
+    env = with_repo_path(os.environ)
     handle = EndpointRun(lab, run_dir, timeout or work.duration + start_delay + 30)
     try:
         for dst, n in expect.items():
@@ -142,7 +143,7 @@ def start(lab: Lab, pairs: Sequence[tuple[str, str]], work: Workload, *, start_d
                      "--timeout", str(work.duration + start_delay + 5), "--ready-file", str(run_dir / f"{dst}.ready"),
                      "--bin-ms", str(work.bin_ms), "--out", str(run_dir / f"recv-{dst}.json")],
                     env=env, stdout=subprocess.DEVNULL, stderr=err)
-        _wait_files([run_dir / f"{d}.ready" for d in handle.receivers], handle.receivers, 30.0)
+        wait_files([run_dir / f"{d}.ready" for d in handle.receivers], handle.receivers, 30.0)
         handle.started_ns = time.monotonic_ns() + int(start_delay * 1e9)
         for src, to in dests.items():
             argv = [*py, "send", "--topology", topo, "--evs", str(evs), "--host", src, *work.argv(),

@@ -17,7 +17,7 @@ from controller.plan.evs import Ev
 from endpoint.cc import Aimd
 from endpoint.ev import EvConfig, EvState, EvTable
 from endpoint.policy import Flow, Policy
-from endpoint.wire import ACK, DATA, NACK, PROBE, PROBE_ACK, AckHeader, DataHeader
+from endpoint.wire import DATA, NACK, PROBE, PROBE_ACK, AckHeader, DataHeader
 
 PSN_MASK = 0xFFFFFF
 

@@ -18,12 +18,12 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from controller import routes
+from controller.model import congestion
 from mininet_labs.traffic import ETH_IPV6, PSN_MASK, ROCE_PORT, icrc, roce_frame
 
 PROTO_IPV6 = 41
 ECT0, CE = 0b10, 0b11
-TRIM_DSCP = routes.TRIM_DSCP  # the trim class the leaves' trimming marks (Options.trim_dscp; --trim-dscp)
+TRIM_DSCP = congestion.TRIM_DSCP  # the trim class the leaves' trimming marks (Options.trim_dscp; --trim-dscp)
 OP_SEND_ONLY, OP_ACK = 0x04, 0x11
 AETH_ACK, AETH_NAK = 0x00, 0x60  # IBA 9.7.5.1.1: syndrome ACK (credits 0) / NAK (PSN sequence error)
 SPORT_BASE = 0xC000

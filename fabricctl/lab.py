@@ -103,7 +103,8 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
       fabricctl lab up --pcap --log-level debug      # pcaps and per-packet logs in DIR
       fabricctl lab up --tls                         # P4Runtime with mutual TLS
     """
-    from mininet_labs.lab import Lab, LabError, default_topology, size_problem, start_headless
+    from mininet_labs.headless import start_headless
+    from mininet_labs.lab import Lab, LabError, default_topology, size_problem
 
     if topology_file is not None:
         model, problems = ops.check_topology(topology_file)

@@ -44,7 +44,8 @@ def lab(lab_dir: Path) -> Iterator[object]:
     why = lab_missing()
     if why:
         pytest.skip(why)
-    from mininet_labs.lab import cleanup, default_topology, start_headless
+    from mininet_labs.headless import start_headless
+    from mininet_labs.lab import cleanup, default_topology
 
     model = default_topology(grpc_base_port=free_port_base(8))
     tag = f"t{os.getpid() % 100}"  # switch port names of this lab: t<n>p0-t0-0-eth1 ...

@@ -147,9 +147,9 @@ def test_the_receiver_counts_a_corrupted_packet_as_bad_icrc(lab):
          "--expect", "2", "--timeout", "30", "--ready-file", str(run / "ready"), "--out", str(run / "recv.json")],
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"})
     try:
-        from mininet_labs.lab import _wait_files
+        from mininet_labs.processes import wait_files
 
-        _wait_files([run / "ready"], {"h2": recv}, 30.0)
+        wait_files([run / "ready"], {"h2": recv}, 30.0)
         script = (
             "import socket, sys\n"
             "from controller.model.topology import load\n"

@@ -27,7 +27,8 @@ def tls_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     why = lab_missing()
     if why:
         pytest.skip(why)
-    from mininet_labs.lab import cleanup, default_topology, start_headless
+    from mininet_labs.headless import start_headless
+    from mininet_labs.lab import cleanup, default_topology
     from mininet_labs.pki import openssl
 
     if openssl() is None:

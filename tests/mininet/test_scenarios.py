@@ -12,14 +12,14 @@ import pytest
 
 from controller.routes import Pin
 from controller.model.topology import build
-from mininet_labs import traffic as tr
+from mininet_labs import receiver, traffic as tr
 from mininet_labs.roce import icrc_ok, roce_v4
 
 
 # --- without a lab -------------------------------------------------------------------------------
 
 def test_gaps_name_the_lost_run_and_the_receiver_times_around_it():
-    track = tr._QpTrack(tr.QpStats("h0", 0x100, expected=10), start_psn=0xFFFFFE)
+    track = receiver._QpTrack(receiver.QpStats("h0", 0x100, expected=10), start_psn=0xFFFFFE)
     for pos in (0, 1, 2, 6, 7, 8):  # 3, 4, 5 lost; 9 lost at the end
         track.add((0xFFFFFE + pos) & tr.PSN_MASK, 0, rx_ns=1_000_000 * pos, tx_ns=500_000 * pos)
     gaps = track.gaps()

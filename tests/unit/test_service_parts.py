@@ -10,7 +10,6 @@ import threading
 import urllib.request
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from fabricctl.main import cli

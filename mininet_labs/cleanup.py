@@ -1,0 +1,109 @@
+"""Tearing a lab down: the processes and interfaces it marked as its own, and nothing else."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+from controller.model.topology import Topology, load
+from mininet_labs.labstate import DEFAULT_DIR, ENV_MARK, LabError, LabState, STATE_NAME, TOPOLOGY_NAME
+from mininet_labs.processes import alive, environ
+
+
+@dataclass
+class CleanupReport:
+    """What cleanup did, and anything of the lab's it found still there afterwards."""
+
+    killed: list[int] = field(default_factory=list)
+    deleted_intfs: list[str] = field(default_factory=list)
+    leftover_pids: list[int] = field(default_factory=list)
+    leftover_intfs: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.leftover_pids and not self.leftover_intfs
+
+
+def marked_pids(lab_dir: str | Path) -> list[int]:
+    """PIDs of every process whose environment carries SRV6_FABRIC_LAB=<lab_dir> (ours, not this one)."""
+    mark = f"{ENV_MARK}={Path(lab_dir).resolve()}".encode()
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if mark in env.split(b"\0") and alive(int(entry.name)):
+            out.append(int(entry.name))
+    return sorted(out)
+
+
+def cleanup(lab_dir: str | Path = DEFAULT_DIR, model: Topology | None = None, tag: str | None = None, *,
+            signal_owner: bool = True, wait: float = 20.0) -> CleanupReport:
+    """Remove every process and interface a lab in lab_dir made, also after a crash.
+
+    With the state file: ask the process holding the lab to stop (SIGTERM) and wait for it, then
+    kill what remains of the PIDs it recorded. Without it, or in addition: every process marked
+    with SRV6_FABRIC_LAB=<lab_dir> (host shells, so their namespaces and veths go too; switches;
+    commands in hosts), and the root-namespace interfaces of the topology's switch ports (from the
+    state, or the lab's topology.yaml with the tag). Nothing else is touched. Logs stay."""
+    from mininet_labs.bmv2proc import stop_process  # not mininet_labs.switch: cleaning up needs no Mininet
+
+    lab_dir = Path(lab_dir).resolve()
+    report = CleanupReport()
+    state_path = lab_dir / STATE_NAME
+    state = LabState.read(state_path) if state_path.exists() else None
+    if state is not None and signal_owner and state.pid != os.getpid() and alive(state.pid) \
+            and ENV_MARK.encode() in environ(state.pid):
+        os.kill(state.pid, signal.SIGTERM)
+        end = time.monotonic() + wait
+        while alive(state.pid) and time.monotonic() < end:
+            time.sleep(0.1)
+        if alive(state.pid):
+            os.kill(state.pid, signal.SIGKILL)
+        report.killed.append(state.pid)
+    for pid in marked_pids(lab_dir):
+        stop_process(pid, grace=2.0)
+        report.killed.append(pid)
+    intfs: list[str] = []
+    if state is not None:
+        intfs = state.intfs
+    else:
+        if model is None and (lab_dir / TOPOLOGY_NAME).exists():
+            try:
+                model = load(lab_dir / TOPOLOGY_NAME)
+            except (OSError, ValueError) as e:  # not a topology of ours: its interfaces are not known
+                raise LabError(f"cannot read the lab's topology {lab_dir / TOPOLOGY_NAME}: {e}") from None
+        if model is not None:
+            try:
+                from mininet_labs.topo import all_intfs
+            except ImportError:  # no Mininet (any more): no lab interfaces can exist to remove
+                all_intfs = None
+            intfs = [] if all_intfs is None else all_intfs(model, tag or "")
+    for intf in intfs:
+        if intf_exists(intf):
+            subprocess.run(["ip", "link", "del", intf], capture_output=True)
+            report.deleted_intfs.append(intf)
+    report.leftover_pids = marked_pids(lab_dir)
+    report.leftover_intfs = [i for i in intfs if intf_exists(i)]
+    if report.clean:
+        state_path.unlink(missing_ok=True)
+    return report
+
+
+def intf_exists(name: str) -> bool:
+    return Path("/sys/class/net", name).exists()
+
+
+def natural(name: str) -> tuple[Any, ...]:
+    import re
+
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))

@@ -1,0 +1,141 @@
+"""A lab's switches through the controller: P4Runtime clients, the plan installed, failures recorded and handed off to a running `fabricctl run`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+from controller import ops
+from controller.failover import Failure, FailoverError, failure_to_json, save_state
+from controller.state.statelock import state_lock
+from controller.runtime.fabric_client import FabricClient
+from controller.ops import Outcome
+from controller.runtime.p4info import P4Info
+from controller.plan.fabricplan import plan as make_plan
+from controller.routes import Fabric
+from controller.service import handoff
+from controller.programs.toolchain import Artifacts
+from mininet_labs.labstate import LabError
+
+
+@dataclass
+class FailoverResult:
+    """A failure-set change applied to a lab: the new set, the switches reconciled, their outcomes,
+    and how long recording and reconciling took."""
+
+    failures: list[Failure]
+    touched: list[str]
+    outcomes: dict[str, Outcome]  # empty when a running controller applied the change
+    seconds: float
+    via: str | None = None  # the running controller (`fabricctl run`) that applied it: "pid N, election id M"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"failures": [failure_to_json(f) for f in self.failures], "touched": self.touched,
+                "seconds": self.seconds, "via_controller": self.via,
+                "changed": {n: len(o.delta) if o.delta is not None else None for n, o in self.outcomes.items()}}
+
+
+class FailoverMixin:
+    """A lab's switches through the controller: P4Runtime clients, the plan installed, failures recorded and handed off to a running `fabricctl run`."""
+
+    def client(self, election_id: int | None = None, connect: bool = True) -> FabricClient:
+        """A FabricClient with a connection to every switch, each with the program's P4Info; unless
+        told not to, connected and checked to run that pipeline. Close it (or use `with`) before
+        `install`: two sessions with one election id conflict."""
+        how = (lambda c, p4info: (c.connect(), c.check_pipeline(p4info))) if connect else None
+        return self._switches(election_id or self.election_id, how, "use")
+
+    def reader(self) -> FabricClient:
+        """A FabricClient that only reads (no stream, no election id: `install` and `fail` go on meanwhile),
+        each switch checked once to run the program. Cheap to read through for as long as it is open, where
+        `client()` pays a session and a pipeline check each time; close it (or use `with`)."""
+        return self._switches(self.election_id, lambda c, p4info: (c.connect_reader(), c.check_pipeline(p4info)),
+                              "read")
+
+    def _switches(self, election_id: int, how: Callable[[Any, P4Info], object] | None, verb: str) -> FabricClient:
+        """A FabricClient over every switch with the program's P4Info, each opened by `how` in parallel
+        (None: left closed); LabError 'cannot <verb> the switches' naming those that failed."""
+        p4info = self.p4info()
+        conns = [ops.connection(s, election_id, self.timeout) for s in self.model.switches]
+        for conn in conns:
+            conn.p4info = p4info
+        client = FabricClient(conns)
+        if how is not None:
+            result = client.run(lambda c: how(c, p4info))
+            if not result.ok:
+                client.close_all()
+                raise LabError(f"cannot {verb} the switches: {result.summary()}")
+        return client
+
+    def p4info(self) -> P4Info:
+        """The current program's P4Info (read once per program)."""
+        if self.program not in self._p4infos:
+            self._p4infos[self.program] = P4Info.load(Artifacts.of(self.program).p4info)
+        return self._p4infos[self.program]
+
+    def failures(self) -> frozenset[Failure]:
+        """The failure set fabricctl keeps for this lab (empty when none is recorded)."""
+        return ops.load_failures(self.model, self.failure_state_path)
+
+    def install(self, failures: Iterable[Failure] | None = None, *, push: ops.Push = "missing",
+                dry_run: bool = False) -> dict[str, Outcome]:
+        """Reconcile every switch (but those recorded down) to the plan under `failures` (default:
+        the lab's recorded failure set), pushing the pipeline where a switch has none."""
+        failures = self.failures() if failures is None else frozenset(failures)
+        down = ops.down_switches(failures)
+        names = [s.name for s in self.model.switches if s.name not in down]
+        return self._sync(ops.fabric(self.model, self.program, failures, self.options), names,  # type: ignore[arg-type]
+                          push=push, dry_run=dry_run)
+
+    def _sync(self, fabric: Fabric, names: Sequence[str], *, push: ops.Push, dry_run: bool = False
+              ) -> dict[str, Outcome]:
+        """Reconcile the named switches to the plan of `fabric` (ops.encode, then ops.sync)."""
+        artifacts, p4info = Artifacts.of(self.program), self.p4info()
+        encoded = ops.encode(make_plan(fabric), names, p4info, str(artifacts.p4info))
+        return ops.sync(self.model, encoded, artifacts, p4info, election_id=self.election_id, timeout=self.timeout,
+                        dry_run=dry_run, push=push)
+
+    def set_failures(self, failures: Iterable[Failure]) -> FailoverResult:
+        """What `fabricctl fail/restore` does, on this lab: record the failure set in the lab's state
+        file, then reconcile the switches whose plan changes (none recorded down). While a `fabricctl
+        run` with a higher election id than the lab's is primary on that file, it is the one that
+        writes: the change is recorded and this waits (up to the lab's timeout) for the controller's
+        word, as the command does (`via` names the controller; LabError if it did not apply it)."""
+        t0 = time.monotonic()
+        outcomes: dict[str, Outcome] = {}
+        passed: handoff.Handoff | None = None
+        with state_lock(self.failure_state_path):  # the rule of fabricctl fail/restore: record, then apply
+            old = self.failures()
+            change = ops.failure_change(self.model, self.program, old, failures, self.options)  # type: ignore[arg-type]
+            controller = handoff.running(self.failure_state_path)
+            if controller is not None and self.election_id > controller.election_id:
+                controller = None  # the lab writes itself, deposing the controller there (a higher id wins)
+            try:
+                save_state(self.failure_state_path, change.new)
+            except FailoverError as e:
+                raise LabError(str(e)) from None
+            if controller is not None and change.new != old:
+                passed = handoff.Handoff(self.failure_state_path, controller, time.monotonic_ns(), change.new - old,
+                                         old - change.new, lambda f: ops.describe_failure(self.model, f))
+            elif change.touched:
+                outcomes = self._sync(change.fabric, change.touched, push="never")
+        if passed is not None:  # outside the lock: the controller takes it to read the record
+            out = passed.wait(self.timeout)
+            if not out.ok:
+                raise LabError(out.error)
+        result = FailoverResult(sorted(change.new, key=str), change.touched, outcomes, round(time.monotonic() - t0, 4),
+                                str(passed.controller) if passed is not None else None)
+        bad = [o for o in outcomes.values() if not o.ok]
+        if bad:
+            raise LabError(f"reconciling after the failure change failed on {len(bad)} switches: {bad[0].error}")
+        return result
+
+    def fail(self, failure: Failure) -> FailoverResult:
+        return self.set_failures(self.failures() | {failure})
+
+    def restore(self, failure: Failure | None = None) -> FailoverResult:
+        """Remove one failure from the record (None: all) and reconcile what it touches."""
+        return self.set_failures(frozenset() if failure is None else self.failures() - {failure})

@@ -1,0 +1,92 @@
+"""Traffic on a lab: every host pair and plane, run to the end or started in the background."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+from mininet_labs import traffic as tr
+from mininet_labs.labstate import LabError
+from mininet_labs.processes import wait_files, with_repo_path
+from mininet_labs.trafficrun import TrafficReport, TrafficRun
+
+
+class TrafficMixin:
+    """Traffic on a lab: every host pair and plane, run to the end or started in the background."""
+
+    def traffic(self, pairs: Sequence[tuple[str, str]] | None = None, **kwargs: Any) -> TrafficReport:
+        """Send RoCEv2 from each pair's source to its destination (default: every ordered pair of
+        hosts) with one sender process per source and one receiver per destination, in the hosts'
+        namespaces; returns what each sent and received. Keywords as `start_traffic`."""
+        return self.start_traffic(pairs, **kwargs).wait()
+
+    def start_traffic(self, pairs: Sequence[tuple[str, str]] | None = None, *, qps: int = 4, messages: int = 8,
+                      message_size: int = 1024, mtu: int = 1024, verb: tr.Verb = "send",
+                      plane_mode: tr.PlaneMode = "packet", planes: Sequence[int] | None = None, rate: float = 1000.0,
+                      start_psn: int = 0, sport: int | None = None, ipv4: bool | None = None,
+                      qp_base: int | Mapping[str, int] = 0x100, rehome: bool = False, timeline_ms: float = 0.0,
+                      start_delay: float = 0.0, timeout: float = 120.0) -> TrafficRun:
+        """Start the senders and receivers of `traffic` and return while they run (TrafficRun.wait()
+        collects the report). `ipv4` defaults to what the program routes (eecmp_qp_hash: IPv4);
+        `qp_base` may differ per sender; `rehome` lets senders move QPs off a plane whose NIC lost
+        carrier or that TrafficRun.tell_dead_planes names; `timeline_ms` bins receptions per plane;
+        `start_delay` > 0: every sender starts sending that long after this call (TrafficRun.started_ns),
+        whenever its process came up, so a schedule can be kept."""
+        pairs = list(pairs) if pairs is not None else [(a, b) for a in self.hosts for b in self.hosts if a != b]
+        for a, b in pairs:
+            self.host(a), self.host(b)
+            if a == b:
+                raise LabError(f"a pair needs two hosts, got {a} -> {b}")
+        ipv4 = self.program == "eecmp_qp_hash" if ipv4 is None else ipv4
+        run = self.dir / "traffic" / time.strftime("%Y%m%d-%H%M%S") / str(time.monotonic_ns())
+        run.mkdir(parents=True)
+        dests: dict[str, list[str]] = {}
+        for a, b in pairs:
+            dests.setdefault(a, []).append(b)
+        per_dest = messages * tr.SendSpec("", "", [], message_size=message_size, mtu=mtu).packets_per_message()
+        expect: dict[str, int] = {}
+        for a, b in pairs:
+            expect[b] = expect.get(b, 0) + per_dest
+        py = [sys.executable, "-m", "mininet_labs.traffic"]
+        topo = str(self.topology_path)
+        env = with_repo_path(os.environ)
+        handle = TrafficRun(self, run, timeout)
+        try:
+            for dst, n in expect.items():
+                with open(run / f"recv-{dst}.err", "w") as err:
+                    handle.receivers[dst] = self.host(dst).popen(
+                        [*py, "recv", "--topology", topo, "--host", dst, "--expect", str(n), "--timeout", str(timeout),
+                         "--ready-file", str(run / f"{dst}.ready"), "--out", str(run / f"recv-{dst}.json"),
+                         "--timeline-ms", str(timeline_ms)],
+                        env=env, stdout=subprocess.DEVNULL, stderr=err)
+            wait_files([run / f"{d}.ready" for d in handle.receivers], handle.receivers, 30.0)
+            handle.started_ns = time.monotonic_ns() + int(start_delay * 1e9)
+            for src, to in dests.items():
+                base = qp_base if isinstance(qp_base, int) else qp_base.get(src, 0x100)
+                argv = [*py, "send", "--topology", topo, "--host", src, "--qps", str(qps), "--messages", str(messages),
+                        "--message-size", str(message_size), "--mtu", str(mtu), "--verb", verb,
+                        "--plane-mode", plane_mode, "--rate", str(rate), "--start-psn", str(start_psn),
+                        "--qp-base", str(base), "--out", str(run / f"send-{src}.json")]
+                for d in to:
+                    argv += ["--to", d]
+                if planes is not None:
+                    argv += ["--planes", ",".join(map(str, planes))]
+                if sport is not None:
+                    argv += ["--sport", str(sport)]
+                if ipv4:
+                    argv.append("--ipv4")
+                if rehome:
+                    argv += ["--rehome", "--dead-planes-file", str(handle.dead_planes_file(src))]
+                if start_delay > 0:
+                    argv += ["--start-at-ns", str(handle.started_ns)]
+                with open(run / f"send-{src}.err", "w") as err:
+                    handle.senders[src] = self.host(src).popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        except BaseException:
+            handle.kill()
+            raise
+        return handle
