@@ -5,7 +5,7 @@ A leaf's usable spines are a bitmask (bit j: spine j). Paths src -> dst in a pla
 of any other leaf's, so only pairs of leaves with a failure of their own can be cut from each
 other. The cost of one failure set is O(failures^2 / 64) word operations, not O(leaves^2), and
 nothing is named or allocated per leaf. `Reach.unreachable()` gives exactly
-`failover.unreachable(with_failures(fabric, failures))` (tests/unit/test_reachability.py).
+`failover.unreachable(with_failures(fabric, failures))` (tests/unit/controller/plan/test_reachability.py).
 """
 
 from __future__ import annotations

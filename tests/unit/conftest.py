@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from controller.runtime.p4info import P4Info
+from tests.paths import UNIT_DATA
 
-MINI = Path(__file__).parent / "data" / "mini.p4info.txtpb"
+MINI = UNIT_DATA / "mini.p4info.txtpb"
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ from scapy.packet import Raw
 from controller.plan.entries import TableEntry
 from mininet_labs.bmv2runtime import Bmv2Runtime
 from mininet_labs.roce import roce_v6
-from tests.bmv2.test_srv6_spray import (
+from tests.paths import UNIT_DATA
+from tests.bmv2.p4.test_srv6_spray import (
     DST_DT6, DST_HOST, DST_LEAF, SPINE_A, SRC_HOST, UP_A, UP_B, carrier, my_sid, nbr_mac, outer, route, sw_mac,
 )
 
@@ -252,7 +253,6 @@ def test_without_the_resets_a_plan_that_drops_the_thresholds_leaves_them_on_the_
 def test_the_services_full_reconcile_also_turns_off_thresholds_the_plan_does_not_set(spray, tmp_path):
     """`fabricctl run` reconciles a switch in full when its session becomes primary (a restart, a
     takeover): like `install`, with the resets, so thresholds left on the switch go back to off."""
-    from pathlib import Path
 
     from controller.ops import fabric
     from controller.runtime.p4info import P4Info
@@ -266,7 +266,7 @@ def test_the_services_full_reconcile_also_turns_off_thresholds_the_plan_does_not
         def __init__(self, name, conn):
             self.name, self.conn, self.ready = name, conn, True
 
-    topo = load(Path(__file__).parents[1] / "unit" / "data" / "two_plane_lab.yaml")
+    topo = load(UNIT_DATA / "two_plane_lab.yaml")
     name, on = "p0-t1-0", thresholds(ECN_AT, TRIM_AT, TRIM_DSCP)
     apply(spray.conn, [on])
     assert spray.conn.read_default(THRESHOLDS) == [on]

@@ -24,7 +24,7 @@ from mininet_labs import netns
 from mininet_labs.nsswitch import NetnsSwitch
 from mininet_labs.roce import icrc_ok, roce_v6
 from tests.bmv2.conftest import Device, require_bmv2
-from tests.bmv2.test_srv6_spray import BLOCK, carrier, my_sid, nbr_mac, route, sw_mac
+from tests.bmv2.p4.test_srv6_spray import BLOCK, carrier, my_sid, nbr_mac, route, sw_mac
 
 HOST, UP, K2_PORT, K1_PORT = 1, 2, 3, 4
 K1_ADDR, K2_HOST = "2001:db8:1::1", "fd00:0:0:12::1"

@@ -14,7 +14,7 @@ from scapy.packet import Raw
 from controller.plan.entries import Exact, Lpm, TableEntry
 from controller.runtime.codec import canonical
 from mininet_labs.roce import icrc_ok, roce_v6
-from tests.bmv2.test_srv6_spray import (
+from tests.bmv2.p4.test_srv6_spray import (
     BLOCK, DST_DT6, DST_HOST, DST_LEAF, HOST, SPINE_A, SPINE_B, SRC_HOST, UP_A, carrier, headend_entries, nbr_mac,
     outer, spray_hash, sw_mac,
 )

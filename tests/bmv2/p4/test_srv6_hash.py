@@ -10,7 +10,7 @@ from scapy.layers.l2 import Ether
 
 from controller.plan.entries import Exact, Lpm, TableEntry
 from mininet_labs.roce import roce_v6
-from tests.bmv2.test_srv6_spray import (
+from tests.bmv2.p4.test_srv6_spray import (
     DST_HOST, HOST, SRC_HOST, carrier, headend_entries,
 )
 

@@ -11,7 +11,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from mininet_labs.roce import roce_v6
-from tests.bmv2.test_srv6_spray import (
+from tests.bmv2.p4.test_srv6_spray import (
     DST_HOST, DST_LEAF, DST_DT6, HOST, LEAF_SRC, SPINE_A, SRC_HOST, UP_A, UP_B, carrier,
     headend_entries, my_sid, nbr_mac, route, sw_mac,
 )

@@ -16,8 +16,9 @@ import pytest
 from controller.model.topology import build
 from mininet_labs import traffic as tr
 from mininet_labs.roce import icrc_ok, roce_v6
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 
 # --- without a lab -------------------------------------------------------------------------------

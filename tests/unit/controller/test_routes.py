@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import random
-from pathlib import Path
 
 import pytest
 
@@ -30,8 +29,9 @@ from controller.routes import (
 )
 from controller.model.sids import SidPlan, fmt_v6
 from controller.model.topology import build, load
+from tests.paths import REPO
 
-ROOT = Path(__file__).parents[2]
+ROOT = REPO
 
 
 def _params(entity: TableEntry | ActionProfileMember) -> dict[str, object]:

@@ -9,7 +9,6 @@ import json
 import socket
 import struct
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -32,8 +31,9 @@ from endpoint.sender import SenderConfig, SenderCore, qp_evs
 from endpoint.wire import (ACK, CE, NACK, PROBE_ACK, TRIM_DSCP, AckHeader, DataHeader, ack_frame, data_frame, parse,
                            sport_of)
 from mininet_labs.roce import icrc_ok
+from tests.paths import UNIT_DATA
 
-LAB = Path(__file__).parent / "data" / "two_plane_lab.yaml"
+LAB = UNIT_DATA / "two_plane_lab.yaml"
 SMAC, DMAC = "02:48:00:00:00:00", "02:5f:00:00:00:00"
 
 

@@ -15,8 +15,9 @@ from controller.analysis.design import Design, Rates, from_topology
 from fabricctl.main import cli
 from controller.failover import LinkDown, SwitchDown, save_state
 from controller.model.topology import build
+from tests.paths import UNIT_DATA
 
-LAB = Path(__file__).parent / "data" / "two_plane_lab.yaml"
+LAB = UNIT_DATA / "two_plane_lab.yaml"
 FAST = ["--samples", "60", "--repair-events", "2000", "--failures", "1,2,4"]
 
 

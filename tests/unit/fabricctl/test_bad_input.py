@@ -24,9 +24,9 @@ from controller.failover import load_state
 from controller.programs.p4compile import CompileError, compile_program
 from controller.programs.toolchain import Artifacts
 from mininet_labs import bmv2proc
+from tests.paths import REPO, UNIT_DATA
 
-REPO = Path(__file__).resolve().parents[2]
-LAB = Path(__file__).parent / "data" / "two_plane_lab.yaml"
+LAB = UNIT_DATA / "two_plane_lab.yaml"
 CLEAN_ENV = {"FABRIC_TOPOLOGY": None, "FABRIC_STATE": None, "FABRIC_CONFIG": None, "FABRIC_TIMEOUT": None,
              "FABRIC_PROGRAM": None, "FABRIC_ELECTION_ID": None, "FABRIC_VERBOSE": None}
 

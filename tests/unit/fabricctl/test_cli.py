@@ -21,8 +21,9 @@ from controller.routes import Fabric, Options
 from controller.model.sids import SidPlan
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import TopologyError, load
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parent / "data"
+DATA = UNIT_DATA
 LAB = DATA / "two_plane_lab.yaml"
 
 

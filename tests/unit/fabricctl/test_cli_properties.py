@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from fabricctl import options
 from fabricctl.main import cli
+from tests.paths import UNIT_DATA
 
-LAB = yaml.safe_load((Path(__file__).parent / "data" / "two_plane_lab.yaml").read_text())
+LAB = yaml.safe_load((UNIT_DATA / "two_plane_lab.yaml").read_text())
 EXIT_CODES = {0, 1, 2, 3, 4, 5}
 UNSET = {name: None for _, name, _ in options.GLOBALS.values()}
 

@@ -22,9 +22,9 @@ from controller.runtime.p4info import P4Info
 from controller.runtime.p4rt import SwitchConnection
 from controller.plan.delta import UpdateType
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
+from tests.paths import REPO, UNIT_DATA
 
-REPO = Path(__file__).resolve().parents[2]
-LAB = Path(__file__).parent / "data" / "two_plane_lab.yaml"
+LAB = UNIT_DATA / "two_plane_lab.yaml"
 UNSET = {name: None for _, name, _ in options.GLOBALS.values()}
 
 

@@ -17,7 +17,7 @@ from controller import failover
 from controller.failover import LinkDown
 from controller.service.status import read_status
 from controller.state.statefile import DETECTOR, OPERATOR
-from tests.mininet.test_service import (  # noqa: F401  (controller: the fixture starting `fabricctl run`)
+from tests.mininet.controller.service.test_service import (  # noqa: F401  (controller: the fixture starting `fabricctl run`)
     LEAF, ROOT, SPINE, TIMEOUT, controller, link_event, recorded_event, tables_equal_plan, wait_until)
 
 OTHER = LinkDown("p1-t0-0", "p1-t1-0")  # a link of the other plane

@@ -18,8 +18,9 @@ import pytest
 
 from controller import failover
 from controller.failover import LinkDown
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 LEAF, SPINE = "p0-t0-0", "p0-t1-1"
 TIMEOUT = 60.0  # generous bound for every wait: the lab shares two cores with other labs
 

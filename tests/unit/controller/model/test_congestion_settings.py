@@ -22,8 +22,9 @@ from controller.plan.fabricplan import plan
 from controller.plan.delta import diff, with_resets
 from controller.routes import DEFAULT_RESETS, SET_THRESHOLDS, SPRAY, THRESHOLDS
 from controller.model.topology import TopologyError, build, from_dict, to_dict
+from tests.paths import UNIT_DATA
 
-LAB = Path(__file__).parent / "data" / "two_plane_lab.yaml"
+LAB = UNIT_DATA / "two_plane_lab.yaml"
 UNSET = {name: None for _, name, _ in options.GLOBALS.values()}
 TOPO = build(2, 2, 2, 1)
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from controller.model.topology import TopologyError, build, from_dict, load, to_dict
+from tests.paths import REPO, UNIT_DATA
 
-DATA = Path(__file__).parent / "data"
-ROOT = Path(__file__).parents[2]
+DATA = UNIT_DATA
+ROOT = REPO
 
 
 def test_example_equals_parametric_build() -> None:

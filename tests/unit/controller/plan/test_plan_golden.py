@@ -3,14 +3,13 @@
 The files in data/golden_plans/ were written by the planner before its speed-ups (commit
 "srv6_spray headend: derive ...", the entry layout of docs/sid-plan.md); a faster planner must
 give exactly the same entities. Regenerate only for an intended layout change:
-`python -m tests.unit.test_plan_golden` (and say why in the commit).
+`python -m tests.unit.controller.plan.test_plan_golden` (and say why in the commit).
 """
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -18,11 +17,12 @@ from controller.failover import Failure, HostPortDown, LinkDown, SwitchDown, wit
 from controller.plan.fabricplan import Plan, plan
 from controller.routes import EECMP, QP, FLOW, Fabric, HostPin, Options, Pin
 from controller.model.topology import build, load
+from tests.paths import REPO, UNIT_DATA
 
 pytestmark = pytest.mark.unit
 
-GOLDEN = Path(__file__).parent / "data" / "golden_plans"
-LAB = Path(__file__).parents[2] / "examples" / "two_plane_lab.yaml"
+GOLDEN = UNIT_DATA / "golden_plans"
+LAB = REPO / "examples" / "two_plane_lab.yaml"
 MIXED: list[Failure] = [LinkDown("p0-t0-1", "p0-t1-0"), LinkDown("p0-t0-2", "p0-t1-1"), SwitchDown("p1-t1-2"),
                         HostPortDown("p0-t0-3", 2), SwitchDown("p1-t0-4")]
 SPRAY_OPTS = Options(mode=QP, dest_modes=((0, 2, FLOW), (0, 5, FLOW)),

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from controller.programs.drops import DropReason
+from tests.paths import REPO
 
-DEFINES = Path(__file__).parents[2] / "p4" / "include" / "defines.p4"
+DEFINES = REPO / "p4" / "include" / "defines.p4"
 
 
 def test_drop_reasons_match_the_p4_defines() -> None:

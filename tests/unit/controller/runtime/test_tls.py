@@ -19,8 +19,9 @@ from controller.runtime import tls
 from controller.model import topology
 from fabricctl.main import cli
 from controller.runtime.tls import TlsConfig
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parent / "data"
+DATA = UNIT_DATA
 LAB = DATA / "two_plane_lab.yaml"
 LEAF, OTHER = "p0-t0-0", "p0-t0-1"
 

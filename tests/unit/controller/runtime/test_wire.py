@@ -23,8 +23,9 @@ from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Ent
 from controller.runtime.p4info import P4Info, TableInfo, UnknownNameError
 from controller.runtime.p4rt import SwitchConnection
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
+from tests.paths import REPO
 
-BUILD = Path(__file__).resolve().parents[2] / "p4" / "build"
+BUILD = REPO / "p4" / "build"
 COMPILED = sorted(BUILD.glob("*.p4info.txtpb"))
 KINDS = ("INSERT", "MODIFY", "DELETE")
 

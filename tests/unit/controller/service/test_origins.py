@@ -26,8 +26,9 @@ from controller.service.status import status_path, write_status
 from controller.state.statefile import DETECTOR, OPERATOR, StateFileError
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import load
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parent / "data"
+DATA = UNIT_DATA
 A, B, C = LinkDown("p0-t0-0", "p0-t1-1"), LinkDown("p0-t0-1", "p0-t1-0"), LinkDown("p1-t0-0", "p1-t1-0")
 
 

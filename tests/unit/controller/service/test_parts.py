@@ -23,8 +23,9 @@ from controller.failover import HostPortDown
 from controller.ops import sid_plan as sids_of
 from controller.service.prober import directions
 from controller.model.topology import load
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parent / "data"
+DATA = UNIT_DATA
 
 
 def test_probe_frame_round_trip_and_foreign_frames():

@@ -3,7 +3,6 @@ witness (detect.port_evidence) and the prober's decisions over synthetic arrival
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -14,8 +13,9 @@ from controller.service.detect import Change, Evidence, Thresholds, counter_delt
 from controller.service.prober import Direction, DirectionState, Prober
 from controller.service.probetimer import ProbeTimer
 from controller.model.topology import load
+from tests.paths import UNIT_DATA
 
-DATA = Path(__file__).parent / "data"
+DATA = UNIT_DATA
 MS = 1_000_000
 
 

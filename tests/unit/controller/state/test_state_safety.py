@@ -20,9 +20,9 @@ from controller.files import safefile
 from fabricctl.main import cli
 from controller.failover import LinkDown, load_state, save_state
 from controller.model.topology import build, to_dict
+from tests.paths import REPO, UNIT_DATA
 
-REPO = Path(__file__).resolve().parents[2]
-LAB = Path(__file__).parent / "data" / "two_plane_lab.yaml"
+LAB = UNIT_DATA / "two_plane_lab.yaml"
 
 
 def run(*args: str) -> Result:
