@@ -24,6 +24,7 @@ from controller.failover import load_state
 from controller.p4compile import CompileError, compile_program
 from controller.toolchain import Artifacts
 from mininet_labs import bmv2proc
+from tests.unit.usage import says
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = Path(__file__).parent / "data" / "two_plane_lab.yaml"
@@ -225,7 +226,7 @@ def test_timeouts_are_checked_at_parse_time(value: str, message: str) -> None:
     for result in (run("--timeout", value, "plan"), run("plan", "--timeout", value),
                    run("plan", env={"FABRIC_TIMEOUT": value})):
         line = one_error(result, 2)
-        assert line == f"error: Invalid value for '--timeout': {message} (see 'fabricctl --help')"
+        says(line, "--timeout", message, "(see 'fabricctl --help')")
 
 
 @pytest.mark.parametrize("args", [("traffic", "--rate", "nan"), ("balance", "--rate", "inf"),
@@ -233,7 +234,7 @@ def test_timeouts_are_checked_at_parse_time(value: str, message: str) -> None:
                                   ("cross-plane", "h0", "--fail-at", "nan")])
 def test_lab_durations_and_rates_are_finite(tmp_path: Path, args: tuple[str, ...]) -> None:
     line = one_error(run("lab", *args, "--dir", str(tmp_path)), 2)
-    assert line.startswith("error: Invalid value for '--") and "is not a finite number" in line, line
+    says(line, args[-2], args[-1], "is not a finite number")
 
 
 def test_ctrl_c_stops_a_command_waiting_on_a_switch_at_once(tmp_path: Path) -> None:
@@ -341,16 +342,15 @@ def test_a_corrupt_lab_state_is_one_line(tmp_path: Path, text: str, expected: st
 
 
 @pytest.mark.parametrize("args, expected, code", [
-    (("--t0", "100000"), "Invalid value for '--t0': 100000 is not in the range 1<=x<=2048.", 2),
-    (("--hosts", "10000000000"), "Invalid value for '--hosts'", 2),
+    (("--t0", "100000"), ("--t0", "100000", "2048"), 2),  # click's range check: the option, value, bound
+    (("--hosts", "10000000000"), ("--hosts", "10000000000"), 2),
     (("--planes", "16", "--t1", "8", "--t0", "100", "--hosts", "1"),
-     "a lab of 1728 switches: at most 128 bmv2 switches run on one machine", 2),
-    (("--t1", "600", "--t0", "2"), "no such fabric: a t0 needs 602 data ports: port 603 is beyond max_port 510", 3),
+     ("a lab of 1728 switches: at most 128 bmv2 switches run on one machine",), 2),
+    (("--t1", "600", "--t0", "2"), ("no such fabric: a t0 needs 602 data ports: port 603 is beyond max_port 510",), 3),
 ])
-def test_absurd_lab_sizes_are_refused_before_anything_starts(tmp_path: Path, args: tuple[str, ...], expected: str,
-                                                             code: int) -> None:
-    line = one_error(run("lab", "up", "--dir", str(tmp_path / "lab"), *args), code)
-    assert expected in line, line
+def test_absurd_lab_sizes_are_refused_before_anything_starts(tmp_path: Path, args: tuple[str, ...],
+                                                             expected: tuple[str, ...], code: int) -> None:
+    says(one_error(run("lab", "up", "--dir", str(tmp_path / "lab"), *args), code), *expected)
     assert not (tmp_path / "lab").exists()
 
 
