@@ -21,7 +21,7 @@ from typing import Any
 
 from controller.tls import TlsConfig
 from controller.toolchain import find_binary
-from mininet_labs.bmv2proc import ServerTls, SwitchStartError, fresh_logs, log_tail, probe, stop_process, wait_grpc_ready
+from mininet_labs.bmv2proc import ServerTls, SwitchStartError, command, fresh_logs, log_tail, probe, stop_process, wait_grpc_ready
 from mininet_labs._mininet import load
 
 load()
@@ -117,19 +117,11 @@ class Bmv2Switch(Switch):
         binary = self.binary or find_binary("simple_switch_grpc")
         if binary is None:
             raise SwitchStartError("simple_switch_grpc not found (PATH, $SIMPLE_SWITCH_GRPC or $P4_TOOLCHAIN_BIN)")
-        build = probe(binary)
-        cmd = [binary, "--device-id", str(self.device_id)]
-        if build.thrift:  # a build without Thrift runs without its runtime server (the toolkit needs none)
-            cmd += ["--thrift-port", str(self.thrift_port)]
-        cmd += ["--log-file", str(self.lab_dir / self.name), "--log-flush", "--log-level", self.log_level]
-        if build.nanomsg:  # without nanomsg there are no notifications to place
-            cmd += ["--notifications-addr", f"ipc://{self.lab_dir / f'{self.name}-notifications.ipc'}"]
-        if self.pcap_dir is not None:
-            cmd.append(f"--pcap={self.pcap_dir}")
-        for port, intf in sorted(self.data_ports().items()):
-            cmd += ["-i", f"{port}@{intf}"]
-        cmd += ["--no-p4", "--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", str(self.cpu_port)]
-        return cmd + (self.server_tls.args() if self.server_tls is not None else [])
+        return command(probe(binary), device_id=self.device_id, thrift_port=self.thrift_port,
+                       log_base=self.lab_dir / self.name, log_level=self.log_level,
+                       notifications=self.lab_dir / f"{self.name}-notifications.ipc", pcap_dir=self.pcap_dir,
+                       ports=self.data_ports(), grpc_addr=self.grpc_addr, cpu_port=self.cpu_port,
+                       server_tls=self.server_tls)
 
     # --- Mininet's switch interface ----------------------------------------------------------
     def start(self, controllers: Sequence[Any] = ()) -> None:

@@ -390,13 +390,14 @@ def test_the_switch_command_uses_only_what_the_binary_was_built_with(tmp_path: P
                                                                      nanomsg: bool) -> None:
     build = bmv2proc.probe(fake_switch(tmp_path, thrift, nanomsg))
     assert (build.thrift, build.nanomsg) == (thrift, nanomsg)
-    pytest.importorskip("mininet_labs.switch", reason="Mininet is needed to build a Bmv2Switch")
-    from mininet_labs.switch import Bmv2Switch
-
-    sw = Bmv2Switch("s1", device_id=3, grpc_port=50999, lab_dir=tmp_path, binary=build.binary)
-    cmd = sw.command()
-    assert ("--thrift-port" in cmd, "--notifications-addr" in cmd) == (thrift, nanomsg)
-    assert cmd[:3] == [build.binary, "--device-id", "3"] and "--no-p4" in cmd
+    cmd = bmv2proc.command(build, device_id=3, thrift_port=60999, log_base=tmp_path / "s1", log_level="warn",
+                           notifications=tmp_path / "s1-notifications.ipc", pcap_dir=None,
+                           ports={2: "s1-eth2", 1: "s1-eth1"}, grpc_addr="127.0.0.1:50999", cpu_port=255)
+    assert cmd == [build.binary, "--device-id", "3", *(["--thrift-port", "60999"] if thrift else []),
+                   "--log-file", str(tmp_path / "s1"), "--log-flush", "--log-level", "warn",
+                   *(["--notifications-addr", f"ipc://{tmp_path}/s1-notifications.ipc"] if nanomsg else []),
+                   "-i", "1@s1-eth1", "-i", "2@s1-eth2",
+                   "--no-p4", "--", "--grpc-server-addr", "127.0.0.1:50999", "--cpu-port", "255"]
 
 
 def test_a_binary_without_no_p4_is_named_with_what_it_lacks(tmp_path: Path) -> None:
