@@ -310,7 +310,9 @@ def test_lab_down_needs_no_mininet(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     from mininet_labs import _mininet
 
     for name in [m for m in sys.modules if m == "mininet" or m.startswith(("mininet.", "mininet_labs.topo",
-                                                                           "mininet_labs.switch"))]:
+                                                                           "mininet_labs.switch",
+                                                                           "mininet_labs.fabrictopo",
+                                                                           "mininet_labs.bmv2switch"))]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "mininet", None)  # import mininet raises ImportError
     monkeypatch.setattr(_mininet, "DEBIAN_DIRS", ())
@@ -319,6 +321,28 @@ def test_lab_down_needs_no_mininet(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert result.exit_code == 0, (result.stderr, result.exception)
     assert json.loads(result.stdout) == {"clean": True, "killed": [], "deleted_intfs": [], "leftover_pids": [],
                                          "leftover_intfs": []}
+
+
+def test_the_lab_and_endpoint_libraries_load_without_mininet() -> None:
+    """Without Mininet the libraries import (names, ports, checks, faults); Mininet is needed, and
+    named with its Debian package, only where a Mininet class is used."""
+    code = """
+import sys
+sys.modules["mininet"] = None  # import mininet raises ImportError
+from mininet_labs import _mininet
+_mininet.DEBIAN_DIRS = ()
+import endpoint.faults, endpoint.incast, mininet_labs.lab, mininet_labs.topo, mininet_labs.switch
+print(mininet_labs.switch.THRIFT_OFFSET, mininet_labs.topo.check.__name__)
+for module, name in ((mininet_labs.topo, "FabricTopo"), (mininet_labs.switch, "Bmv2Switch")):
+    try:
+        getattr(module, name)
+    except _mininet.MininetMissing as e:
+        print(name, e)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 0, result.stderr
+    missing = "Mininet is not installed: install Debian's package 'mininet' (apt-get install mininet)"
+    assert result.stdout.splitlines() == ["10000 check", f"FabricTopo {missing}", f"Bmv2Switch {missing}"]
 
 
 @pytest.mark.parametrize("text, expected", [
