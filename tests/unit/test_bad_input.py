@@ -323,6 +323,22 @@ def test_lab_down_needs_no_mininet(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                                          "leftover_intfs": []}
 
 
+def test_a_path_without_ifconfig_is_named_not_an_exit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Debian's user PATH lacks /usr/sbin, where ifconfig is: Mininet would exit(1) building a node, so
+    the lab's check names it (and the Mininet tier skips with that reason)."""
+    from mininet_labs import _mininet
+
+    try:
+        _mininet.load()
+    except _mininet.MininetMissing as e:
+        pytest.skip(str(e))
+    (tmp_path / "mnexec").write_text("#!/bin/sh\n")
+    (tmp_path / "mnexec").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert _mininet.missing() == ("ifconfig not found on PATH, which Mininet needs (Debian's net-tools, in "
+                                  "/usr/sbin: a PATH without it?)")
+
+
 def test_the_lab_and_endpoint_libraries_load_without_mininet() -> None:
     """Without Mininet the libraries import (names, ports, checks, faults); Mininet is needed, and
     named with its Debian package, only where a Mininet class is used."""
