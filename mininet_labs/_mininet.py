@@ -72,4 +72,6 @@ def missing() -> str | None:
         return str(e)
     if shutil.which("mnexec") is None:
         return f"mnexec not found on PATH (it comes with Debian's package '{DEBIAN_PACKAGE}')"
+    if shutil.which("ifconfig") is None:  # Mininet's Node checks for it and calls exit(1) when it is absent
+        return "ifconfig not found on PATH, which Mininet needs (Debian's net-tools, in /usr/sbin: a PATH without it?)"
     return None

@@ -79,6 +79,26 @@ class ServerTls:
         return out
 
 
+def command(build: Bmv2Build, *, device_id: int, thrift_port: int, log_base: Path, log_level: str,
+            notifications: Path, pcap_dir: Path | None, ports: dict[int, str], grpc_addr: str, cpu_port: int,
+            server_tls: ServerTls | None = None) -> list[str]:
+    """The simple_switch_grpc command line for a switch (no program: `--no-p4`), with only the options
+    the binary was built with: no `--thrift-port` without Thrift, no `--notifications-addr` without
+    nanomsg. `ports` maps bmv2 port -> interface; `log_base` gets bmv2's `.txt` appended."""
+    cmd = [build.binary, "--device-id", str(device_id)]
+    if build.thrift:  # a build without Thrift runs without its runtime server (the toolkit needs none)
+        cmd += ["--thrift-port", str(thrift_port)]
+    cmd += ["--log-file", str(log_base), "--log-flush", "--log-level", log_level]
+    if build.nanomsg:  # without nanomsg there are no notifications to place
+        cmd += ["--notifications-addr", f"ipc://{notifications}"]
+    if pcap_dir is not None:
+        cmd.append(f"--pcap={pcap_dir}")
+    for port, intf in sorted(ports.items()):
+        cmd += ["-i", f"{port}@{intf}"]
+    cmd += ["--no-p4", "--", "--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port)]
+    return cmd + (server_tls.args() if server_tls is not None else [])
+
+
 def log_tail(paths: Iterable[Path], lines: int = 5) -> str:
     """The last lines of a switch's logs, joined on one line for an error message."""
     text = ""

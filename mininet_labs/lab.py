@@ -146,7 +146,8 @@ class Lab(FailoverMixin, WiringMixin, TrafficMixin):
         self.model = ops.replace_tls(self.model, lambda s: client)
 
     def _start_mininet(self) -> None:
-        from mininet_labs.topo import FabricTopo, all_intfs  # imports Mininet (also Debian's)
+        from mininet_labs.fabrictopo import FabricTopo  # imports Mininet (also Debian's)
+        from mininet_labs.topo import all_intfs
 
         from mininet.link import Link
         from mininet.log import setLogLevel

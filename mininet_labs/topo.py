@@ -5,23 +5,17 @@ Mininet host with one NIC per plane (`<host>-eth<plane>`, the model's host MAC),
 plane's T0 at the port the model gives its slot; every T0-T1 link joins the ports the model says.
 Switch ports live in the root namespace, so their names carry the lab's `tag` (default none):
 two labs with different tags can run side by side.
+
+FabricTopo, the Mininet Topo itself, lives in mininet_labs.fabrictopo, which imports Mininet
+(MininetMissing when it is absent); the names, ports and checks here need no Mininet.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from controller.model.topology import Switch, Topology
-from mininet_labs._mininet import load
-
-load()
-from mininet.topo import Topo  # noqa: E402
-
-from mininet_labs.switch import Bmv2Switch  # noqa: E402
-from mininet_labs.traffic import IFNAMSIZ, host_intf  # noqa: E402
-
+from mininet_labs.traffic import IFNAMSIZ
 
 
 class LabTopologyError(ValueError):
@@ -68,35 +62,6 @@ def check(model: Topology, tag: str = "") -> list[str]:
     return problems
 
 
-class FabricTopo(Topo):
-    """Mininet Topo of a Topology. Options: tag, lab_dir, pcap_dir, log_level (passed to every switch)."""
-
-    def build(self, model: Topology, *, tag: str = "", lab_dir: str | Path = ".", pcap_dir: str | Path | None = None,
-              log_level: str = "warn", **switch_opts: Any) -> None:  # type: ignore[override]
-        problems = check(model, tag)
-        if problems:
-            raise LabTopologyError("\n".join(problems))
-        self.model = model
-        self.tag = tag
-        for s in model.switches:
-            self.addSwitch(s.name, cls=Bmv2Switch, device_id=s.device_id, grpc_port=grpc_port(s),
-                           lab_dir=str(lab_dir), pcap_dir=None if pcap_dir is None else str(pcap_dir),
-                           log_level=log_level, **switch_opts)
-        for host in model.hosts:
-            self.addHost(host, ip=None)  # addresses come from the SID plan, per plane (lab.configure_hosts)
-        for plane in range(model.planes):
-            spines = model.t1s(plane)
-            for leaf in model.t0s(plane):
-                for slot, (host, port) in enumerate(zip(leaf.host_names, leaf.host_ports)):
-                    self.addLink(host, leaf.name, port1=plane, port2=port, intfName1=host_intf(host, plane),
-                                 intfName2=port_intf(leaf, port, tag), addr1=model.host_mac(leaf, slot))
-                for j, up in enumerate(leaf.uplinks):
-                    spine = spines[j]
-                    down = spine.downlinks[leaf.index]
-                    self.addLink(leaf.name, spine.name, port1=up, port2=down,
-                                 intfName1=port_intf(leaf, up, tag), intfName2=port_intf(spine, down, tag))
-
-
 def link_ends(model: Topology, a: str, b: str, tag: str = "") -> tuple[SwitchPort, SwitchPort]:
     """The two switch ends (T0 first) of the link between a T0 and a T1 named in either order."""
     for name in (a, b):
@@ -114,3 +79,4 @@ def link_ends(model: Topology, a: str, b: str, tag: str = "") -> tuple[SwitchPor
 def all_intfs(model: Topology, tag: str = "") -> list[str]:
     """Every root-namespace interface a lab of this model makes (the switch ends of all links)."""
     return [port_intf(s, p, tag) for s in model.switches for p in (*s.host_ports, *s.uplinks, *s.downlinks)]
+

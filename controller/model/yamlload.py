@@ -24,9 +24,17 @@ from controller.model import limits
 from controller.files.safefile import UnsafeFile, open_regular
 
 try:
+    from yaml import _yaml as _libyaml
     from yaml._yaml import CParser
 except ImportError:  # PyYAML built without libyaml
-    CParser = None
+    _libyaml = CParser = None
+
+# libyaml 0.2.6 (PyYAML 6.0.4's wheels) refuses flow collections nested deeper than its own limit,
+# 1000, while it scans ahead for a simple key, in its own words and before our composer sees depth
+# MAX_YAML_DEPTH + 1. That look-ahead is bounded (a possible simple key goes stale after 1024
+# characters or at the end of its line), so with libyaml's limit raised above that window our own
+# depth check is the one that refuses, in our words, whichever PyYAML and libyaml are installed.
+_LIBYAML_NEST_LEVEL = 1 << 16
 
 
 class YamlError(yaml.YAMLError, ValueError):
@@ -107,11 +115,20 @@ def load(stream: Any) -> Any:
     module docstring refuses). Composing a whole document builds a node per scalar (440 MB for a
     1,152-switch file); here the items of the top-level `switches` list are composed and
     constructed one by one (80 MB, and faster than yaml.CSafeLoader)."""
-    loader = _Loader(stream)
+    set_nest = getattr(_libyaml, "_set_max_nest_level", None)
+    before = getattr(_libyaml, "_get_max_nest_level", lambda: None)()
+    if set_nest is not None and before is not None and before < _LIBYAML_NEST_LEVEL:
+        set_nest(_LIBYAML_NEST_LEVEL)
+    try:
+        loader = _Loader(stream)  # the pure-Python reader reads (and may refuse) its first chunk here
+    except yaml.reader.ReaderError as e:
+        raise _unreadable(e) from None
     try:
         doc = _document(loader)
     except YamlError:
         raise
+    except yaml.reader.ReaderError as e:
+        raise _unreadable(e) from None
     except yaml.YAMLError as e:
         parts = [p for p in (getattr(e, "context", None), getattr(e, "problem", None)) if p]
         problem = ", ".join(parts) or str(e).splitlines()[0]
@@ -120,10 +137,19 @@ def load(stream: Any) -> Any:
         raise YamlError("not valid YAML: nested too deeply") from None
     finally:
         loader.dispose()
+        if set_nest is not None and before is not None and before < _LIBYAML_NEST_LEVEL:
+            set_nest(before)
     if loader._aliases and _alias_blowup(doc) is not None:  # without aliases nothing can blow up
         raise YamlError(f"more than {limits.MAX_YAML_NODES} values once aliases are expanded: refused "
                         "(an alias bomb?)")
     return doc
+
+
+def _unreadable(e: yaml.reader.ReaderError) -> YamlError:
+    """Bytes that are not YAML text (invalid UTF-8, control characters), in our words from the error's
+    fields, whichever parser and version found them."""
+    return YamlError(f"not valid YAML: offset {e.position}: #x{e.character:02x} is not text YAML allows "
+                     "(binary data?)")
 
 
 def _document(ld: Any) -> Any:

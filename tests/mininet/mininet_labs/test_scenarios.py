@@ -7,6 +7,7 @@ The first tests need no lab (gaps, IPv4 frames, re-homing, pins, the plot's miss
 from __future__ import annotations
 
 import builtins
+import time
 
 import pytest
 
@@ -111,6 +112,41 @@ def _told(r) -> str:
     return "\n".join(describe(r))
 
 
+@pytest.fixture
+def traffic_meets(lab, monkeypatch):
+    """`arm(failure)`: from then on the lab's `cut` returns only once a leaf has sent a packet into the
+    cut (its port_tx of a failed uplink moved after the cut), so the controller hears of the failure
+    only after traffic met it. Without this, timing decided the loss: the source leaves' writes land
+    10-20 ms after the cut, a QP sends a packet every 26.67 ms, and the senders start together, so in
+    about half the runs no packet of the 4 QPs on the failure reached it before the repair and they
+    lost nothing. Returns {"sent_into_cut": packets the leaves sent into the cut}; each of them is lost."""
+    from mininet_labs.scenarios import PORT_TX, read_cells, uplink_cells
+
+    reader = lab.reader()  # opened beforehand: opening one takes 0.5-2 s under traffic
+    met = {"sent_into_cut": 0}
+
+    def arm(failure):
+        cells = [c for c in uplink_cells(lab, failure) if c[1] == PORT_TX]
+        cut = lab.cut
+
+        def cut_then_wait_for_traffic(intfs):
+            done = cut(intfs)
+            start = read_cells(lab, cells, reader)
+            deadline = time.monotonic() + 5.0  # at 37.5 packets/s per QP one comes within 30 ms
+            while not met["sent_into_cut"] and time.monotonic() < deadline:
+                now = read_cells(lab, cells, reader)
+                met["sent_into_cut"] = sum(now[k] - start[k] for k in start)
+            return done
+
+        monkeypatch.setattr(lab, "cut", cut_then_wait_for_traffic)
+        return met
+
+    try:
+        yield arm
+    finally:
+        reader.close_all()
+
+
 def _check_failure_result(r, lab):
     s = r.summary()
     # QPs pinned through the failed link lost packets; every other QP lost nothing, duplicated nothing.
@@ -133,10 +169,13 @@ def _check_failure_result(r, lab):
     assert not any(o.delta for o in lab.install(dry_run=True, push="never").values())
 
 
-def test_link_failure_pulls_the_segments_and_spares_the_other_qps(lab):
+def test_link_failure_pulls_the_segments_and_spares_the_other_qps(lab, traffic_meets):
+    from controller import ops
     from mininet_labs.scenarios import link_failure
 
+    met = traffic_meets(ops.link(lab.model, "p0-t0-0", "p0-t1-1"))
     r = link_failure(lab, "p0-t0-0", "p0-t1-1", schedule=_schedule())
+    assert met["sent_into_cut"] >= 1 and r.summary()["lost_on_failure"] >= met["sent_into_cut"], _told(r)
     assert set(r.tables["segments"]) == {"p0-t0-0", "p0-t0-1", "p0-t1-1"}
     assert {(q.sender, q.dst) for q in r.affected} == {("h0", "h2"), ("h1", "h3"), ("h2", "h0"), ("h3", "h1")}
     assert all(q.plane == 0 and q.qp == 0x102 for q in r.affected)  # plane 0, pinned to spine 1
@@ -144,10 +183,14 @@ def test_link_failure_pulls_the_segments_and_spares_the_other_qps(lab):
     assert r.timeline["planes"] and r.to_json()["summary"]["loss_window_ms"]["qps_with_gap"] >= 1
 
 
-def test_switch_failure_takes_every_link_of_the_t1(lab):
+def test_switch_failure_takes_every_link_of_the_t1(lab, traffic_meets):
+    from controller import ops
     from mininet_labs.scenarios import switch_failure
 
+    met = traffic_meets(ops.switch_failure(lab.model, "p0-t1-1"))
     r = switch_failure(lab, "p0-t1-1", schedule=_schedule())
+    # Every packet a leaf sent into the cut spine is lost: the QPs on the failure lost at least those.
+    assert met["sent_into_cut"] >= 1 and r.summary()["lost_on_failure"] >= met["sent_into_cut"], _told(r)
     assert set(r.tables["segments"]) == {"p0-t0-0", "p0-t0-1"}  # the spine itself is not contacted while down
     assert len(r.uplink["cells"]) == 4  # path_packets and port_tx of both leaves' uplinks to it
     _check_failure_result(r, lab)

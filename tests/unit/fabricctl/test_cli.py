@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from tests.paths import UNIT_DATA
+
+import errno
 import json
+import os
 import shutil
 import socket
 import sys
@@ -21,7 +25,7 @@ from controller.routes import Fabric, Options
 from controller.model.sids import SidPlan
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import TopologyError, load
-from tests.paths import UNIT_DATA
+from tests.unit.usage import says
 
 DATA = UNIT_DATA
 LAB = DATA / "two_plane_lab.yaml"
@@ -139,7 +143,7 @@ def test_missing_topology_is_bad_input(tmp_path: Path) -> None:
     assert (result.exit_code, result.stderr) == (2, "error: no topology: give --topology FILE or set FABRIC_TOPOLOGY\n")
     result = run("--topology", str(tmp_path / "nope.yaml"), "plan")
     assert (result.exit_code, result.stderr) == (2, f"error: cannot read topology {tmp_path / 'nope.yaml'}: "
-                                                    "No such file or directory\n")
+                                                    f"{os.strerror(errno.ENOENT)}\n")
 
 
 def test_topology_from_the_environment(lab: Path) -> None:
@@ -274,17 +278,19 @@ def test_bad_names_give_one_line_and_exit_2(lab: Path, args: tuple[str, ...], me
 
 
 @pytest.mark.parametrize("args, message", [
-    (("plan", "--bogus"), "No such option '--bogus'. (see 'fabricctl plan --help')"),
-    (("fail", "link", "p0-t0-0"), "Missing argument 'T1'. (see 'fabricctl fail link --help')"),
-    (("--election-id", "x", "plan"), "Invalid value for '--election-id': 'x' is not N or HIGH,LOW (see 'fabricctl --help')"),
+    (("plan", "--bogus"), ("--bogus", "(see 'fabricctl plan --help')")),
+    (("fail", "link", "p0-t0-0"), ("T1", "(see 'fabricctl fail link --help')")),
+    (("--election-id", "x", "plan"), ("--election-id", "'x' is not N or HIGH,LOW", "(see 'fabricctl --help')")),
     (("--election-id", "0", "plan"),
-     "Invalid value for '--election-id': '0' is not between 1 and 2**128 - 1 (see 'fabricctl --help')"),
-    (("--program", "l3", "plan"),
-     "Invalid value for '--program': 'l3' is not one of 'srv6_spray', 'eecmp_qp_hash'. (see 'fabricctl --help')"),
+     ("--election-id", "'0' is not between 1 and 2**128 - 1", "(see 'fabricctl --help')")),
+    (("--program", "l3", "plan"), ("--program", "l3", "srv6_spray", "eecmp_qp_hash", "(see 'fabricctl --help')")),
 ])
-def test_usage_errors_are_one_line(lab: Path, args: tuple[str, ...], message: str) -> None:
+def test_usage_errors_are_one_line(lab: Path, args: tuple[str, ...], message: tuple[str, ...]) -> None:
+    """Exit 2, nothing on stdout, one line naming the option or argument, the value, and our hint
+    (click's own framing words are click's)."""
     result = run("--topology", str(lab), *args)
-    assert (result.exit_code, result.stdout, result.stderr) == (2, "", f"error: {message}\n")
+    assert (result.exit_code, result.stdout) == (2, ""), result.stderr
+    says(result.stderr, *message)
 
 
 def test_state_file_naming_unknown_things_is_bad_input(lab: Path) -> None:
@@ -323,7 +329,7 @@ def test_missing_p4info_is_exit_5(lab: Path, tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(cli_module.Env, "artifacts", lambda self: Artifacts("srv6_spray", tmp_path / "x.json", gone))
     result = run("--topology", str(lab), "install", "--dry-run")
     assert (result.exit_code, result.stderr) == (
-        5, f"error: cannot read the P4Info {gone}: No such file or directory (run 'fabricctl p4 compile')\n")
+        5, f"error: cannot read the P4Info {gone}: {os.strerror(errno.ENOENT)} (run 'fabricctl p4 compile')\n")
 
 
 # --- switches that do not answer -------------------------------------------------------------

@@ -9,6 +9,7 @@ from click.testing import CliRunner, Result
 
 from fabricctl import options
 from fabricctl.main import cli
+from tests.unit.usage import says
 
 UNSET = {name: None for _, name, _ in options.GLOBALS.values()}
 
@@ -18,18 +19,20 @@ def run(*args: str) -> Result:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["incast"], "error: Missing argument 'T0 T1 | HOST'."),
-    (["incast", "h2", "h3"], "error: incast takes one host, got 2 arguments"),
-    (["cut", "p0-t0-0"], "error: cut takes two switches, T0 and T1, got 1 argument"),
-    (["incast", "h2", "--modes", "host,leaf-spray"], "error: unknown mode 'leaf-spray' (known: host, host-trim, leaf, "
-                                                     "leaf-trim)"),
-    (["cut", "p0-t0-0", "p0-t1-0", "--modes", "host-trim"], "error: unknown mode 'host-trim' (known: leaf, leaf-unattended, host,"),
-    (["incast", "h2", "--ecn-at", "8"], "error: --ecn-at (8) must be below --trim-at (8)"),
-    (["incast", "h2", "--bottleneck-pps", "0"], "error: Invalid value for '--bottleneck-pps': 0 is not in the range"),
-    (["incast", "h2", "--queue-depth", "5000"], "error: Invalid value for '--queue-depth': 5000 is not in the range"),
+    (["incast"], ("T0 T1 | HOST",)),
+    (["incast", "h2", "h3"], ("error: incast takes one host, got 2 arguments",)),
+    (["cut", "p0-t0-0"], ("error: cut takes two switches, T0 and T1, got 1 argument",)),
+    (["incast", "h2", "--modes", "host,leaf-spray"], ("error: unknown mode 'leaf-spray' (known: host, host-trim, leaf, "
+                                                      "leaf-trim)",)),
+    (["cut", "p0-t0-0", "p0-t1-0", "--modes", "host-trim"],
+     ("error: unknown mode 'host-trim' (known: leaf, leaf-unattended, host,",)),
+    (["incast", "h2", "--ecn-at", "8"], ("error: --ecn-at (8) must be below --trim-at (8)",)),
+    (["incast", "h2", "--bottleneck-pps", "0"], ("--bottleneck-pps", "0")),  # click's range check
+    (["incast", "h2", "--queue-depth", "5000"], ("--queue-depth", "5000")),
 ])
-def test_endpoint_compare_checks_its_arguments_before_touching_a_lab(tmp_path: Path, args, message: str) -> None:
+def test_endpoint_compare_checks_its_arguments_before_touching_a_lab(tmp_path: Path, args,
+                                                                     message: tuple[str, ...]) -> None:
     result = run("endpoint", "compare", *args, "--dir", str(tmp_path / "nolab"))
     assert result.exit_code == 2, result.output
-    assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(message), result.stderr
+    says(result.stderr, *message)
     assert not (tmp_path / "nolab").exists()

@@ -3,6 +3,10 @@ precedence), -v logging of what is written to which switch, shell completion."""
 
 from __future__ import annotations
 
+from tests.paths import REPO
+
+from tests.paths import UNIT_DATA
+
 import json
 import logging
 import os
@@ -20,9 +24,9 @@ from fabricctl.main import cli
 from controller.plan.entries import Lpm, TableEntry
 from controller.runtime.p4info import P4Info
 from controller.runtime.p4rt import SwitchConnection
-from controller.plan.delta import UpdateType
+from controller.runtime.reconcile import UpdateType
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
-from tests.paths import REPO, UNIT_DATA
+from tests.unit.usage import says
 
 LAB = UNIT_DATA / "two_plane_lab.yaml"
 UNSET = {name: None for _, name, _ in options.GLOBALS.values()}
@@ -73,7 +77,8 @@ def test_every_global_option_has_a_fabric_variable(lab: Path) -> None:
     print_cmd = run("shell", "p0-t0-0", "--print-command", env={**env, "FABRIC_PROGRAM": "srv6_spray"}).stdout
     assert "--election-id 0,7" in print_cmd
     bad = run("plan", env={**env, "FABRIC_ELECTION_ID": "0"})
-    assert bad.exit_code == 2 and bad.stderr.startswith("error: Invalid value for '--election-id'")
+    assert bad.exit_code == 2
+    says(bad.stderr, "--election-id", "'0' is not between")
     for opt in ("--topology", "--program", "--state", "--election-id", "--timeout", "--verbose", "--config"):
         name = options.GLOBALS[opt[2:]][1]
         assert name in " ".join(run("--help").stdout.split()) or opt == "--config", name
@@ -94,7 +99,7 @@ def test_config_file_and_precedence(lab: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, message", [
-    ("timeout: nan\n", "'--timeout': nan is not a finite number of seconds"),
+    ("timeout: nan\n", "nan is not a finite number of seconds"),
     ("timeout: .nan\n", "timeout: expected a string or number, got a number"),
     ("timeout: .inf\n", "timeout: expected a string or number"),
     ("timeout: true\n", "timeout: expected a string or number, got a boolean"),
@@ -109,14 +114,13 @@ def test_a_bad_config_file_is_one_line(lab: Path, tmp_path: Path, text: str, mes
     config.write_text(text)
     result = run("--topology", str(lab), "--config", str(config), "plan")
     assert result.exit_code == 2
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: Invalid value for ") and message in lines[0], result.stderr
+    says(result.stderr, message)
 
 
 def test_a_missing_config_file_is_one_line(lab: Path, tmp_path: Path) -> None:
     result = run("--topology", str(lab), "plan", env={"FABRIC_CONFIG": str(tmp_path / "none.yaml")})
-    assert (result.exit_code, result.stderr) == (
-        2, f"error: Invalid value for '--config': {tmp_path / 'none.yaml'}: no such file (see 'fabricctl --help')\n")
+    assert result.exit_code == 2
+    says(result.stderr, "--config", f"{tmp_path / 'none.yaml'}: no such file", "(see 'fabricctl --help')")
 
 
 # --- -v: what is written to which switch --------------------------------------------------------

@@ -78,14 +78,15 @@ def test_the_record_by_record_loader_gives_what_safe_load_gives(text: str) -> No
 
 @pytest.mark.skipif(not yamlload.available(), reason="PyYAML built without libyaml")
 @pytest.mark.parametrize(("text", "problem"), [
-    ("name: x\n---\nname: y\n", "expected a single document in the stream"),
-    ("switches:\n- {name: a\n", "expected ',' or '}'"),
-    ("<<: {name: x}\n", "could not determine a constructor for the tag 'tag:yaml.org,2002:merge'"),
-    ("switches:\n- *nothing\n", "found undefined alias"),
+    ("name: x\n---\nname: y\n", "line 2: expected a single document in the stream"),  # our words
+    ("switches:\n- {name: a\n", "line 3: "),  # the rest of the line is libyaml's or PyYAML's wording
+    ("<<: {name: x}\n", "line 1: "),
+    ("switches:\n- *nothing\n", "line 2: "),
 ])
 def test_the_record_by_record_loader_rejects_what_it_cannot_read(text: str, problem: str) -> None:
-    with pytest.raises(yaml.YAMLError, match=problem):
+    with pytest.raises(yamlload.YamlError) as err:
         yamlload.load(text)
+    assert str(err.value).startswith(f"not valid YAML: {problem}") and "\n" not in str(err.value), str(err.value)
 
 
 def test_a_generated_topology_file_loads_equal_to_the_pure_python_loader(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ over them, every unusable file refused in one line before anything is written, s
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -157,7 +158,7 @@ def bad_files(tmp_path: Path, pki) -> list[tuple[dict[str, str], str]]:  # type:
     subprocess.run(["openssl", "pkey", "-in", str(pki.client_key), "-aes256", "-passout", "pass:x",
                     "-out", str(encrypted)], check=True, capture_output=True)
     return [
-        ({"ca": str(tmp_path / "absent.pem")}, f"cannot read TLS CA certificate {tmp_path / 'absent.pem'}: No such file or directory"),
+        ({"ca": str(tmp_path / "absent.pem")}, f"cannot read TLS CA certificate {tmp_path / 'absent.pem'}: {os.strerror(errno.ENOENT)}"),
         ({"ca": str(fifo)}, f"TLS CA certificate {fifo} is not a regular file"),
         ({"ca": "/dev/zero"}, "TLS CA certificate /dev/zero is not a regular file"),
         ({"ca": str(tmp_path)}, f"TLS CA certificate {tmp_path} is not a regular file"),

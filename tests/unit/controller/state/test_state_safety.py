@@ -3,6 +3,10 @@ symlinks, special files, modes, interrupted writes, and restore all on a stale s
 
 from __future__ import annotations
 
+from tests.paths import REPO
+
+from tests.paths import UNIT_DATA
+
 import json
 import os
 import shutil
@@ -20,7 +24,7 @@ from controller.files import safefile
 from fabricctl.main import cli
 from controller.failover import LinkDown, load_state, save_state
 from controller.model.topology import build, to_dict
-from tests.paths import REPO, UNIT_DATA
+from tests.unit.usage import says
 
 LAB = UNIT_DATA / "two_plane_lab.yaml"
 
@@ -144,14 +148,16 @@ def test_special_files_are_refused_before_anything_is_read(lab: Path, tmp_path: 
     for args in (("fail", "switch", "p1-t1-0", "--no-apply"), ("plan",)):
         result = fabricctl("--topology", str(lab), "--state", str(path), *args, timeout=30)  # a FIFO read would hang
         assert result.returncode == 2
-        assert result.stderr in (f"error: state file {path} is {what}, not a regular file\n",
-                                 f"error: Invalid value for '--state': File '{path}' is a directory. "
-                                 "(see 'fabricctl --help')\n")
+        if result.stderr != f"error: state file {path} is {what}, not a regular file\n":  # ours, or click.Path's
+            assert kind == "directory", result.stderr
+            says(result.stderr, "--state", str(path), "(see 'fabricctl --help')")
     if kind != "device":
         result = fabricctl("--topology", str(lab), "plan", "--export", str(path), timeout=30)
         assert result.returncode == 2 and result.stderr.count("\n") == 1
-        assert result.stderr.startswith(f"error: plan export {path} is {what}, not a regular file"
-                                        if kind == "fifo" else "error: Invalid value for '--export'")
+        if kind == "fifo":
+            assert result.stderr.startswith(f"error: plan export {path} is {what}, not a regular file")
+        else:  # click.Path refuses the directory
+            says(result.stderr, "--export", str(path))
     assert stat.S_ISFIFO(os.stat(path).st_mode) if kind == "fifo" else True
 
 
