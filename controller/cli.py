@@ -987,6 +987,10 @@ from controller.analysis.cli import analyze as _analyze, topo_draw as _topo_draw
 cli.add_command(_analyze)
 topo.add_command(_topo_draw)
 
+from fabricctl.web import web as _web  # noqa: E402  (the live view in a browser)
+
+cli.add_command(_web)
+
 
 def main() -> None:
     """The `fabricctl` console script."""

@@ -86,6 +86,7 @@ class FabricService:
         self.nice_error: str | None = None  # why the threads could not take config.nice
         self.path_labels = self._path_labels()
         self.link_changes = {"down": 0, "up": 0}
+        self.path_reads: dict[str, tuple[float, dict[int, int]]] = {}  # leaf -> (when, path_index -> packets)
 
     # --- life ----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -228,6 +229,7 @@ class FabricService:
         except (P4RuntimeError, LookupError, ValueError):
             return
         self.metrics.set_paths(s.name, cells, labels)
+        self.path_reads[s.name] = (time.time(), {v.index: v.packets for v in cells if v.index in labels})
 
     def _path_labels(self) -> dict[str, dict[int, PathLabel]]:
         """Which path each path_packets cell counts, per leaf, from the healthy plan (a leaf's path
@@ -264,7 +266,14 @@ class FabricService:
                 "probes": {"out": self.prober.packets_out, "in": self.prober.packets_in, "late": self.prober.late,
                            "stalls": self.prober.stalls,
                            "refused": sum(s.conn.packets_refused for s in self.sessions.values())},
-                "rss_kb": rss_kb(), "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 3)}
+                "rss_kb": rss_kb(), "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 3),
+                **({"paths": self._path_rows()} if self.path_labels else {})}
+
+    def _path_rows(self) -> list[dict[str, Any]]:
+        """The last path_packets reading per leaf and path (for the live view's rates; empty until read)."""
+        return [{"switch": n, "plane": lb.plane, "spine": lb.spine, "segments": lb.segments, "packets": packets, "t": t}
+                for n, (t, cells) in sorted(self.path_reads.items()) for i, packets in sorted(cells.items())
+                if (lb := self.path_labels.get(n, {}).get(i)) is not None]
 
 
 def rss_kb() -> int:

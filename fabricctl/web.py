@@ -1,0 +1,75 @@
+"""`fabricctl web`: serve the live view of the fabric (the running controller's status and events) in a browser."""
+
+from __future__ import annotations
+
+import errno
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from controller.ops import BAD_INPUT, OpError
+from controller.service.runner import EVENTS_NAME
+from controller.service.web.server import ListenError, WebServer, parse_listen
+from controller.service.web.view import Sources
+
+DEFAULT_LISTEN = "127.0.0.1:9400"
+
+
+@click.command("web")
+@click.option("--listen", default=DEFAULT_LISTEN, show_default=True, metavar="HOST:PORT",
+              help="Address to serve on ([V6]:PORT for IPv6; port 0: any free port). Loopback unless --allow-remote.")
+@click.option("--allow-remote", is_flag=True,
+              help="Allow a non-loopback --listen: anyone who reaches it sees the fabric (the page stays read-only).")
+@click.option("--events", "events_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help=f"Events file [default: {EVENTS_NAME} next to the state file].")
+@click.option("--duration", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
+              help="Stop after this long (0: until Ctrl-C or SIGTERM).")
+@click.pass_obj
+def web(env: Any, listen: str, allow_remote: bool, events_file: Path | None, duration: float) -> None:
+    """Serve a live, read-only view of the fabric in the browser.
+
+    One page: the fabric drawn plane by plane, each link and host port up or failed (and who
+    recorded the failure: operator or detector), the running controller's probe health and per-path
+    packet rates, what the failures make unreachable, and the controller's events as they happen.
+    It reads the state file, the status file 'fabricctl run' publishes beside it and its events
+    file; it writes nothing and needs no switch.
+
+    \b
+    Examples:
+      fabricctl web                            # http://127.0.0.1:9400/
+      fabricctl web --listen 127.0.0.1:0       # any free port (printed)
+      fabricctl web --listen 0.0.0.0:9400 --allow-remote
+    """
+    topo = env.topo()
+    state = env.state_path()
+    if not state.parent.is_dir():
+        raise OpError(f"no state directory {state.parent} (the state file {state.name} lives there: "
+                      "give --state or --topology)", BAD_INPUT)
+    try:
+        host, port = parse_listen(listen)
+        server = WebServer(Sources(topo, env.program, state.absolute(), (events_file or state.with_name(EVENTS_NAME)).absolute()),
+                           host, port, allow_remote)
+    except ListenError as e:
+        raise OpError(str(e), BAD_INPUT) from None
+    except OSError as e:
+        why = "address already in use (another fabricctl web? choose another --listen port)" \
+            if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+        raise OpError(f"cannot listen on {listen}: {why}", BAD_INPUT) from None
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    server.start()
+    where = "loopback only: this machine alone can open it" if server.loopback_only else \
+        "NOT loopback: reachable from other machines (--allow-remote)"
+    click.echo(f"fabric view: {server.url} ({where}); read-only; Ctrl-C stops", err=False)
+    try:
+        stop.wait(duration if duration > 0 else None)
+    finally:
+        server.close()
