@@ -66,20 +66,20 @@ def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
 
 
 def backlog_offset(path: Path, lines: int = BACKLOG) -> int:
-    """The byte offset where the last `lines` whole lines of a file begin (0 for a short or absent file)."""
+    """The byte offset where the last `lines` whole lines of a file begin (0 for a short or absent file; a
+    torn last line, not ended yet, is not one of them)."""
     try:
         with open(path, "rb") as f:
-            end = f.seek(0, 2)
-            pos, found, block = end, 0, 65536
+            pos, found = f.seek(0, 2), 0
             while pos > 0:
-                step = min(block, pos)
+                step = min(65536, pos)
                 pos -= step
                 f.seek(pos)
                 chunk = f.read(step)
                 for i in range(len(chunk) - 1, -1, -1):
-                    if chunk[i] == 0x0A and pos + i + 1 < end:
+                    if chunk[i] == 0x0A:  # the first ends the last whole line; the (lines+1)-th precedes the first wanted
                         found += 1
-                        if found == lines:
+                        if found == lines + 1:
                             return pos + i + 1
             return 0
     except OSError:
