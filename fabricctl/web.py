@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from controller.ops import BAD_INPUT, OpError
-from controller.service.runner import EVENTS_NAME
 from controller.service.web.server import ListenError, WebServer, parse_listen
+from controller.service.runner import EVENTS_NAME
 from controller.service.web.view import Sources
 
 DEFAULT_LISTEN = "127.0.0.1:9400"
@@ -24,7 +24,7 @@ DEFAULT_LISTEN = "127.0.0.1:9400"
 @click.option("--allow-remote", is_flag=True,
               help="Allow a non-loopback --listen: anyone who reaches it sees the fabric (the page stays read-only).")
 @click.option("--events", "events_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help=f"Events file [default: {EVENTS_NAME} next to the state file].")
+              help=f"Events file [default: the running controller's, else {EVENTS_NAME} next to the state file].")
 @click.option("--duration", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
               help="Stop after this long (0: until Ctrl-C or SIGTERM).")
 @click.pass_obj
@@ -50,7 +50,7 @@ def web(env: Any, listen: str, allow_remote: bool, events_file: Path | None, dur
                       "give --state or --topology)", BAD_INPUT)
     try:
         host, port = parse_listen(listen)
-        server = WebServer(Sources(topo, env.program, state.absolute(), (events_file or state.with_name(EVENTS_NAME)).absolute()),
+        server = WebServer(Sources(topo, env.program, state.absolute(), events_file and events_file.absolute()),
                            host, port, allow_remote)
     except ListenError as e:
         raise OpError(str(e), BAD_INPUT) from None

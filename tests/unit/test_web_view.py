@@ -291,3 +291,20 @@ def test_fabricctl_web_errors_are_one_line(lab: Sources):
     r = invoke(tmp, "--state", str(tmp / "nowhere" / "state.json"), "web")
     assert (r.exit_code, r.stderr) == (2, f"error: no state directory {tmp / 'nowhere'} (the state file state.json "
                                           "lives there: give --state or --topology)\n")
+
+
+def test_the_events_file_is_the_running_controllers(tmp_path: Path):
+    shutil.copy(DATA / "two_plane_lab.yaml", tmp_path / "lab.yaml")
+    lab = Sources(load(tmp_path / "lab.yaml"), "srv6_spray", tmp_path / ".fabric-state.json")  # no --events
+    (tmp_path / "fabric-events.jsonl").write_text(json.dumps({"t": 1, "kind": "beside"}) + "\n")
+    own = tmp_path / "run" / "own.jsonl"
+    own.parent.mkdir()
+    own.write_text(json.dumps({"t": 2, "kind": "own"}) + "\n")
+    s = web.WebServer(lab, "127.0.0.1", 0)
+    s.start()
+    try:
+        assert [e["kind"] for e in json.loads(get(s, "/api/events")[2])] == ["beside"]  # no controller: the default
+        st.write_status(lab.status, status_doc(events=str(own)))
+        assert [e["kind"] for e in json.loads(get(s, "/api/events")[2])] == ["own"]
+    finally:
+        s.close()

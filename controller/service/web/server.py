@@ -213,7 +213,7 @@ class Handler(BaseHTTPRequestHandler):
             except ValueError:
                 self._send(HTTPStatus.BAD_REQUEST, b"last: expected a number\n", "text/plain; charset=utf-8", body)
                 return
-            path = self.server.hub.snapshots.sources.events
+            path = Path(self.server.hub.snapshots.snapshot()["events_file"])
             events, _ = new_events(path, backlog_offset(path, last)) if last else ([], 0)
             self._json([e for _, e in events], body)
         elif url.path == "/events":
@@ -248,17 +248,20 @@ class Handler(BaseHTTPRequestHandler):
 def stream(hub: Hub, last_event_id: str | None = None, keepalive: float = KEEPALIVE) -> Iterator[bytes]:
     """The chunks of one event stream: a retry hint and the snapshot, then each controller event (`fabric`,
     its id the events file's offset after it, so a reconnecting page resumes there) and each new snapshot."""
-    path = hub.snapshots.sources.events
+    with hub.changed:
+        version, snap = hub.version, hub.latest
+    path = Path(snap["events_file"])
     try:
         offset = int(last_event_id) if last_event_id is not None else backlog_offset(path)
     except ValueError:
         offset = backlog_offset(path)
     yield b"retry: 2000\n\n"
-    with hub.changed:
-        version, snap = hub.version, hub.latest
     yield sse("snapshot", snap)
     quiet_since = time.monotonic()
     while not hub.stopping.is_set():
+        if Path(snap["events_file"]) != path:  # another controller, another events file
+            path = Path(snap["events_file"])
+            offset = backlog_offset(path)
         events, offset = new_events(path, offset)
         for pos, event in events:
             yield sse("fabric", event, str(pos))

@@ -14,6 +14,7 @@ from controller import failover, ops
 from controller.failover import Failure, HostPortDown, LinkDown, SwitchDown
 from controller.ops import OpError
 from controller.routes import Program
+from controller.service.runner import EVENTS_NAME
 from controller.service.status import read_status, status_path
 from controller.statefile import DETECTOR
 from controller.topology import Topology
@@ -23,12 +24,13 @@ UP, FAILED, DOWN = "up", "failed", "down"  # recorded failed (red); probes down,
 
 @dataclass(frozen=True)
 class Sources:
-    """Where the view reads: the topology, the program (for reachability), the state and events files."""
+    """Where the view reads: the topology, the program (for reachability), the state file, and the events file
+    (None: the one the running controller's status names, else fabric-events.jsonl beside the state file)."""
 
     topo: Topology
     program: Program
     state: Path
-    events: Path
+    events: Path | None = None
 
     @property
     def status(self) -> Path:
@@ -146,6 +148,8 @@ class Snapshots:
         except OpError as e:
             recorded, state_error = {}, str(e)
         status = read_status(src.state)
+        events = src.events or (Path(status["events"]) if status and isinstance(status.get("events"), str)
+                                else src.state.with_name(EVENTS_NAME))
         probes = status.get("links", {}) if status and isinstance(status.get("links"), dict) else {}
         by_key = {k.split(" (", 1)[0]: v for k, v in probes.items()}
         down_switches = {f.name: by for f, by in recorded.items() if isinstance(f, SwitchDown)}
@@ -189,7 +193,7 @@ class Snapshots:
         paths = self._paths(status)
         return {
             "time": now, "topology": topo.name, "program": src.program, "state_file": str(src.state),
-            "state_error": state_error, "events_file": str(src.events),
+            "state_error": state_error, "events_file": str(events),
             "controller": _controller(status, now),
             "failures": [{"what": ops.describe_failure(topo, f),
                           "by": "detector" if by == DETECTOR else "operator"} for f, by in sorted(recorded.items(), key=str)],
