@@ -31,6 +31,7 @@ from controller.statefile import DETECTOR, OPERATOR
 from controller.statelock import StateLocked, state_lock
 from controller.toolchain import BUILD_DIR, PROGRAMS, Artifacts
 from controller.topology import Topology, to_dict
+from fabricctl.version import version_option
 
 FABRIC_PROGRAMS = ("srv6_spray", "eecmp_qp_hash")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -248,7 +249,7 @@ def _print_json(doc: Any) -> None:
               help="Check the switches' certificates for NAME instead of the address's host "
                    "(unix: addresses: localhost; env FABRIC_TLS_SERVER_NAME).")
 @congestion.global_options
-@click.version_option(package_name="srv6-fabric", message="%(prog)s %(version)s")
+@version_option
 @click.pass_context
 def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file: Path | None,
         election_id: int, timeout: float, verbose: int, tls_ca: Path | None, tls_cert: Path | None,
@@ -987,9 +988,11 @@ from controller.analysis.cli import analyze as _analyze, topo_draw as _topo_draw
 cli.add_command(_analyze)
 topo.add_command(_topo_draw)
 
+from fabricctl.doctor import doctor as _doctor  # noqa: E402  (is this machine ready?)
 from fabricctl.web import web as _web  # noqa: E402  (the live view in a browser)
 
 cli.add_command(_web)
+cli.add_command(_doctor)
 
 
 def main() -> None:
