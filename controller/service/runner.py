@@ -203,6 +203,7 @@ class FabricService:
             self.metrics.packet_io.labels("in").set(self.prober.packets_in)
             self.metrics.probe_timeout.set(self.prober.timeout_ms / 1000)
             self.metrics.probes_late.set(self.prober.late)
+            self.metrics.failures.set(len(self.healer.recorded))  # was defined but never set: always 0
             self.metrics.packet_io.labels("refused").set(sum(s.conn.packets_refused for s in self.sessions.values()))
 
     def _counters_loop(self) -> None:
