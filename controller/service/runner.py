@@ -101,6 +101,7 @@ class FabricService:
         detected = {f for f, by in recorded.items() if isinstance(f, (LinkDown, HostPortDown)) and by == DETECTOR}
         self.prober.seed_down(detected)
         self.healer.seed(detected)
+        self._init_series(detected)
         # Threads inherit their creator's nice value: one launcher thread takes the service's and
         # starts every other (gRPC's own threads are then started by those).
         launcher = threading.Thread(target=self._launch, name="service-start", daemon=True)
@@ -110,6 +111,20 @@ class FabricService:
             self.events.emit("priority", nice=self.config.nice, error=self.nice_error)
             if self.nice_error:
                 log.warning("%s", self.nice_error)
+
+    def _init_series(self, down: set[Any]) -> None:
+        """Every labelled series from the start (0, or each link's state), so a dashboard query finds it
+        before the first loss, change or reconnect (the Prometheus way: missing is not zero)."""
+        for st in self.prober.states:
+            link, way = failure_label(st.d.link), str(st.d.direction)
+            self.metrics.probes_sent.labels(link, way)
+            self.metrics.probes_lost.labels(link, way)
+            self.metrics.link_up.labels(link).set(0 if st.d.link in down else 1)
+        for change in ("down", "up"):
+            self.metrics.link_changes.labels(change)
+        for name in self.sessions:
+            self.metrics.reconnects.labels(name)
+            self.metrics.primary.labels(name).set(0)
 
     def _launch(self) -> None:
         self.nice_error = set_thread_nice(self.config.nice)
