@@ -48,16 +48,8 @@ def web(env: Any, listen: str, allow_remote: bool, events_file: Path | None, dur
     if not state.parent.is_dir():
         raise OpError(f"no state directory {state.parent} (the state file {state.name} lives there: "
                       "give --state or --topology)", BAD_INPUT)
-    try:
-        host, port = parse_listen(listen)
-        server = WebServer(Sources(topo, env.program, state.absolute(), events_file and events_file.absolute()),
-                           host, port, allow_remote)
-    except ListenError as e:
-        raise OpError(str(e), BAD_INPUT) from None
-    except OSError as e:
-        why = "address already in use (another fabricctl web? choose another --listen port)" \
-            if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
-        raise OpError(f"cannot listen on {listen}: {why}", BAD_INPUT) from None
+    server = open_server(Sources(topo, env.program, state.absolute(), events_file and events_file.absolute()),
+                         listen, allow_remote)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -66,10 +58,28 @@ def web(env: Any, listen: str, allow_remote: bool, events_file: Path | None, dur
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     server.start()
-    where = "loopback only: this machine alone can open it" if server.loopback_only else \
-        "NOT loopback: reachable from other machines (--allow-remote)"
-    click.echo(f"fabric view: {server.url} ({where}); read-only; Ctrl-C stops", err=False)
+    click.echo(announce(server) + "; Ctrl-C stops")
     try:
         stop.wait(duration if duration > 0 else None)
     finally:
         server.close()
+
+
+def open_server(sources: Sources, listen: str, allow_remote: bool, option: str = "--listen") -> WebServer:
+    """The live view's server bound to `listen` (not started); OpError with one line when it cannot be."""
+    try:
+        host, port = parse_listen(listen)
+        return WebServer(sources, host, port, allow_remote)
+    except ListenError as e:
+        raise OpError(str(e).replace("--listen", option), BAD_INPUT) from None
+    except OSError as e:
+        why = f"address already in use (another fabricctl web? choose another {option} port)" \
+            if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+        raise OpError(f"cannot listen on {listen}: {why}", BAD_INPUT) from None
+
+
+def announce(server: WebServer) -> str:
+    """The line that says where the view is and who can open it."""
+    where = "loopback only: this machine alone can open it" if server.loopback_only else \
+        "NOT loopback: reachable from other machines (--allow-remote)"
+    return f"fabric view: {server.url} ({where}); read-only"

@@ -308,3 +308,58 @@ def test_the_events_file_is_the_running_controllers(tmp_path: Path):
         assert [e["kind"] for e in json.loads(get(s, "/api/events")[2])] == ["own"]
     finally:
         s.close()
+
+
+def test_run_with_web_serves_the_view_of_that_controller(tmp_path: Path):
+    """`fabricctl run --web`: the page's snapshot names the running controller. The switches' addresses
+    are unix sockets nobody serves, so the run touches no switch of any lab on this machine."""
+    import subprocess
+    import sys
+    import time
+
+    text = (DATA / "two_plane_lab.yaml").read_text()
+    text = re.sub(r'"127\.0\.0\.1:500(\d\d)"', lambda m: f'"unix:{tmp_path}/s{m.group(1)}.sock"', text)
+    (tmp_path / "lab.yaml").write_text(text)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "--topology", str(tmp_path / "lab.yaml"), "run",
+                             "--no-probe", "--nice", "0", "--counters-every", "0", "--duration", "60",
+                             "--web", "127.0.0.1:0"], cwd=root, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        url = None
+        for _ in range(20):
+            line = proc.stderr.readline()  # type: ignore[union-attr]
+            m = re.match(r"fabric view: (http://127\.0\.0\.1:(\d+)/) \(loopback only", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url, "run --web printed no URL"
+        port = int(url.rsplit(":", 1)[1].strip("/"))
+        deadline = time.monotonic() + 30
+        controller = None
+        while time.monotonic() < deadline and controller is None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/api/snapshot")
+            controller = json.loads(conn.getresponse().read())["controller"]
+            conn.close()
+            time.sleep(0.1)
+        assert controller is not None and controller["pid"] == proc.pid
+        assert controller["down_on"] == 8  # no switch answers
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_run_with_web_on_a_busy_port_starts_nothing(tmp_path: Path):
+    shutil.copy(DATA / "two_plane_lab.yaml", tmp_path / "lab.yaml")
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    try:
+        r = invoke(tmp_path, "run", "--web", f"127.0.0.1:{port}")
+    finally:
+        busy.close()
+    assert (r.exit_code, r.stderr) == (2, f"error: cannot listen on 127.0.0.1:{port}: address already in use "
+                                          "(another fabricctl web? choose another --web port)\n")
+    assert not (tmp_path / "fabric-events.jsonl").exists()
