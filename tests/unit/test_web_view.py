@@ -363,3 +363,27 @@ def test_run_with_web_on_a_busy_port_starts_nothing(tmp_path: Path):
     assert (r.exit_code, r.stderr) == (2, f"error: cannot listen on 127.0.0.1:{port}: address already in use "
                                           "(another fabricctl web? choose another --web port)\n")
     assert not (tmp_path / "fabric-events.jsonl").exists()
+
+
+def test_a_controller_that_dies_leaves_the_page(lab: Sources):
+    """Its status file stays (a SIGKILLed controller cannot remove it): the view drops it once its pid is gone."""
+    import subprocess
+    import time
+
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        st.write_status(lab.status, {**status_doc(), "pid": sleeper.pid})
+        hub = web.Hub(Snapshots(lab))
+        hub.start()
+        assert hub.latest["controller"]["pid"] == sleeper.pid
+        version = hub.version
+        sleeper.kill()
+        sleeper.wait()
+        deadline = time.monotonic() + 30
+        while hub.latest["controller"] is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert hub.latest["controller"] is None and hub.version > version
+        hub.stop()
+    finally:
+        sleeper.kill()
+        sleeper.wait()

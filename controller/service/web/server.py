@@ -24,6 +24,7 @@ BACKLOG = 100  # events a new stream starts with (the page's history)
 MAX_STREAMS = 32  # event streams open at once (each holds a thread)
 KEEPALIVE = 10.0  # seconds between comment lines on an idle stream
 POLL = 0.2  # seconds between looks at the state, status and events files
+REBUILD = 2.0  # seconds after which the snapshot is rebuilt even if no file changed (a controller that died)
 HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'",
            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
            "X-Frame-Options": "DENY"}
@@ -133,16 +134,24 @@ class Hub:
 
     def _loop(self) -> None:
         src = self.snapshots.sources
+        built = time.monotonic()
         while not self.stopping.wait(POLL):
             key = mtime_key(src.state, src.status)
-            if key == self._key:
+            if key == self._key and time.monotonic() - built < REBUILD:
                 continue
-            self._key = key
+            self._key, built = key, time.monotonic()
             snap = self.snapshots.snapshot()
+            if _same(snap, self.latest):
+                continue
             with self.changed:
                 self.latest = snap
                 self.version += 1
                 self.changed.notify_all()
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two snapshots that differ only in when they were taken."""
+    return {**a, "time": 0} == {**b, "time": 0}
 
 
 class Handler(BaseHTTPRequestHandler):
