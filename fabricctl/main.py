@@ -17,6 +17,7 @@ from fabricctl.common import (
     ElectionId,
 )
 from fabricctl.analyze import analyze, topo_draw
+from fabricctl.doctor import doctor
 from fabricctl.endpoint import endpoint
 from fabricctl.evs import evs
 from fabricctl.failures import fail, restore
@@ -28,6 +29,8 @@ from fabricctl.service import events_cmd, run_cmd
 from fabricctl.shell import shell
 from fabricctl.status import status
 from fabricctl.topo import topo
+from fabricctl.version import version_option
+from fabricctl.web import web
 
 
 EPILOG = """\b
@@ -97,7 +100,7 @@ Environment, config file and completion:
               help="Check the switches' certificates for NAME instead of the address's host "
                    "(unix: addresses: localhost; env FABRIC_TLS_SERVER_NAME).")
 @congestion.global_options
-@click.version_option(package_name="srv6-fabric", message="%(prog)s %(version)s")
+@version_option
 @click.pass_context
 def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file: Path | None,
         election_id: int, timeout: float, verbose: int, tls_ca: Path | None, tls_cert: Path | None,
@@ -124,7 +127,8 @@ def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file
     ctx.obj = Env(topology_file, program, state_file, election_id, timeout, tls_options, congestion.given(ctx))
 
 
-for command in (topo, plan_cmd, install, fail, restore, status, shell, p4, lab, run_cmd, events_cmd, evs, endpoint, analyze):
+for command in (topo, plan_cmd, install, fail, restore, status, shell, p4, lab, run_cmd, events_cmd, evs, endpoint, analyze,
+                web, doctor):
     cli.add_command(command)
 topo.add_command(topo_draw)
 

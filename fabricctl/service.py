@@ -54,10 +54,14 @@ from controller.service.runner import EVENTS_NAME, Config, FabricService
 @click.option("--no-probe", is_flag=True, help="Hold the sessions and the plan, but send no probes.")
 @click.option("--duration", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
               help="Stop after this long (0: run until SIGTERM or Ctrl-C).")
+@click.option("--web", "web_listen", metavar="HOST:PORT",
+              help="Serve the live view there too (as 'fabricctl web'; loopback unless --web-allow-remote).")
+@click.option("--web-allow-remote", is_flag=True, help="Allow a non-loopback --web address.")
 @click.pass_obj
 def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, window: int, gray_loss: float,
             max_damping: int, metrics_port: int, events_file: Path | None, counters_every: float, nice: int,
-            port_evidence: bool, host_probes: bool, host_every: int, no_probe: bool, duration: float) -> None:
+            port_evidence: bool, host_probes: bool, host_every: int, no_probe: bool, duration: float,
+            web_listen: str | None, web_allow_remote: bool) -> None:
     """Run the controller: hold the fabric at its plan and heal it by itself.
 
     Keeps one P4Runtime stream per switch (reconnecting with backoff), is primary where its
@@ -89,9 +93,18 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
                     port_evidence=port_evidence, host_probes=host_probes, host_every=host_every)
     env.p4info()  # exit 5 with a hint when the artifacts are missing
     env.failures()  # exit 2 on an unreadable state file, before anything starts
+    web = None
+    if web_listen is not None:  # bound before anything starts, so a busy port is one line and nothing half-done
+        from controller.service.web.view import Sources
+        from fabricctl.web import open_server
+
+        web = open_server(Sources(topo, env.program, state.absolute(), events_file and events_file.absolute()),
+                          web_listen, web_allow_remote, "--web")
     try:
         service = FabricService(topo, env.program, state, config)
     except OSError as e:
+        if web is not None:
+            web.server_close()
         raise OpError(f"cannot open the events file: {e}", BAD_INPUT) from None
     stop = threading.Event()
 
@@ -103,10 +116,18 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
     click.echo(f"running: {len(topo.switches)} switches, {len(service.prober.states) // 2} links, election id "
                f"{env.election_id}; events {service.events.path}" + (f"; metrics :{metrics_port}" if metrics_port else ""),
                err=True)
+    if web is not None:
+        from fabricctl.web import announce
+
+        web.start()
+        click.echo(announce(web), err=True)
     try:
         service.run_until(stop, duration)
     except OSError as e:
         raise OpError(f"cannot serve metrics on port {metrics_port}: {e.strerror or e}", BAD_INPUT) from None
+    finally:
+        if web is not None:
+            web.close()
 
 
 @click.command("events")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 
 from controller.plan.entries import CounterValue
 from controller.service.paths import PathLabel
@@ -28,6 +28,7 @@ class Metrics:
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
+        ProcessCollector(registry=r)  # process_resident_memory_bytes, process_cpu_seconds_total, ... (Linux /proc)
         self.port_rx = Gauge("fabric_port_rx_packets", "Packets received per switch port (bmv2 counter)",
                              ["switch", "port"], registry=r)
         self.port_tx = Gauge("fabric_port_tx_packets", "Packets sent per switch port (bmv2 counter)",

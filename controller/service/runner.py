@@ -86,6 +86,7 @@ class FabricService:
         self.nice_error: str | None = None  # why the threads could not take config.nice
         self.path_labels = self._path_labels()
         self.link_changes = {"down": 0, "up": 0}
+        self.path_reads: dict[str, tuple[float, dict[int, int]]] = {}  # leaf -> (when, path_index -> packets)
 
     # --- life ----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -100,6 +101,7 @@ class FabricService:
         detected = {f for f, by in recorded.items() if isinstance(f, (LinkDown, HostPortDown)) and by == DETECTOR}
         self.prober.seed_down(detected)
         self.healer.seed(detected)
+        self._init_series(detected)
         # Threads inherit their creator's nice value: one launcher thread takes the service's and
         # starts every other (gRPC's own threads are then started by those).
         launcher = threading.Thread(target=self._launch, name="service-start", daemon=True)
@@ -109,6 +111,20 @@ class FabricService:
             self.events.emit("priority", nice=self.config.nice, error=self.nice_error)
             if self.nice_error:
                 log.warning("%s", self.nice_error)
+
+    def _init_series(self, down: set[Any]) -> None:
+        """Every labelled series from the start (0, or each link's state), so a dashboard query finds it
+        before the first loss, change or reconnect (the Prometheus way: missing is not zero)."""
+        for st in self.prober.states:
+            link, way = failure_label(st.d.link), str(st.d.direction)
+            self.metrics.probes_sent.labels(link, way)
+            self.metrics.probes_lost.labels(link, way)
+            self.metrics.link_up.labels(link).set(0 if st.d.link in down else 1)
+        for change in ("down", "up"):
+            self.metrics.link_changes.labels(change)
+        for name in self.sessions:
+            self.metrics.reconnects.labels(name)
+            self.metrics.primary.labels(name).set(0)
 
     def _launch(self) -> None:
         self.nice_error = set_thread_nice(self.config.nice)
@@ -202,6 +218,7 @@ class FabricService:
             self.metrics.packet_io.labels("in").set(self.prober.packets_in)
             self.metrics.probe_timeout.set(self.prober.timeout_ms / 1000)
             self.metrics.probes_late.set(self.prober.late)
+            self.metrics.failures.set(len(self.healer.recorded))  # was defined but never set: always 0
             self.metrics.packet_io.labels("refused").set(sum(s.conn.packets_refused for s in self.sessions.values()))
 
     def _counters_loop(self) -> None:
@@ -228,6 +245,7 @@ class FabricService:
         except (P4RuntimeError, LookupError, ValueError):
             return
         self.metrics.set_paths(s.name, cells, labels)
+        self.path_reads[s.name] = (time.time(), {v.index: v.packets for v in cells if v.index in labels})
 
     def _path_labels(self) -> dict[str, dict[int, PathLabel]]:
         """Which path each path_packets cell counts, per leaf, from the healthy plan (a leaf's path
@@ -264,7 +282,14 @@ class FabricService:
                 "probes": {"out": self.prober.packets_out, "in": self.prober.packets_in, "late": self.prober.late,
                            "stalls": self.prober.stalls,
                            "refused": sum(s.conn.packets_refused for s in self.sessions.values())},
-                "rss_kb": rss_kb(), "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 3)}
+                "rss_kb": rss_kb(), "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 3),
+                **({"paths": self._path_rows()} if self.path_labels else {})}
+
+    def _path_rows(self) -> list[dict[str, Any]]:
+        """The last path_packets reading per leaf and path (for the live view's rates; empty until read)."""
+        return [{"switch": n, "plane": lb.plane, "spine": lb.spine, "segments": lb.segments, "packets": packets, "t": t}
+                for n, (t, cells) in sorted(self.path_reads.items()) for i, packets in sorted(cells.items())
+                if (lb := self.path_labels.get(n, {}).get(i)) is not None]
 
 
 def rss_kb() -> int:
