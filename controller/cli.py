@@ -28,7 +28,8 @@ from controller.plan import FORMAT as PLAN_FORMAT, Plan, count_switch, entity_to
 from controller.reconcile import Delta
 from controller.service import handoff, status as service_status
 from controller.statefile import DETECTOR, OPERATOR
-from controller.statelock import StateLocked, state_lock
+from controller.state.store import Conflict, Store, StoreError, StoreUnavailable, open_store
+from controller.statelock import StateLocked
 from controller.toolchain import BUILD_DIR, PROGRAMS, Artifacts
 from controller.topology import Topology, to_dict
 
@@ -92,6 +93,9 @@ class FabricGroup(click.Group):
         except click.ClickException as e:
             click.echo(f"error: {_one_line(e.format_message())}", err=True)
             sys.exit(e.exit_code)
+        except StoreError as e:  # the record's store: one line; exit 1 when it is unavailable
+            click.echo(f"error: {e}", err=True)
+            sys.exit(ops.SWITCH_ERROR if isinstance(e, StoreUnavailable) else ops.BAD_INPUT)
         except OpError as e:
             click.echo(f"error: {e}", err=True)
             if e.detail:
@@ -140,6 +144,8 @@ class Env:
     timeout: float
     tls: tls.TlsConfig | None = None  # the --tls-* options, over the topology's TLS settings
     thresholds: dict[str, int | None] = field(default_factory=dict)  # --ecn-qdepth etc., over the topology's
+    store_url: str | None = None  # --store etcd://...; None: the state file
+    _store: Store | None = field(default=None, repr=False)
     _topo: Topology | None = field(default=None, repr=False)
     _p4info: P4Info | None = field(default=None, repr=False)
 
@@ -166,7 +172,17 @@ class Env:
         return self.state_file if self.state_file is not None else self.topology_path().parent / ops.STATE_NAME
 
     def failures(self) -> frozenset[Failure]:
-        return ops.load_failures(self.topo(), self.state_path())
+        if not self.store_url:
+            return ops.load_failures(self.topo(), self.state_path())
+        return frozenset(self.store().recorded(self.topo()))
+
+    def store(self) -> Store:
+        """Where the record lives: the state file, or the etcd cluster of --store (controller.state)."""
+        if self._store is None:
+            fabric = self.topo().name if self.store_url else ""
+            self._store = open_store(self.store_url, self.state_path() if not self.store_url else None, fabric,
+                                     timeout=self.timeout)
+        return self._store
 
     def artifacts(self) -> Artifacts:
         return Artifacts.of(self.program)
@@ -229,6 +245,10 @@ def _print_json(doc: Any) -> None:
 @click.option("--state", "state_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               envvar="FABRIC_STATE",
               help=f"Failure-set state file (env FABRIC_STATE) [default: {ops.STATE_NAME} next to the topology file].")
+@click.option("--store", "store_url", envvar="FABRIC_STORE", metavar="etcd://HOST:PORT[,HOST:PORT...]",
+              help="Keep the recorded failures, the controller's view and its events in this etcd cluster "
+                   "(one prefix per fabric; several controllers and machines share them) instead of the state "
+                   "file (env FABRIC_STORE; docs/store.md).")
 @click.option("--election-id", type=ElectionId(), default=1, show_default=True, envvar="FABRIC_ELECTION_ID",
               help="P4Runtime election id, N or HIGH,LOW; the highest id among controllers is primary "
                    "(env FABRIC_ELECTION_ID).")
@@ -250,7 +270,7 @@ def _print_json(doc: Any) -> None:
 @congestion.global_options
 @click.version_option(package_name="srv6-fabric", message="%(prog)s %(version)s")
 @click.pass_context
-def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file: Path | None,
+def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file: Path | None, store_url: str | None,
         election_id: int, timeout: float, verbose: int, tls_ca: Path | None, tls_cert: Path | None,
         tls_key: Path | None, tls_server_name: str | None) -> None:
     """Plan, install and operate a multi-plane SRv6 / E-ECMP fabric of P4Runtime switches.
@@ -272,7 +292,8 @@ def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file
         tls_options = tls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)
     except tls.TlsError as e:
         raise click.UsageError(str(e), ctx) from None
-    ctx.obj = Env(topology_file, program, state_file, election_id, timeout, tls_options, congestion.given(ctx))
+    ctx.obj = Env(topology_file, program, state_file, election_id, timeout, tls_options, congestion.given(ctx),
+                  store_url or None)
 
 
 # --- topo ------------------------------------------------------------------------------------
@@ -695,6 +716,7 @@ def restore_all(env: Env, no_apply: bool, as_json: bool) -> None:
 
 
 LOCK_WAIT = 60.0  # seconds a fail/restore waits for another one on the same state file
+CONFLICT_RETRIES = 50  # etcd store: read-compute-save rounds before giving up on a busy record
 
 
 def _change(env: Env, failure: Failure | None, adding: bool, no_apply: bool, as_json: bool) -> None:
@@ -707,38 +729,43 @@ def _change(env: Env, failure: Failure | None, adding: bool, no_apply: bool, as_
     `fabricctl run` is primary on this state file, the command records and leaves the writing to
     it, waiting (after the lock, up to --timeout) for the controller to report the change applied.
     """
-    state = env.state_path()
-    try:
-        failover.load_state(state)  # refuse a file that is not a state file before making a lock beside it
-    except failover.FailoverError as e:
-        raise OpError(str(e)) from None
-    try:
-        with state_lock(state, LOCK_WAIT):
-            passed = _change_locked(env, state, failure, adding, no_apply, as_json)
-    except StateLocked as e:
-        raise OpError(str(e)) from None
-    except OSError as e:  # the lock file cannot be made (no such directory, read-only)
-        raise OpError(f"cannot lock state file {state}: {e.strerror or e}") from None
+    store = env.store()
+    store.load_rev()  # refuse a file that is not a state file before making a lock beside it
+    for attempt in range(CONFLICT_RETRIES):  # etcd: another writer saved between our read and our save
+        try:
+            with store.locked(LOCK_WAIT):
+                passed = _change_locked(env, store, failure, adding, no_apply, as_json)
+            break
+        except Conflict:
+            if attempt == CONFLICT_RETRIES - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+        except StateLocked as e:
+            raise OpError(str(e)) from None
+        except OSError as e:  # the lock file cannot be made (no such directory, read-only)
+            raise OpError(f"cannot lock state file {store}: {e.strerror or e}") from None
     if passed is not None:
         handoff.report(passed[0], passed[1], env.timeout, as_json)
 
 
-def _change_locked(env: Env, state: Path, failure: Failure | None, adding: bool, no_apply: bool,
+def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool, no_apply: bool,
                    as_json: bool) -> tuple[handoff.Handoff, dict[str, Any]] | None:
     t = env.topo()
     dropped: list[Failure] = []
+    record: dict[Failure, str] = {}
     if failure is None:
-        old, dropped = ops.load_failures_known(t, state)
+        old, dropped, rev = store.known_rev(t)
     else:
-        old = env.failures()
+        record, rev = store.recorded_rev(t)
+        old = frozenset(record)
     new: frozenset[Failure] = frozenset()
     if failure is not None:
         new = old | {failure} if adding else old - {failure}
     what = ops.describe_failure(t, failure) if failure is not None else "all failures"
-    base = {"state": str(state), "change": f"{'fail' if adding else 'restore'} {what}"}
+    base = {"state": str(store), "change": f"{'fail' if adding else 'restore'} {what}"}
     if dropped:
         base["dropped"] = [failure_to_json(f) for f in dropped]
-    claimed = adding and failure in old and failover.load_origins(state).get(failure) == DETECTOR
+    claimed = adding and failure in old and record.get(failure) == DETECTOR
     if new == old and not dropped and not claimed:
         if as_json:
             _print_json({**base, "changed": False, "failures": _failures_json(t, new), "touched": []})
@@ -749,7 +776,7 @@ def _change_locked(env: Env, state: Path, failure: Failure | None, adding: bool,
             click.echo(f"nothing to do: {what} is {'already' if adding else 'not'} recorded as down "
                        f"(recorded: {recorded})")
         return None
-    controller = handoff.running(state)
+    controller = handoff.primary_in(store.read_view())
     if controller is not None and env.election_id > controller.election_id and not no_apply:
         click.echo(f"warning: election id {env.election_id} is above the running controller's ({controller}): "
                    "this command writes the switches itself, deposing it there until it ends", err=True)
@@ -760,23 +787,21 @@ def _change_locked(env: Env, state: Path, failure: Failure | None, adding: bool,
     if not no_apply and touched and controller is None:
         p4info = env.p4info()
         encoded = ops.encode(make_plan(new_fabric), touched, p4info, str(env.artifacts().p4info))
-    try:
-        failover.save_state(state, new, {failure: OPERATOR} if claimed else None)
-    except failover.FailoverError as e:
-        raise OpError(str(e)) from None
+    saved_rev = store.save(new, {failure: OPERATOR} if claimed else None, expect=rev)  # Conflict: read again
     saved_ns = time.monotonic_ns()
     lost = [str(u) for u in failover.unreachable(new_fabric)]
     doc = {**base, "changed": True, "failures": _failures_json(t, new), "touched": touched, "unreachable": lost}
     if not as_json:
         for f in dropped:
             click.echo(f"dropped: {ops.describe_failure(t, f)} (not in the topology {env.topology_path()})")
-        click.echo(f"recorded: {'fail' if adding else 'restore'} {what}; {_n(len(new), 'failure')} in {state}"
+        click.echo(f"recorded: {'fail' if adding else 'restore'} {what}; {_n(len(new), 'failure')} in {store}"
                    + ("; held by the operator now (the controller had detected it)" if claimed else ""))
         click.echo(f"unreachable: {len(lost)}" + "".join(f"\n  {u}" for u in lost[:10])
                    + (f"\n  (+{len(lost) - 10} more: fabricctl status --offline)" if len(lost) > 10 else ""))
     if controller is not None and not no_apply:
-        return handoff.Handoff(state, controller, saved_ns, new - old, old - new,
-                               lambda f: ops.describe_failure(t, f)), doc
+        return handoff.Handoff(env.state_path() if not env.store_url else None, controller, saved_ns, new - old,
+                               old - new, lambda f: ops.describe_failure(t, f),
+                               read=store.read_view if env.store_url else None, saved_rev=saved_rev), doc
     if no_apply or encoded is None:
         if as_json:
             _print_json({**doc, "applied": False})
@@ -813,7 +838,16 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
       fabricctl status --offline               # failures and reachability only
     """
     t = env.topo()
-    origins = ops.load_recorded(t, env.state_path())
+    problem = None  # why the store cannot take changes now (etcd without quorum)
+    if env.store_url:
+        from fabricctl.store import store_status
+
+        origins, problem, service = store_status(env.store(), t)
+        where = str(env.store())
+    else:
+        origins = ops.load_recorded(t, env.state_path())
+        service = service_status.read_status(env.state_path())
+        where = str(env.state_path())
     failures = frozenset(origins)
     chosen = [s.name for s in (ops.switches(t, switch_names) if switch_names else t.switches)]
     down = ops.down_switches(failures)
@@ -829,14 +863,15 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
         outcomes = {o.name: o for o in _sync(env, encoded, p4info, dry_run=True, push="never",
                                              label="status", show=not as_json)}
     code = ops.exit_code(outcomes.values())
-    service = service_status.read_status(env.state_path())
     if as_json:
-        _print_json({"topology": t.name, "program": env.program, "state": str(env.state_path()),
-                     "failures": _failures_json(t, failures, origins), "controller": service,
+        _print_json({"topology": t.name, "program": env.program, "state": where,
+                     **({"store_problem": problem} if env.store_url else {}), "failures": _failures_json(t, failures, origins), "controller": service,
                      "unreachable": {str(p): v for p, v in per_plane.items()},
                      "switches": {} if offline else {n: _status_json(n, outcomes) for n in chosen}})
         raise click.exceptions.Exit(code)
-    click.echo(f"{t.name} ({env.program}), state {env.state_path()}: {_n(len(failures), 'failure')}")
+    click.echo(f"{t.name} ({env.program}), state {where}: {_n(len(failures), 'failure')}")
+    if problem:
+        click.echo(f"store: {problem}")
     for f in _sorted(failures):
         click.echo(f"  failed: {ops.describe_failure(t, f)} ({'detected' if origins[f] == DETECTOR else 'operator'})")
     for line in service_status.lines(service):
@@ -979,6 +1014,10 @@ from endpoint.cli import endpoint as _endpoint  # noqa: E402  (endpoint-mode sce
 
 cli.add_command(_evs)
 cli.add_command(_endpoint)
+
+from fabricctl.store import store as _store  # noqa: E402  (store import/export between a state file and etcd)
+
+cli.add_command(_store)
 
 # --- analyze and topo draw (controller.analysis: failure analysis of designs, drawings) -------
 
