@@ -132,7 +132,7 @@ class Leadership:
         late = time.monotonic() - self._deadline
         if late >= 0:
             return (f"lease {self.lease:x} not renewed for {late + self.granted_ttl - self.guard:.1f} s "
-                    f"({self._unrenewed or 'no answer'}): writes stop {self.guard:g} s before it can expire")
+                    f"({self._unrenewed or 'no answer yet'}): writes stop {self.guard:g} s before it can expire")
         return None
 
     def _start_renewal(self) -> None:
