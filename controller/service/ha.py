@@ -67,8 +67,10 @@ def run_led(make: MakeService, config: Config, store: EtcdStore, ttl: int, stop:
                     say(f"writes stopped: {why}" if why else "writes resumed: lease renewed")
                     held = why
             if leadership.lost.is_set():
-                say(f"leadership lost: {leadership.lost_why}; no switch written since "
-                    f"{'the fence closed' if held else 'then'}; stopping and campaigning again")
+                if held is None:
+                    say(f"writes stopped: {leadership.fence()}")
+                say(f"leadership lost: {leadership.lost_why}; no switch written since the fence closed; stopping "
+                    "and campaigning again")
             service.stop()
             if not leadership.lost.is_set():
                 leadership.resign()
