@@ -63,9 +63,9 @@ def run_led(make: MakeService, config: Config, store: EtcdStore, ttl: int, stop:
             held: str | None = None
             while not stop.wait(0.02) and not leadership.lost.is_set():
                 why = leadership.fence()
-                if why != held:
+                if (why is None) != (held is None):  # say each change of state once
                     say(f"writes stopped: {why}" if why else "writes resumed: lease renewed")
-                    held = why
+                held = why
             if leadership.lost.is_set():
                 if held is None:
                     say(f"writes stopped: {leadership.fence()}")

@@ -154,10 +154,10 @@ class Healer:
             if self.applied is None:
                 self.applied = recorded
             held = self.fence() if self.fence is not None else None
-            if held != self.held:
-                self.held = held
+            if (held is None) != (self.held is None):  # an event per change of state, not per reason's wording
                 self.emit("writes_held" if held else "writes_resumed", **({"why": held} if held else {}))
                 changed = True
+            self.held = held
             if held:  # the record moved on; the switches keep what they hold until writes may resume
                 self.recorded, self.read_mono_ns, self.read_revision = m.record, read_ns, read_rev
                 if changed and self.on_change is not None:

@@ -135,3 +135,50 @@ def test_leader_killed_then_frozen_tables_follow_the_record_and_the_deposed_writ
                 p.kill()
                 p.wait(5)
         cluster.stop()
+
+
+def test_quorum_lost_the_leader_holds_the_tables_and_resumes_when_it_returns(lab: FabricLab, tmp_path: Path) -> None:
+    lab.wipe()
+    cluster = EtcdCluster(tmp_path / "etcd")
+    cluster.start()
+    store = EtcdStore(parse_url(cluster.url), lab.topo.name)
+    log = tmp_path / "run.log"
+    p = subprocess.Popen([sys.executable, "-c", "from controller.cli import main; main()", "--topology", str(lab.path),
+                          "--program", lab.artifacts.program, "--store", cluster.url, "run", "--no-probe",
+                          "--lease-ttl", "2", "--counters-every", "0", "--nice", "0",
+                          "--events", str(tmp_path / "events.jsonl")],
+                         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=open(log, "w"))
+    try:
+        wait_for(lambda: (v := store.read_view()) is not None and v.get("applied") is not None
+                 and all(s["role"] == "primary" for s in v["sessions"].values()))
+        r = lab.cli("--store", cluster.url, "fail", "link", FIRST.t0, FIRST.t1)
+        assert r.exit_code == 0, r.output
+        want = lab.desired({FIRST})
+        assert differences(lab.snapshot(), want) == []
+        for m in cluster.members[1:]:
+            cluster.kill(m)
+        wait_for(lambda: "writes stopped: lease " in log.read_text())
+        r = lab.cli("--store", cluster.url, "fail", "link", SECOND.t0, SECOND.t1)
+        assert r.exit_code == 1 and "no quorum" in r.output, r.output
+        s = lab.cli("--store", cluster.url, "status", "--offline")
+        assert s.exit_code == 0, s.output
+        lines = [x for x in s.output.splitlines() if x.startswith("store: ")]
+        assert len(lines) == 1 and "no quorum" in lines[0] and "holds the tables as they are" in lines[0], s.output
+        assert differences(lab.snapshot(), want) == []  # still forwarding on what is installed
+        for m in cluster.members[1:]:
+            cluster.restart(m)
+        cluster.wait_healthy()
+        wait_for(lambda: "writes resumed" in log.read_text() or "leader: election id" in log.read_text().split(
+            "writes stopped")[-1])
+        r = lab.cli("--store", cluster.url, "fail", "link", SECOND.t0, SECOND.t1)
+        assert r.exit_code == 0 and "applied by the running controller" in r.output, r.output
+        assert differences(lab.snapshot(), lab.desired({FIRST, SECOND})) == []
+        assert set(store.load()) == {FIRST, SECOND}
+    finally:
+        p.terminate()
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+        cluster.stop()
