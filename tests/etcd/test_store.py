@@ -114,3 +114,17 @@ def test_quorum_lost_refuses_changes_in_one_line_and_recovers(cluster: EtcdClust
     r = run(cluster, "restore", "all", "--no-apply")
     assert r.exit_code == 0, r.output
     assert store(cluster).load() == {}
+
+
+def test_events_go_to_the_store_and_fabricctl_events_reads_them(cluster: EtcdCluster) -> None:
+    from controller.state.etcdstore import EventSink
+
+    sink = EventSink(store(cluster))
+    for n in range(3):
+        sink({"t": 1700000000.0 + n, "kind": "link_down" if n != 1 else "link_up", "pid": 7, "n": n})
+    sink.close()
+    r = run(cluster, "events", "--json")
+    assert r.exit_code == 0, r.output
+    assert [json.loads(line)["n"] for line in r.output.splitlines()] == [0, 1, 2]
+    r = run(cluster, "events", "--kind", "link_up", "--json")
+    assert [json.loads(line) for line in r.output.splitlines()] == [{"t": 1700000001.0, "kind": "link_up", "pid": 7, "n": 1}]
