@@ -114,7 +114,11 @@ class Handoff:
                 out = self.verdict(view)
                 if out is not None:
                     return Outcome(out.ok, clock() - t0, out.error, out.pending)
-            elif self.read is not None or not pid_alive(self.controller.pid):  # etcd: its lease took the view
+            elif self.read is not None:  # etcd: the leader's lease took its view with it
+                return Outcome(False, clock() - t0, f"the leader ({self.controller}) went before it applied the "
+                                                     "change (its lease expired); it is recorded: the next leader "
+                                                     "applies it")
+            elif not pid_alive(self.controller.pid):
                 return Outcome(False, clock() - t0, f"the running controller ({self.controller}) exited before it "
                                                      "applied the change; it is recorded: 'fabricctl install' applies it")
             if clock() - t0 >= timeout:
