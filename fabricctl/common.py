@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 import click
 
+from controller.state.backends import open_store
+from controller.state.store import Store, StoreError, StoreUnavailable
 from controller.model import congestion
 from controller import ops
 from fabricctl import options
@@ -56,6 +58,9 @@ class FabricGroup(click.Group):
         except click.ClickException as e:
             click.echo(f"error: {_one_line(e.format_message())}", err=True)
             sys.exit(e.exit_code)
+        except StoreError as e:  # the record's store: one line; exit 1 when it is unavailable
+            click.echo(f"error: {e}", err=True)
+            sys.exit(ops.SWITCH_ERROR if isinstance(e, StoreUnavailable) else ops.BAD_INPUT)
         except OpError as e:
             click.echo(f"error: {e}", err=True)
             if e.detail:
@@ -104,6 +109,8 @@ class Env:
     timeout: float
     tls: tls.TlsConfig | None = None  # the --tls-* options, over the topology's TLS settings
     thresholds: dict[str, int | None] = field(default_factory=dict)  # --ecn-qdepth etc., over the topology's
+    store_url: str | None = None  # --store etcd://...; None: the state file
+    _store: Store | None = field(default=None, repr=False)
     _topo: Topology | None = field(default=None, repr=False)
     _p4info: P4Info | None = field(default=None, repr=False)
 
@@ -130,7 +137,17 @@ class Env:
         return self.state_file if self.state_file is not None else self.topology_path().parent / ops.STATE_NAME
 
     def failures(self) -> frozenset[Failure]:
-        return ops.load_failures(self.topo(), self.state_path())
+        if not self.store_url:
+            return ops.load_failures(self.topo(), self.state_path())
+        return frozenset(self.store().recorded(self.topo()))
+
+    def store(self) -> Store:
+        """Where the record lives: the state file, or the etcd cluster of --store (controller.state)."""
+        if self._store is None:
+            fabric = self.topo().name if self.store_url else ""
+            self._store = open_store(self.store_url, self.state_path() if not self.store_url else None, fabric,
+                                     timeout=self.timeout)
+        return self._store
 
     def artifacts(self) -> Artifacts:
         return Artifacts.of(self.program)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import click
@@ -14,7 +13,8 @@ from controller.ops import OpError
 from controller.plan.fabricplan import plan as make_plan
 from controller.service import handoff
 from controller.state.statefile import DETECTOR, OPERATOR
-from controller.state.statelock import StateLocked, state_lock
+from controller.state.statelock import StateLocked
+from controller.state.store import Conflict, Store
 from fabricctl.common import (
     F,
     _n,
@@ -139,6 +139,7 @@ def restore_all(env: Env, no_apply: bool, as_json: bool) -> None:
 
 
 LOCK_WAIT = 60.0  # seconds a fail/restore waits for another one on the same state file
+CONFLICT_RETRIES = 50  # etcd store: read-compute-save rounds before giving up on a busy record
 
 
 def _change(env: Env, failure: Failure | None, adding: bool, no_apply: bool, as_json: bool) -> None:
@@ -151,38 +152,43 @@ def _change(env: Env, failure: Failure | None, adding: bool, no_apply: bool, as_
     `fabricctl run` is primary on this state file, the command records and leaves the writing to
     it, waiting (after the lock, up to --timeout) for the controller to report the change applied.
     """
-    state = env.state_path()
-    try:
-        failover.load_state(state)  # refuse a file that is not a state file before making a lock beside it
-    except failover.FailoverError as e:
-        raise OpError(str(e)) from None
-    try:
-        with state_lock(state, LOCK_WAIT):
-            passed = _change_locked(env, state, failure, adding, no_apply, as_json)
-    except StateLocked as e:
-        raise OpError(str(e)) from None
-    except OSError as e:  # the lock file cannot be made (no such directory, read-only)
-        raise OpError(f"cannot lock state file {state}: {e.strerror or e}") from None
+    store = env.store()
+    store.load_rev()  # refuse a file that is not a state file before making a lock beside it
+    for attempt in range(CONFLICT_RETRIES):  # etcd: another writer saved between our read and our save
+        try:
+            with store.locked(LOCK_WAIT):
+                passed = _change_locked(env, store, failure, adding, no_apply, as_json)
+            break
+        except Conflict:
+            if attempt == CONFLICT_RETRIES - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+        except StateLocked as e:
+            raise OpError(str(e)) from None
+        except OSError as e:  # the lock file cannot be made (no such directory, read-only)
+            raise OpError(f"cannot lock state file {store}: {e.strerror or e}") from None
     if passed is not None:
         handoff.report(passed[0], passed[1], env.timeout, as_json)
 
 
-def _change_locked(env: Env, state: Path, failure: Failure | None, adding: bool, no_apply: bool,
+def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool, no_apply: bool,
                    as_json: bool) -> tuple[handoff.Handoff, dict[str, Any]] | None:
     t = env.topo()
     dropped: list[Failure] = []
+    record: dict[Failure, str] = {}
     if failure is None:
-        old, dropped = ops.load_failures_known(t, state)
+        old, dropped, rev = store.known_rev(t)
     else:
-        old = env.failures()
+        record, rev = store.recorded_rev(t)
+        old = frozenset(record)
     new: frozenset[Failure] = frozenset()
     if failure is not None:
         new = old | {failure} if adding else old - {failure}
     what = ops.describe_failure(t, failure) if failure is not None else "all failures"
-    base = {"state": str(state), "change": f"{'fail' if adding else 'restore'} {what}"}
+    base = {"state": str(store), "change": f"{'fail' if adding else 'restore'} {what}"}
     if dropped:
         base["dropped"] = [failure_to_json(f) for f in dropped]
-    claimed = adding and failure in old and failover.load_origins(state).get(failure) == DETECTOR
+    claimed = adding and failure in old and record.get(failure) == DETECTOR
     if new == old and not dropped and not claimed:
         if as_json:
             _print_json({**base, "changed": False, "failures": _failures_json(t, new), "touched": []})
@@ -193,7 +199,7 @@ def _change_locked(env: Env, state: Path, failure: Failure | None, adding: bool,
             click.echo(f"nothing to do: {what} is {'already' if adding else 'not'} recorded as down "
                        f"(recorded: {recorded})")
         return None
-    controller = handoff.running(state)
+    controller = handoff.primary_in(store.read_view())
     if controller is not None and env.election_id > controller.election_id and not no_apply:
         click.echo(f"warning: election id {env.election_id} is above the running controller's ({controller}): "
                    "this command writes the switches itself, deposing it there until it ends", err=True)
@@ -204,23 +210,21 @@ def _change_locked(env: Env, state: Path, failure: Failure | None, adding: bool,
     if not no_apply and touched and controller is None:
         p4info = env.p4info()
         encoded = ops.encode(make_plan(new_fabric), touched, p4info, str(env.artifacts().p4info))
-    try:
-        failover.save_state(state, new, {failure: OPERATOR} if claimed else None)
-    except failover.FailoverError as e:
-        raise OpError(str(e)) from None
+    saved_rev = store.save(new, {failure: OPERATOR} if claimed else None, expect=rev)  # Conflict: read again
     saved_ns = time.monotonic_ns()
     lost = [str(u) for u in failover.unreachable(new_fabric)]
     doc = {**base, "changed": True, "failures": _failures_json(t, new), "touched": touched, "unreachable": lost}
     if not as_json:
         for f in dropped:
             click.echo(f"dropped: {ops.describe_failure(t, f)} (not in the topology {env.topology_path()})")
-        click.echo(f"recorded: {'fail' if adding else 'restore'} {what}; {_n(len(new), 'failure')} in {state}"
+        click.echo(f"recorded: {'fail' if adding else 'restore'} {what}; {_n(len(new), 'failure')} in {store}"
                    + ("; held by the operator now (the controller had detected it)" if claimed else ""))
         click.echo(f"unreachable: {len(lost)}" + "".join(f"\n  {u}" for u in lost[:10])
                    + (f"\n  (+{len(lost) - 10} more: fabricctl status --offline)" if len(lost) > 10 else ""))
     if controller is not None and not no_apply:
-        return handoff.Handoff(state, controller, saved_ns, new - old, old - new,
-                               lambda f: ops.describe_failure(t, f)), doc
+        return handoff.Handoff(env.state_path() if not env.store_url else None, controller, saved_ns, new - old,
+                               old - new, lambda f: ops.describe_failure(t, f),
+                               read=store.read_view if env.store_url else None, saved_rev=saved_rev), doc
     if no_apply or encoded is None:
         if as_json:
             _print_json({**doc, "applied": False})

@@ -28,6 +28,7 @@ from fabricctl.plan import plan_cmd
 from fabricctl.service import events_cmd, run_cmd
 from fabricctl.shell import shell
 from fabricctl.status import status
+from fabricctl.store import store
 from fabricctl.topo import topo
 from fabricctl.version import version_option
 from fabricctl.web import web
@@ -81,6 +82,10 @@ Environment, config file and completion:
 @click.option("--state", "state_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               envvar="FABRIC_STATE",
               help=f"Failure-set state file (env FABRIC_STATE) [default: {ops.STATE_NAME} next to the topology file].")
+@click.option("--store", "store_url", envvar="FABRIC_STORE", metavar="etcd://HOST:PORT[,HOST:PORT...]",
+              help="Keep the recorded failures, the controller's view and its events in this etcd cluster "
+                   "(one prefix per fabric; several controllers and machines share them) instead of the state "
+                   "file (env FABRIC_STORE; docs/store.md).")
 @click.option("--election-id", type=ElectionId(), default=1, show_default=True, envvar="FABRIC_ELECTION_ID",
               help="P4Runtime election id, N or HIGH,LOW; the highest id among controllers is primary "
                    "(env FABRIC_ELECTION_ID).")
@@ -102,7 +107,7 @@ Environment, config file and completion:
 @congestion.global_options
 @version_option
 @click.pass_context
-def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file: Path | None,
+def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file: Path | None, store_url: str | None,
         election_id: int, timeout: float, verbose: int, tls_ca: Path | None, tls_cert: Path | None,
         tls_key: Path | None, tls_server_name: str | None) -> None:
     """Plan, install and operate a multi-plane SRv6 / E-ECMP fabric of P4Runtime switches.
@@ -124,11 +129,12 @@ def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file
         tls_options = tls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)
     except tls.TlsError as e:
         raise click.UsageError(str(e), ctx) from None
-    ctx.obj = Env(topology_file, program, state_file, election_id, timeout, tls_options, congestion.given(ctx))
+    ctx.obj = Env(topology_file, program, state_file, election_id, timeout, tls_options, congestion.given(ctx),
+                  store_url or None)
 
 
 for command in (topo, plan_cmd, install, fail, restore, status, shell, p4, lab, run_cmd, events_cmd, evs, endpoint, analyze,
-                web, doctor):
+                web, doctor, store):
     cli.add_command(command)
 topo.add_command(topo_draw)
 

@@ -36,6 +36,7 @@ GLOBALS: dict[str, tuple[str, str, bool]] = {
     "ecn-qdepth": ("ecn_qdepth", "FABRIC_ECN_QDEPTH", True),
     "trim-qdepth": ("trim_qdepth", "FABRIC_TRIM_QDEPTH", True),
     "trim-dscp": ("trim_dscp", "FABRIC_TRIM_DSCP", True),
+    "store": ("store_url", "FABRIC_STORE", True),
     "config": ("config", "FABRIC_CONFIG", True),
 }
 CONFIG_KEYS = [k for k in GLOBALS if k != "config"]
@@ -78,7 +79,7 @@ def _config_value(key: str, value: Any, path: Path) -> Any:
             isinstance(value, float) and not math.isfinite(value)):
         problem = f"expected a string or number, got {limits.type_name(value)}"
     else:
-        return str(value) if key in ("topology", "state", "program", *_TLS_FILES, "tls-server-name") else value
+        return str(value) if key in ("topology", "state", "store", "program", *_TLS_FILES, "tls-server-name") else value
     if problem:
         raise click.BadParameter(f"{path}: {key}: {problem}", param_hint="'--config'")
     return value

@@ -57,11 +57,15 @@ from controller.service.runner import EVENTS_NAME, Config, FabricService
 @click.option("--web", "web_listen", metavar="HOST:PORT",
               help="Serve the live view there too (as 'fabricctl web'; loopback unless --web-allow-remote).")
 @click.option("--web-allow-remote", is_flag=True, help="Allow a non-loopback --web address.")
+@click.option("--lease-ttl", type=click.IntRange(min=2, max=60), default=3, show_default=True, metavar="SECONDS",
+              help="With --store etcd://: the leader's lease. Controllers campaign under it; the winner's election "
+              "id is its win's etcd revision (high 64 bits), so each new leader's is higher; a leader that cannot "
+              "renew stops writing a quarter TTL (at least 0.5 s) before the lease can expire (docs/store.md).")
 @click.pass_obj
 def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, window: int, gray_loss: float,
             max_damping: int, metrics_port: int, events_file: Path | None, counters_every: float, nice: int,
             port_evidence: bool, host_probes: bool, host_every: int, no_probe: bool, duration: float,
-            web_listen: str | None, web_allow_remote: bool) -> None:
+            web_listen: str | None, web_allow_remote: bool, lease_ttl: int) -> None:
     """Run the controller: hold the fabric at its plan and heal it by itself.
 
     Keeps one P4Runtime stream per switch (reconnecting with backoff), is primary where its
@@ -93,6 +97,12 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
                     port_evidence=port_evidence, host_probes=host_probes, host_every=host_every)
     env.p4info()  # exit 5 with a hint when the artifacts are missing
     env.failures()  # exit 2 on an unreadable state file, before anything starts
+    if getattr(env, "store_url", None):
+        if web_listen is not None:
+            raise OpError("--web is not available with --store etcd:// yet: run 'fabricctl web' beside it "
+                          "on the leader's machine", BAD_INPUT)
+        _run_led(env, topo, state, config, lease_ttl, duration)
+        return
     web = None
     if web_listen is not None:  # bound before anything starts, so a busy port is one line and nothing half-done
         from controller.service.web.view import Sources
@@ -147,6 +157,9 @@ def events_cmd(env: Any, follow: bool, events_file: Path | None, kinds: tuple[st
       fabricctl events --follow --kind link_down --kind link_up
       fabricctl events --json | jq .
     """
+    if getattr(env, "store_url", None) and events_file is None:  # the fabric's stream in etcd, every controller's
+        _store_events(env.store(), follow, kinds, as_json)
+        return
     path = events_file or env.state_path().with_name(EVENTS_NAME)
     if not path.exists():
         raise OpError(f"no events file {path} ('fabricctl run' writes it)", BAD_INPUT)
@@ -166,3 +179,41 @@ def _line(event: dict[str, Any]) -> str:
     rest = " ".join(f"{k}={v if not isinstance(v, (dict, list)) else json.dumps(v)}" for k, v in event.items()
                     if k not in ("t", "mono_ns", "kind", "pid", "t_mono_ns"))
     return f"{when} {event.get('kind')} {rest}".rstrip()
+
+
+def _run_led(env: Any, topo: Any, state: Path, config: Config, ttl: int, duration: float) -> None:
+    """`run` on an etcd store: leadership decides the election id (controller.service.ha)."""
+    from controller.service.ha import run_led
+
+    store = env.store()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    def make(cfg: Config, fence: Any, publish: Any, sink: Any) -> FabricService:
+        try:
+            return FabricService(topo, env.program, state, cfg, store=store, fence=fence, publish=publish, sink=sink)
+        except OSError as e:
+            raise OpError(f"cannot open the events file: {e}", BAD_INPUT) from None
+
+    click.echo(f"running on {store}: {len(topo.switches)} switches; campaigning for leadership (lease TTL {ttl} s)",
+               err=True)
+    run_led(make, config, store, ttl, stop, duration, lambda line: click.echo(line, err=True))
+
+
+def _store_events(store: Any, follow: bool, kinds: tuple[str, ...], as_json: bool) -> None:
+    import time
+
+    after = 0
+    try:
+        while True:
+            events, after = store.events(after)
+            for event in events:
+                if not kinds or event.get("kind") in kinds:
+                    click.echo(json.dumps(event) if as_json else _line(event))
+            if not follow:
+                return
+            if not events:
+                time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass

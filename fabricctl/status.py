@@ -44,7 +44,16 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
       fabricctl status --offline               # failures and reachability only
     """
     t = env.topo()
-    origins = ops.load_recorded(t, env.state_path())
+    problem = None  # why the store cannot take changes now (etcd without quorum)
+    if env.store_url:
+        from fabricctl.store import store_status
+
+        origins, problem, service = store_status(env.store(), t)
+        where = str(env.store())
+    else:
+        origins = ops.load_recorded(t, env.state_path())
+        service = service_status.read_status(env.state_path())
+        where = str(env.state_path())
     failures = frozenset(origins)
     chosen = [s.name for s in (ops.switches(t, switch_names) if switch_names else t.switches)]
     down = ops.down_switches(failures)
@@ -60,14 +69,15 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
         outcomes = {o.name: o for o in _sync(env, encoded, p4info, dry_run=True, push="never",
                                              label="status", show=not as_json)}
     code = ops.exit_code(outcomes.values())
-    service = service_status.read_status(env.state_path())
     if as_json:
-        _print_json({"topology": t.name, "program": env.program, "state": str(env.state_path()),
-                     "failures": _failures_json(t, failures, origins), "controller": service,
+        _print_json({"topology": t.name, "program": env.program, "state": where,
+                     **({"store_problem": problem} if env.store_url else {}), "failures": _failures_json(t, failures, origins), "controller": service,
                      "unreachable": {str(p): v for p, v in per_plane.items()},
                      "switches": {} if offline else {n: _status_json(n, outcomes) for n in chosen}})
         raise click.exceptions.Exit(code)
-    click.echo(f"{t.name} ({env.program}), state {env.state_path()}: {_n(len(failures), 'failure')}")
+    click.echo(f"{t.name} ({env.program}), state {where}: {_n(len(failures), 'failure')}")
+    if problem:
+        click.echo(f"store: {problem}")
     for f in _sorted(failures):
         click.echo(f"  failed: {ops.describe_failure(t, f)} ({'detected' if origins[f] == DETECTOR else 'operator'})")
     for line in service_status.lines(service):

@@ -8,7 +8,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import grpc
 from google.rpc import code_pb2, status_pb2
@@ -189,6 +189,7 @@ class SwitchConnection:
     tls: TlsConfig | None = None
     packet_backlog: int = 64  # packet-outs queued for the stream at most; more are refused (memory stays bounded)
     packets_refused: int = field(default=0, init=False)  # packet-outs refused because the backlog was full
+    fence: Callable[[], str | None] | None = None  # before each write: None, or why this controller must not write
     _channel: grpc.Channel | None = field(default=None, init=False, repr=False)
     _stub: _Stub | None = field(default=None, init=False, repr=False)
     _requests: queue.Queue = field(default_factory=queue.Queue, init=False, repr=False)
@@ -325,7 +326,13 @@ class SwitchConnection:
             raise P4RuntimeError(f"{self.name}: stream to {self.address} closed: {self._stream_error}")
         if not self._primary:
             raise self._not_primary()
+        self._check_fence()
         return self._stub
+
+    def _check_fence(self) -> None:
+        why = self.fence() if self.fence is not None else None
+        if why is not None:
+            raise NotPrimaryError(f"{self.name}: not writing: {why}")
 
     def require_p4info(self) -> P4Info:
         if self.p4info is None:
@@ -450,6 +457,8 @@ class SwitchConnection:
         for start in range(0, len(todo), batch_size):
             batch = encoded[start : start + batch_size]
             _log_batch(self, todo[start : start + batch_size], start // batch_size + 1, batches)
+            if start:
+                self._check_fence()
             try:
                 stub.Write(wire.write_request(self.device_id, election, batch), timeout=self.timeout)
             except grpc.RpcError as e:

@@ -6,7 +6,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -14,8 +14,9 @@ from typing import Any, TextIO
 class EventLog:
     """Appends events to a JSON-lines file (line-buffered, one write per event, safe across threads)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, sink: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.path = path
+        self.sink = sink  # also gets every event (the etcd store's stream); must not block
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file: TextIO = open(path, "a", encoding="utf-8", buffering=1)
         self._lock = threading.Lock()
@@ -27,6 +28,8 @@ class EventLog:
         with self._lock:
             self._file.write(line + "\n")
             self.counts[kind] = self.counts.get(kind, 0) + 1
+        if self.sink is not None:
+            self.sink(event)
         return event
 
     def close(self) -> None:

@@ -35,7 +35,11 @@ class Controller:
 def running(state: Path) -> Controller | None:
     """The controller that runs on `state` and is primary on at least one switch (None: no such one;
     the one-shot command then writes the switches itself)."""
-    view = read_status(state)
+    return primary_in(read_status(state))
+
+
+def primary_in(view: dict[str, Any] | None) -> Controller | None:
+    """The controller a published view names, if it is primary on at least one switch."""
     if view is None or not isinstance(view.get("sessions"), dict):
         return None
     if not any(isinstance(s, dict) and s.get("role") == "primary" for s in view["sessions"].values()):
@@ -65,17 +69,24 @@ class Handoff:
     """A change the command recorded (under the state lock, at monotonic `saved_ns`) for `controller` to
     apply: `added` must be in the failure set the controller's switches hold, `removed` must not."""
 
-    state: Path
+    state: Path | None
     controller: Controller
     saved_ns: int
     added: frozenset[Failure] = field(default_factory=frozenset)
     removed: frozenset[Failure] = field(default_factory=frozenset)
     describe: Callable[[Failure], str] = str
+    read: Callable[[], dict[str, Any] | None] | None = None  # the store's view (etcd); None: the status file
+    saved_rev: int = 0  # the store's revision of the save (etcd: compared with the view's read_revision)
 
     def verdict(self, view: dict[str, Any]) -> Outcome | None:
         """The outcome a status view decides (None: not yet). The view counts only once the controller
         read the record after this command saved it (its `read_mono_ns`, the same clock)."""
-        if view.get("pid") != self.controller.pid or int(view.get("read_mono_ns") or 0) <= self.saved_ns:
+        if view.get("pid") != self.controller.pid:
+            return None
+        if self.read is not None:  # another machine's clock: the store's revisions order the read after the save
+            if int(view.get("read_revision") or 0) < self.saved_rev:
+                return None
+        elif int(view.get("read_mono_ns") or 0) <= self.saved_ns:
             return None
         held = _keys(view.get("applied") or [])
         recorded = {_key(item): item.get("by") for item in view.get("recorded") or [] if isinstance(item, dict)}
@@ -97,12 +108,16 @@ class Handoff:
         t0 = clock()
         last: dict[str, Any] = {}
         while True:
-            view = read_status(self.state)
+            view = self.read() if self.read is not None else read_status(self.state)  # type: ignore[arg-type]
             if view is not None:
                 last = view
                 out = self.verdict(view)
                 if out is not None:
                     return Outcome(out.ok, clock() - t0, out.error, out.pending)
+            elif self.read is not None:  # etcd: the leader's lease took its view with it
+                return Outcome(False, clock() - t0, f"the leader ({self.controller}) went before it applied the "
+                                                     "change (its lease expired); it is recorded: the next leader "
+                                                     "applies it")
             elif not pid_alive(self.controller.pid):
                 return Outcome(False, clock() - t0, f"the running controller ({self.controller}) exited before it "
                                                      "applied the change; it is recorded: 'fabricctl install' applies it")

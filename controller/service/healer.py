@@ -8,7 +8,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from controller import failover, ops
 from controller.runtime.codec import canonical
@@ -21,8 +20,11 @@ from controller.routes import DEFAULT_RESETS, Fabric, Options, Program
 from controller.service.origins import merge
 from controller.service.sessions import Session
 from controller.state.statefile import Origin
-from controller.state.statelock import StateLocked, state_lock
+from controller.state.statelock import StateLocked
 from controller.model.topology import Topology
+from controller.state.filestore import FileStore
+from controller.state.store import Conflict, Store, StoreError
+from controller.state.statelock import StateLocked
 
 Emit = Callable[..., object]
 
@@ -37,7 +39,7 @@ class Healer:
     topo: Topology
     program: Program
     p4info: P4Info
-    state: Path
+    state: Store  # the record's store (controller.state: the state file, or etcd)
     sessions: Mapping[str, Session]
     emit: Emit
     lock_timeout: float = 10.0
@@ -45,9 +47,12 @@ class Healer:
     on_reconcile: Callable[[str, float], None] | None = None  # (switch, seconds) per delta written
     on_change: Callable[[], None] | None = None  # after a pass that read a new record or applied a new set
     options: Options | None = None  # hash mode and pins of the plan (default: the program's)
+    fence: Callable[[], str | None] | None = None  # etcd leadership: None while this controller may write
     applied: frozenset[Failure] | None = field(default=None, init=False)  # the failure set the switches hold
     recorded: dict[Failure, Origin] = field(default_factory=dict, init=False)  # the record, with origins, as last read
     read_mono_ns: int = field(default=0, init=False)  # when the last pass read the record (under the state lock)
+    read_revision: int = field(default=0, init=False)  # the store's revision of that read (etcd; the file: 0)
+    held: str | None = field(default=None, init=False)  # why writes are held now (the fence), None: they are not
     _detected: set[Failure] = field(default_factory=set, init=False)  # links/host ports the detectors hold down now
     _downs: set[Failure] = field(default_factory=set, init=False)
     _ups: set[Failure] = field(default_factory=set, init=False)
@@ -58,6 +63,11 @@ class Healer:
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
     _fabrics: dict[frozenset[Failure], Fabric] = field(default_factory=dict, init=False)
+    _last_error: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.state, Store):  # a state file's path, as before the store existed
+            self.state = FileStore(self.state)
 
     # --- what others tell it -----------------------------------------------------------------
     def seed(self, detected: set[Failure]) -> None:
@@ -74,8 +84,8 @@ class Healer:
 
     def reconcile_now(self, session: Session) -> None:
         """Bring one switch to the plan of the recorded failures (a session that became primary calls this)."""
-        with self._io, state_lock(self.state, self.lock_timeout):
-            self.recorded = ops.load_recorded(self.topo, self.state)
+        with self._io, self.state.locked(self.lock_timeout):
+            self.recorded, self.read_revision = self.state.recorded_rev(self.topo)
             failures = frozenset(self.recorded)
             if self.applied is None:
                 self.applied = failures
@@ -102,8 +112,12 @@ class Healer:
                 return
             try:
                 self.tick()
-            except (StateLocked, ops.OpError) as e:
-                self.emit("heal_error", error=str(e))
+            except (StateLocked, ops.OpError, StoreError) as e:
+                if str(e) != self._last_error:
+                    self.emit("heal_error", error=str(e))
+                self._last_error = str(e)
+            else:
+                self._last_error = ""
 
     def tick(self) -> None:
         """One pass: merge what the probes saw into the recorded failures, save, write the deltas."""
@@ -111,14 +125,24 @@ class Healer:
             downs, ups, detected = set(self._downs), set(self._ups), set(self._detected)
             self._downs.clear()
             self._ups.clear()
-        with self._io, state_lock(self.state, self.lock_timeout):
+        try:
+            self._tick(downs, ups, detected)
+        except (Conflict, StoreError):  # not merged: the next pass merges them (Conflict: at once)
+            with self._lock:
+                self._downs |= downs - self._ups
+                self._ups |= ups - self._downs
+            self._wake.set()
+            raise
+
+    def _tick(self, downs: set[Failure], ups: set[Failure], detected: set[Failure]) -> None:
+        with self._io, self.state.locked(self.lock_timeout):
             read_ns = time.monotonic_ns()  # a one-shot command that saved before this saw the lock free
-            before = ops.load_recorded(self.topo, self.state)
+            before, read_rev = self.state.recorded_rev(self.topo)
             recorded = frozenset(before)
             m = merge(before, downs, ups, detected)
             new = frozenset(m.record)
             if m.added or m.removed:
-                failover.save_state(self.state, new, m.record)
+                read_rev = self.state.save(new, m.record, expect=read_rev)  # Conflict: merged again next pass
                 added, removed = self._described(m.added), self._described(m.removed)
                 self.emit("failures_recorded", added=list(added), removed=list(removed), by={**added, **removed},
                           count=len(new))
@@ -130,11 +154,21 @@ class Healer:
             self.recorded = m.record
             if self.applied is None:
                 self.applied = recorded
+            held = self.fence() if self.fence is not None else None
+            if (held is None) != (self.held is None):  # an event per change of state, not per reason's wording
+                self.emit("writes_held" if held else "writes_resumed", **({"why": held} if held else {}))
+                changed = True
+            self.held = held
+            if held:  # the record moved on; the switches keep what they hold until writes may resume
+                self.recorded, self.read_mono_ns, self.read_revision = m.record, read_ns, read_rev
+                if changed and self.on_change is not None:
+                    self.on_change()
+                return
             if new != self.applied:
                 self._write_deltas(self.applied, new)
                 self.applied = new
                 changed = True
-            self.read_mono_ns = read_ns
+            self.read_mono_ns, self.read_revision = read_ns, read_rev
             for name in sorted(self._full):
                 s = self.sessions[name]
                 if s.ready:

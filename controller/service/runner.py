@@ -9,6 +9,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from controller import ops
@@ -28,9 +29,10 @@ from controller.service.sessions import Role, Session
 from controller.service.status import may_write, remove_status, status_path, write_status
 from controller.failover import failure_to_json
 from controller.state.statefile import DETECTOR
-from controller.state.statelock import state_lock
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import Topology
+from controller.state.filestore import FileStore
+from controller.state.store import Store, StoreError
 
 EVENTS_NAME = "fabric-events.jsonl"
 log = logging.getLogger("controller.service")
@@ -60,22 +62,29 @@ class FabricService:
     """`fabricctl run`: start() returns once everything runs; stop() ends it; run_until(event) blocks."""
 
     def __init__(self, topo: Topology, program: Program, state: Path, config: Config,
-                 options: Options | None = None) -> None:
+                 options: Options | None = None, store: Store | None = None,
+                 fence: Callable[[], str | None] | None = None,
+                 publish: Callable[[dict[str, Any]], None] | None = None,
+                 sink: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """`store`: where the record lives (default: the state file `state`); `fence` (etcd
+        leadership) is asked before every switch write; `publish` replaces the status file."""
         self.topo, self.program, self.state, self.config = topo, program, state, config
+        self.store = store if store is not None else FileStore(state)
+        self.fence, self.publish = fence, publish
         self.artifacts = Artifacts.of(program)
         self.p4info = P4Info.load(self.artifacts.p4info)
-        self.events = EventLog(config.events or state.with_name(EVENTS_NAME))
+        self.events = EventLog(config.events or state.with_name(EVENTS_NAME), sink=sink)
         self.metrics = Metrics()
         self.started = time.time()
         self.sessions: dict[str, Session] = {}
         self._publish = threading.Event()  # set: write the status file now (the healer applied a change)
-        self.healer = Healer(topo, program, self.p4info, state, self.sessions, self.events.emit,
+        self.healer = Healer(topo, program, self.p4info, self.store, self.sessions, self.events.emit,
                              on_reconcile=lambda n, s: self.metrics.reconcile.labels(n).observe(s),
-                             on_change=self._publish.set, options=options)
+                             on_change=self._publish.set, options=options, fence=fence)
         for sw in topo.switches:
             self.sessions[sw.name] = Session(sw, config.election_id, self.artifacts, self.p4info,
                                              on_primary=self.healer.reconcile_now, notify=self._session_event,
-                                             timeout=config.connect_timeout)
+                                             timeout=config.connect_timeout, fence=fence)
         self.prober = Prober(topo, self.sessions, config.thresholds, period=config.period,
                              timeout=config.probe_timeout, on_change=self._link_change, on_outcome=self._outcome,
                              on_stall=self._stall, evidence=config.port_evidence, hosts=config.host_probes,
@@ -94,8 +103,8 @@ class FabricService:
                          probe_timeout_ms=self.config.probe_timeout * 1000, thresholds=asdict(self.config.thresholds),
                          switches=len(self.sessions), links=len(self.prober.states) // 2)
         self.metrics.serve(self.config.metrics_port)
-        with state_lock(self.state):
-            recorded = ops.load_recorded(self.topo, self.state)
+        with self.store.locked(10.0):
+            recorded = self.store.recorded(self.topo)
         # the detector's own failures start down (restored after M probes back); the operator's are
         # probed like any link or host port but stay recorded until 'fabricctl restore'
         detected = {f for f, by in recorded.items() if isinstance(f, (LinkDown, HostPortDown)) and by == DETECTOR}
@@ -150,7 +159,8 @@ class FabricService:
             t.join(timeout=5)
         self.events.emit("stopped")
         self.events.close()
-        remove_status(status_path(self.state), os.getpid())
+        if self.publish is None:
+            remove_status(status_path(self.state), os.getpid())
 
     def run_until(self, stop: threading.Event, duration: float = 0.0) -> None:
         self.start()
@@ -208,11 +218,12 @@ class FabricService:
             self._publish.clear()
             if self._stop.is_set():
                 return
-            if not may_write(path, os.getpid(), any(s.role is Role.PRIMARY for s in self.sessions.values())):
-                continue
             try:
-                write_status(path, self.view())
-            except OSError as e:
+                if self.publish is not None:
+                    self.publish(self.view())
+                elif may_write(path, os.getpid(), any(s.role is Role.PRIMARY for s in self.sessions.values())):
+                    write_status(path, self.view())
+            except (OSError, StoreError) as e:
                 self.events.emit("status_error", error=str(e))
             self.metrics.packet_io.labels("out").set(self.prober.packets_out)
             self.metrics.packet_io.labels("in").set(self.prober.packets_in)
@@ -279,6 +290,7 @@ class FabricService:
                 "applied": None if applied is None else [failure_to_json(f) for f in sorted(applied, key=str)],
                 "recorded": [{**failure_to_json(f), "by": by} for f, by in sorted(recorded.items(), key=str)],
                 "read_mono_ns": self.healer.read_mono_ns, "pending": self.healer.pending,
+                "store": str(self.store), "read_revision": self.healer.read_revision, "held": self.healer.held,
                 "probes": {"out": self.prober.packets_out, "in": self.prober.packets_in, "late": self.prober.late,
                            "stalls": self.prober.stalls,
                            "refused": sum(s.conn.packets_refused for s in self.sessions.values())},

@@ -50,6 +50,7 @@ class Session:
     notify: Notify
     timeout: float = 2.0
     backoff: Backoff = field(default_factory=Backoff)
+    fence: Callable[[], str | None] | None = None  # the leader's fence (etcd leadership): checked before every write
     conn: SwitchConnection = field(init=False)
     role: Role = field(default=Role.DOWN, init=False)
     reconnects: int = field(default=0, init=False)
@@ -58,7 +59,7 @@ class Session:
 
     def __post_init__(self) -> None:
         self.conn = SwitchConnection(self.switch.name, self.switch.grpc_addr, self.switch.device_id, self.election_id,
-                                     timeout=self.timeout, pipeline_timeout=60.0)
+                                     timeout=self.timeout, pipeline_timeout=60.0, fence=self.fence)
 
     @property
     def name(self) -> str:

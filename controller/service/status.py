@@ -70,6 +70,12 @@ def lines(view: dict[str, Any] | None) -> list[str]:
     roles = [s["role"] for s in view.get("sessions", {}).values()]
     out = [f"controller: pid {view['pid']}, election id {view.get('election_id')}, "
            f"{roles.count('primary')} primary / {roles.count('backup')} backup / {roles.count('down')} down"]
+    leader = view.get("leader")
+    if isinstance(leader, dict):  # etcd leadership (controller.state.leader)
+        out[0] = (f"controller: leader {leader.get('host')} pid {view['pid']}, election id {leader.get('election_id')} "
+                  f"(lease TTL {leader.get('ttl')} s), " + out[0].split(", ", 2)[-1])
+    if view.get("held"):
+        out.append(f"  writes held: {view['held']}")
     for name, link in sorted(view.get("links", {}).items()):
         dirs = link.get("directions", {}).values()
         lost = sum(d["lost"] for d in dirs)

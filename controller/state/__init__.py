@@ -1,1 +1,1 @@
-"""Recorded fabric state: the failure-state file and the lock that makes one writer at a time."""
+"""Where the fabric's record lives: the failure-state file and its lock, the store interface with its file and etcd backends, leadership."""

@@ -1,0 +1,273 @@
+"""The etcd store: the record, the leader's view and the event stream of one fabric under one prefix.
+
+    /srv6-fabric/<fabric>/failures         the state document (statefile.to_text: export gives the
+                                           bytes a state file holds), changed only by transactions
+                                           that compare the key's mod_revision with the one read
+    /srv6-fabric/<fabric>/leader           the leader's key, under its lease (leader.py)
+    /srv6-fabric/<fabric>/view             the leader's published view, under the same lease
+    /srv6-fabric/<fabric>/events/<t>-<id>  one event per key, JSON
+
+etcd3gw speaks etcd's v3 HTTP gateway to one endpoint; EtcdClient tries the URL's endpoints in turn
+and turns "nobody answers" and "no quorum" (a linearizable request that times out) into
+StoreUnavailable, one line.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from etcd3gw import exceptions as etcd_errors
+from etcd3gw.client import Etcd3Client
+
+from controller.state import statefile
+from controller.failover import Failure
+from controller.state.store import Conflict, EtcdUrl, Record, Store, StoreError, StoreUnavailable
+from controller.state.statefile import OPERATOR, Origin
+
+ROOT = "/srv6-fabric/"
+T = TypeVar("T")
+
+
+def b64(text: str | bytes) -> str:
+    return base64.b64encode(text.encode() if isinstance(text, str) else text).decode()
+
+
+def range_end(prefix: str) -> str:
+    """The end of the key range holding every key that starts with `prefix`."""
+    raw = bytearray(prefix.encode())
+    raw[-1] += 1
+    return bytes(raw).decode()
+
+
+class EtcdClient:
+    """The cluster's endpoints, one etcd3gw client each; a call goes to the last one that answered,
+    then the others. `timeout` bounds each HTTP request (a member without quorum answers a
+    linearizable request only after etcd's own request timeout: we do not wait that long)."""
+
+    def __init__(self, url: EtcdUrl, timeout: float = 2.0) -> None:
+        self.url = url
+        self.clients = [Etcd3Client(host=h, port=p, timeout=timeout, api_path="/v3/") for h, p in url.endpoints]
+        self._current = 0
+        self._lock = threading.Lock()
+
+    def call(self, fn: Callable[[Etcd3Client], T]) -> T:
+        """fn on the endpoints in turn until one answers; StoreUnavailable (one line) if none does."""
+        why: list[str] = []
+        n = len(self.clients)
+        start = self._current
+        for k in range(n):
+            i = (start + k) % n
+            c = self.clients[i]
+            try:
+                out = fn(c)
+            except (etcd_errors.ConnectionFailedError, etcd_errors.ConnectionTimeoutError) as e:
+                why.append(f"{c.host}:{c.port} {_short(e)}")
+                continue
+            except etcd_errors.Etcd3Exception as e:  # an answer: a server-side error (e.g. no leader)
+                text = _short(e)
+                if any(s in text for s in ("no leader", "timed out", "timeout", "not capable", "unavailable")):
+                    why.append(f"{c.host}:{c.port} {text}")
+                    continue
+                raise StoreError(f"{self.url}: {text}") from None
+            self._current = i
+            return out
+        reached = [w for w in why if "refused" not in w and "Failed to establish" not in w]
+        if not reached:
+            raise StoreUnavailable(f"{self.url}: no member answers ({why[0]})")
+        raise StoreUnavailable(f"{self.url}: no quorum: {len(reached)} of {n} members reachable, none commits "
+                               f"({reached[0]})")
+
+    def post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return self.call(lambda c: c.post(c.get_url(path), json=payload))
+
+    def txn(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return self.call(lambda c: c.transaction(payload))  # type: ignore[return-value]
+
+    def get(self, key: str, **fields: Any) -> list[dict[str, Any]]:
+        """The key-values of a range request (values decoded to str), [] if none."""
+        result = self.post("/kv/range", {"key": b64(key), **fields})
+        out = []
+        for kv in result.get("kvs", []):
+            kv = dict(kv)
+            kv["key"] = base64.b64decode(kv["key"]).decode()
+            kv["value"] = base64.b64decode(kv.get("value", "")).decode()
+            out.append(kv)
+        return out
+
+    def get_prefix(self, prefix: str, **fields: Any) -> list[dict[str, Any]]:
+        return self.get(prefix, range_end=b64(range_end(prefix)), **fields)
+
+    def put(self, key: str, value: str, lease: int = 0) -> int:
+        result = self.post("/kv/put", {"key": b64(key), "value": b64(value), **({"lease": lease} if lease else {})})
+        return int(result["header"]["revision"])
+
+
+def _short(e: BaseException) -> str:
+    text = getattr(e, "detail_text", None) or str(e) or type(e).__name__
+    try:
+        doc = json.loads(text)
+        text = doc.get("error") or doc.get("message") or text
+    except (ValueError, TypeError, AttributeError):
+        pass
+    text = " ".join(str(text).split())
+    if "Connection refused" in text:
+        return "connection refused"
+    if "timed out" in text.lower() and "Read timed out" in text:
+        return "timed out"
+    return text[:120]
+
+
+class EtcdStore(Store):
+    """The fabric `fabric`'s keys in the etcd cluster at `url`."""
+
+    def __init__(self, url: EtcdUrl, fabric: str, timeout: float = 2.0) -> None:
+        self.url = url
+        self.fabric = fabric
+        self.client = EtcdClient(url, timeout=min(timeout, 2.0))
+        self.prefix = f"{ROOT}{fabric}/"
+        self.where = f"{url} (fabric {fabric})"
+
+    def __str__(self) -> str:
+        return f"{self.url}{self.prefix}"
+
+    def key(self, name: str) -> str:
+        return self.prefix + name
+
+    # --- the record ------------------------------------------------------------------------------
+    def _read(self) -> tuple[str | None, int]:
+        kvs = self.client.get(self.key("failures"))
+        if not kvs:
+            return None, 0
+        return kvs[0]["value"], int(kvs[0]["mod_revision"])
+
+    def load_rev(self) -> tuple[Record, int]:
+        text, rev = self._read()
+        if text is None:
+            return {}, 0
+        try:
+            return statefile.origins_from_text(text), rev
+        except statefile.StateFileError as e:
+            raise StoreError(f"{self.where}: {e}") from None
+
+    def load_stale(self) -> Record:
+        """The record as a member that answers last committed it (serializable: no quorum needed)."""
+        kvs = self.client.get(self.key("failures"), serializable=True)
+        if not kvs:
+            return {}
+        try:
+            return statefile.origins_from_text(kvs[0]["value"])
+        except statefile.StateFileError as e:
+            raise StoreError(f"{self.where}: {e}") from None
+
+    def save(self, failures: Iterable[Failure], origins: Mapping[Failure, Origin] | None = None,
+             expect: int | None = None) -> int:
+        failures = set(failures)
+        given = dict(origins or {})
+        text_now, rev = self._read()
+        if expect is not None and rev != expect:
+            raise Conflict(f"{self.where}: the record changed (revision {expect} -> {rev}) since it was read")
+        if any(f not in given for f in failures):
+            now = statefile.origins_from_text(text_now) if text_now else {}
+            given = {f: given.get(f, now.get(f, OPERATOR)) for f in failures}
+        text = statefile.to_text(failures, given)
+        key = b64(self.key("failures"))
+        result = self.client.txn({
+            "compare": [{"key": key, "result": "EQUAL", "target": "MOD", "mod_revision": rev}],
+            "success": [{"request_put": {"key": key, "value": b64(text)}}],
+            "failure": []})
+        if not result.get("succeeded"):
+            raise Conflict(f"{self.where}: the record changed since revision {rev} was read")
+        return int(result["header"]["revision"])
+
+    def export_text(self) -> str | None:
+        """The record as a state file holds it (None: nothing recorded)."""
+        return self._read()[0]
+
+    # --- view, events, health --------------------------------------------------------------------
+    def read_view(self) -> dict[str, Any] | None:
+        kvs = self.client.get(self.key("view"))
+        if not kvs:
+            return None
+        try:
+            doc = json.loads(kvs[0]["value"])
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def publish_view(self, doc: dict[str, Any], lease: int) -> None:
+        """The leader's view, under its lease (it goes when the leader does)."""
+        self.client.put(self.key("view"), json.dumps(doc, default=str), lease=lease)
+
+    def events(self, after: int = 0, limit: int = 1000) -> tuple[list[dict[str, Any]], int]:
+        """The events created after revision `after` (oldest first) and the last revision seen."""
+        fields: dict[str, Any] = {"sort_order": 1, "sort_target": 2, "limit": limit}  # ascending create revision
+        if after:
+            fields["min_create_revision"] = after + 1
+        out, last = [], after
+        for kv in self.client.get_prefix(self.key("events/"), **fields):
+            last = max(last, int(kv["create_revision"]))
+            try:
+                out.append(json.loads(kv["value"]))
+            except ValueError:
+                continue
+        return out, last
+
+    def health(self) -> str | None:
+        try:
+            self._read()
+        except StoreUnavailable as e:
+            return f"{e}; the record cannot change and the leader holds the tables as they are until it returns"
+        return None
+
+    def close(self) -> None:
+        for c in self.client.clients:
+            c.session.close()
+
+
+class EventSink:
+    """Puts a controller's events into the store from a thread of its own: emit never waits for etcd;
+    while etcd cannot take them, up to `backlog` wait and older ones are dropped (counted)."""
+
+    def __init__(self, store: EtcdStore, backlog: int = 2048) -> None:
+        self.store = store
+        self.dropped = 0
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(backlog)
+        self._id = f"{socket.gethostname()}-{os.getpid()}"
+        self._n = 0
+        self._thread = threading.Thread(target=self._run, name="event-sink", daemon=True)
+        self._thread.start()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        try:
+            self._queue.put_nowait(event)
+        except queue.Full:
+            self.dropped += 1
+
+    def _run(self) -> None:
+        while True:
+            event = self._queue.get()
+            if event is None:
+                return
+            self._n += 1
+            key = self.store.key(f"events/{time.time_ns():020d}-{self._id}-{self._n}")
+            while True:
+                try:
+                    self.store.client.put(key, json.dumps(event, default=str))
+                    break
+                except StoreError:
+                    time.sleep(0.5)
+
+    def close(self, timeout: float = 2.0) -> None:
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:
+            return
+        self._thread.join(timeout)

@@ -1,0 +1,65 @@
+"""The default store: the local state file under its flock, the view in the status file beside it.
+
+Every call goes to the functions the CLI and the service used before the store existed
+(statefile, statelock), so with this backend nothing a user types or reads changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from controller import failover
+from controller.failover import Failure
+from controller.files.safefile import pid_alive
+from controller.state.store import Record, Store, StoreError
+from controller.state.statefile import Origin
+from controller.state.statelock import StateLocked, state_lock
+
+STATUS_NAME = ".fabric-service.json"  # controller.service.status publishes there
+
+
+class FileStore(Store):
+    """The state file at `path` (its lock orders the writers, so revisions are always 0)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.where = f"state file {self.path}"
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def load_rev(self) -> tuple[Record, int]:
+        try:
+            return failover.load_origins(self.path), 0
+        except failover.FailoverError as e:
+            raise StoreError(str(e)) from None
+
+    def save(self, failures: Iterable[Failure], origins: Mapping[Failure, Origin] | None = None,
+             expect: int | None = None) -> int:
+        try:
+            failover.save_state(self.path, failures, origins)
+        except failover.FailoverError as e:
+            raise StoreError(str(e)) from None
+        return 0
+
+    @contextlib.contextmanager
+    def locked(self, timeout: float) -> Iterator[None]:
+        try:
+            with state_lock(self.path, timeout):
+                yield
+        except StateLocked as e:
+            raise StoreError(str(e)) from None
+
+    def read_view(self) -> dict[str, Any] | None:
+        """The status file of a live controller (as controller.service.status.read_status)."""
+        try:
+            doc = json.loads(self.path.with_name(STATUS_NAME).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(doc, dict) or not isinstance(doc.get("pid"), int) or not pid_alive(doc["pid"]):
+            return None
+        return doc

@@ -1,0 +1,132 @@
+"""The store of the fabric's record (failures with their origin), the controller's view and its events.
+
+Two backends: the local state file (the default, one machine, nothing to start: filestore.FileStore)
+and etcd (`--store etcd://HOST:PORT[,HOST:PORT...]` or FABRIC_STORE: etcdstore.EtcdStore), which
+keeps everything under one prefix per fabric so controllers and commands on several machines share
+it. A change is read-compute-save: `load_rev` returns the record and the revision it was read at,
+`save(..., expect=rev)` writes only if nothing changed since (Conflict otherwise; the caller reads
+again and recomputes), so concurrent writers never lose or resurrect a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controller.failover import Failure, FailoverError, health
+from controller.state.statefile import Origin
+from controller.model.topology import Topology
+
+Record = dict[Failure, Origin]
+DEFAULT_ETCD_PORT = 2379
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:(\d{1,5}))?$")
+
+
+class StoreError(ValueError):
+    """The record cannot be read or written (one line: what, where, why)."""
+
+
+class StoreUnavailable(StoreError):
+    """The store does not answer, or answers without a quorum: nothing can be changed now."""
+
+
+class Conflict(StoreError):
+    """Another writer changed the record since it was read: read again and recompute."""
+
+
+@dataclass(frozen=True)
+class EtcdUrl:
+    """`etcd://HOST:PORT[,HOST:PORT...]`: the cluster's client endpoints, tried in turn."""
+
+    endpoints: tuple[tuple[str, int], ...]
+
+    def __str__(self) -> str:
+        return "etcd://" + ",".join(f"{h}:{p}" for h, p in self.endpoints)
+
+
+def parse_url(url: str) -> EtcdUrl:
+    """An etcd store URL; StoreError (one line) if it is not etcd://HOST[:PORT][,HOST[:PORT]...]."""
+    text = url.strip()
+    if not text.startswith("etcd://"):
+        raise StoreError(f"store {url!r}: expected etcd://HOST:PORT[,HOST:PORT...] (the state file is the default)")
+    rest = text[len("etcd://"):].rstrip("/")
+    endpoints = []
+    for part in rest.split(","):
+        m = _HOST.match(part.strip())
+        if m is None:
+            raise StoreError(f"store {url!r}: {part.strip()!r} is not HOST:PORT")
+        port = int(m.group(3) or DEFAULT_ETCD_PORT)
+        if not 1 <= port <= 65535:
+            raise StoreError(f"store {url!r}: port {port} is not 1..65535")
+        endpoints.append((m.group(1).strip("[]"), port))
+    return EtcdUrl(tuple(endpoints))
+
+
+class Store(ABC):
+    """The record, view and events of one fabric. `where` names it in every message."""
+
+    where: str
+
+    # --- the record --------------------------------------------------------------------------
+    @abstractmethod
+    def load_rev(self) -> tuple[Record, int]:
+        """The record and the revision it was read at (0: nothing recorded yet; the file: always 0,
+        its lock orders the writers)."""
+
+    @abstractmethod
+    def save(self, failures: Iterable[Failure], origins: Mapping[Failure, Origin] | None = None,
+             expect: int | None = None) -> int:
+        """Write the failure set (origins as statefile.save gives them) if the record is still at
+        revision `expect` (None: unconditionally); the new revision. Conflict if it moved on."""
+
+    @contextlib.contextmanager
+    def locked(self, timeout: float) -> Iterator[None]:
+        """Held around a read-compute-save-apply (the file: its flock; etcd: nothing, the
+        transaction's revision compare does it)."""
+        yield
+
+    def load(self) -> Record:
+        return self.load_rev()[0]
+
+    def recorded_rev(self, topo: Topology) -> tuple[Record, int]:
+        """The record checked against the topology (StoreError naming the store otherwise)."""
+        record, rev = self.load_rev()
+        try:
+            health(topo, record)
+        except FailoverError as e:
+            raise StoreError(f"{self.where}: {e} ('fabricctl restore all' clears it)") from None
+        return record, rev
+
+    def recorded(self, topo: Topology) -> Record:
+        return self.recorded_rev(topo)[0]
+
+    def known_rev(self, topo: Topology) -> tuple[frozenset[Failure], list[Failure], int]:
+        """The recorded failures that name what the topology has, those that do not (what `restore
+        all` drops), and the revision read."""
+        record, rev = self.load_rev()
+        known, dropped = [], []
+        for f in sorted(record, key=str):
+            try:
+                health(topo, [f])
+            except FailoverError:
+                dropped.append(f)
+            else:
+                known.append(f)
+        return frozenset(known), dropped, rev
+
+    # --- the controller's view and events ---------------------------------------------------
+    @abstractmethod
+    def read_view(self) -> dict[str, Any] | None:
+        """The running controller's view (None: none runs)."""
+
+    def health(self) -> str | None:
+        """Why the store cannot take changes now, in one line (None: it can)."""
+        return None
+
+    def close(self) -> None:
+        """Release connections (nothing for the file)."""
+
