@@ -12,19 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from controller import ops
-from controller.failover import HostPortDown, LinkDown
+from controller.failover import HostPortDown, LinkDown, SwitchDown
 from controller.p4info import P4Info
 from controller.p4rt import P4RuntimeError
 from controller.routes import Options, Program
 from controller.service.detect import Change, Thresholds
 from controller.service.events import EventLog
 from controller.service.healer import Healer
+from controller.service.liveness import Pinger
 from controller.plan import plan as make_plan
 from controller.service.metrics import Metrics, drop_reason_names
 from controller.service.paths import PATH_COUNTER, PathLabel, path_labels
 from controller.service.priority import set_thread_nice
 from controller.service.prober import DirectionState, Prober, failure_label
 from controller.service.sessions import Role, Session
+from controller.service.switchcalls import SwitchCalls
 from controller.service.status import may_write, remove_status, status_path, write_status
 from controller.failover import failure_to_json
 from controller.statefile import DETECTOR
@@ -54,6 +56,8 @@ class Config:
     host_every: int = 5  # ... every this many periods (the controller's CPU: 16 link directions cost half a core)
     port_evidence: bool = True  # a link is dead by K lost probes only if its port counters agree
     nice: int | None = None  # the service threads' nice value (None: as started); see priority.py
+    switch_deadline: float = 0.5  # seconds a switch has to answer any call; past it, it is silent (liveness.py)
+    ping_every: float = 0.1  # seconds between liveness calls to each switch (0: none, no switch is recorded hung)
 
 
 class FabricService:
@@ -69,9 +73,11 @@ class FabricService:
         self.started = time.time()
         self.sessions: dict[str, Session] = {}
         self._publish = threading.Event()  # set: write the status file now (the healer applied a change)
+        self.calls = SwitchCalls([sw.name for sw in topo.switches], config.switch_deadline)
         self.healer = Healer(topo, program, self.p4info, state, self.sessions, self.events.emit,
                              on_reconcile=lambda n, s: self.metrics.reconcile.labels(n).observe(s),
-                             on_change=self._publish.set, options=options)
+                             on_change=self._publish.set, options=options, calls=self.calls,
+                             write_deadline=max(2.0, 4 * config.switch_deadline))
         for sw in topo.switches:
             self.sessions[sw.name] = Session(sw, config.election_id, self.artifacts, self.p4info,
                                              on_primary=self.healer.reconcile_now, notify=self._session_event,
@@ -79,7 +85,8 @@ class FabricService:
         self.prober = Prober(topo, self.sessions, config.thresholds, period=config.period,
                              timeout=config.probe_timeout, on_change=self._link_change, on_outcome=self._outcome,
                              on_stall=self._stall, evidence=config.port_evidence, hosts=config.host_probes,
-                             host_every=config.host_every)
+                             host_every=config.host_every, calls=self.calls, on_switch=self._switch_change)
+        self.pinger = Pinger(self.calls, self.sessions, lambda n: self.sessions[n].ready, config.ping_every)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._drop_names = drop_reason_names()
@@ -97,8 +104,11 @@ class FabricService:
             recorded = ops.load_recorded(self.topo, self.state)
         # the detector's own failures start down (restored after M probes back); the operator's are
         # probed like any link or host port but stay recorded until 'fabricctl restore'
-        detected = {f for f, by in recorded.items() if isinstance(f, (LinkDown, HostPortDown)) and by == DETECTOR}
+        detected = {f for f, by in recorded.items()
+                    if isinstance(f, (LinkDown, HostPortDown, SwitchDown)) and by == DETECTOR}
         self.prober.seed_down(detected)
+        if self.config.ping_every > 0:
+            self.prober.seed_switches_down({f.name for f in detected if isinstance(f, SwitchDown)})
         self.healer.seed(detected)
         # Threads inherit their creator's nice value: one launcher thread takes the service's and
         # starts every other (gRPC's own threads are then started by those).
@@ -117,6 +127,8 @@ class FabricService:
             s.start()
         if self.config.probe:
             self.prober.start()
+            if self.config.ping_every > 0:
+                self.pinger.start()
         self._threads = [threading.Thread(target=self._status_loop, name="status", daemon=True)]
         if self.config.counters_every > 0:
             self._threads.append(threading.Thread(target=self._counters_loop, name="counters", daemon=True))
@@ -126,7 +138,9 @@ class FabricService:
     def stop(self) -> None:
         self._stop.set()
         self._publish.set()
+        self.pinger.stop()
         self.prober.stop()
+        self.calls.close()
         for s in self.sessions.values():
             s.stop()
         self.healer.stop()
@@ -171,6 +185,13 @@ class FabricService:
             self.metrics.link_up.labels(failure_label(link)).set(0 if down else 1)
             self.healer.link_changed(link, down)
 
+    def _switch_change(self, name: str, change: Change, reason: str) -> None:
+        """The liveness rule recorded a switch failed (it stopped answering) or back."""
+        down = change is Change.DOWN
+        self.events.emit("switch_down" if down else "switch_up", switch=name, evidence=reason,
+                         silent_calls=self.calls.late(name), t_mono_ns=time.monotonic_ns())
+        self.healer.link_changed(SwitchDown(name), down)
+
     def _stall(self, lossy: int, total: int) -> None:
         if self.prober.stalls == 1 or self.prober.stalls % 100 == 0:
             self.events.emit("probe_stall", lossy_directions=lossy, directions=total, stalls=self.prober.stalls)
@@ -207,7 +228,7 @@ class FabricService:
     def _counters_loop(self) -> None:
         while not self._stop.wait(self.config.counters_every):
             for s in list(self.sessions.values()):
-                if not s.ready:
+                if not s.ready or self.calls.silent_since(s.name) is not None:
                     continue
                 try:
                     rx = s.conn.read_counter("IngressPipe.port_rx")
@@ -254,7 +275,9 @@ class FabricService:
                 "election_id": self.config.election_id, "state": str(self.state), "events": str(self.events.path),
                 "period_ms": self.config.period * 1000, "probe_timeout_ms": round(self.prober.timeout_ms, 1),
                 "nice": self.config.nice, "thresholds": asdict(self.config.thresholds),
-                "sessions": {n: {"role": s.role.value, "reconnects": s.reconnects} for n, s in self.sessions.items()},
+                "sessions": {n: {"role": s.role.value, "reconnects": s.reconnects,
+                                 "answers": self.prober.health[n].up, "late_calls": self.calls.late(n)}
+                             for n, s in self.sessions.items()},
                 "primary": all(s.role is Role.PRIMARY for s in self.sessions.values()),
                 "links": links, "link_changes": dict(self.link_changes),
                 "applied_failures": None if applied is None else [ops.describe_failure(self.topo, f) for f in sorted(applied, key=str)],
