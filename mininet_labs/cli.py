@@ -15,6 +15,7 @@ import click
 from controller import limits, ops
 from controller.options import Finite
 from controller.ops import OpError
+from controller.toolchain import find_binary
 from controller.topology import TopologyError
 
 DEFAULT_DIR = "/tmp/srv6-fabric-lab"  # mininet_labs.lab.DEFAULT_DIR (not imported: keep this module light)
@@ -116,6 +117,9 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
     too_big = size_problem(model)
     if too_big:
         raise OpError(too_big)
+    from controller.programs.bmv2build import nonblocking_warning  # a bmv2 a lost carrier stalls (docs/toolchain.md)
+    if (warning := nonblocking_warning(find_binary("simple_switch_grpc"))) is not None:
+        click.echo(warning, err=True)
     opts = dict(tag=tag, pcap=pcap, log_level=log_level, tls=tls, **_global(ctx))
     try:
         if run_cli:
