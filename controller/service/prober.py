@@ -15,7 +15,8 @@ from controller.failover import Failure, HostPortDown, LinkDown
 from controller.p4rt import P4RuntimeError
 from controller.probes import (PROBE_SLOTS, Probe, advertised_target, neighbor_solicitation, parse_probe, probe_frame,
                                probed_host_ports)
-from controller.service.detect import Change, Detector, Evidence, Thresholds, counter_deltas, port_evidence, step
+from controller.service.detect import (Change, Detector, Evidence, Thresholds, counter_deltas, force_down, port_evidence,
+                                      step)
 from controller.service.liveness import Signals, SwitchHealth, judge as judge_switch
 from controller.service.probetimer import ProbeTimer
 from controller.service.switchcalls import NO_ANSWER, CallLate, SwitchCalls, SwitchSilent
@@ -153,6 +154,8 @@ class Prober:
         self._by_key = {(s.d.link_id, s.d.direction): s for s in self.states if not s.d.host}
         self._by_port = {(s.d.dst, s.d.dst_port): s for s in self.states if s.d.host}
         self._lock = threading.Lock()
+        self._judging = threading.Lock()  # detectors change under it: the prober's rounds, carrier events
+        self.carrier_downs = 0  # links (or host ports) failed by a carrier loss, not by probes
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.packets_out = 0
@@ -241,7 +244,31 @@ class Prober:
         """The probe timeout in use now."""
         return self._timeout_now / 1e6
 
+    def carrier(self, switch: str, port: int, up: bool, why: str = "") -> list[DirectionState]:
+        """A port's carrier changed (port status from the switch side): lost, every direction through
+        that port goes down at once, without waiting for K lost probes; back, nothing here (the probes
+        restore it, M in a row). The directions it failed (their detectors' changes went to on_change)."""
+        if up:
+            return []
+        failed = []
+        with self._judging:
+            for s in self.states:
+                if (s.d.src, s.d.src_port) != (switch, port) and (s.d.dst, s.d.dst_port) != (switch, port):
+                    continue
+                if not s.detector.up:
+                    continue
+                s.detector = force_down(s.detector, self.thresholds, why or f"carrier lost on {switch}:{port}")
+                s.counts = None
+                self.carrier_downs += 1
+                failed.append(s)
+                self.on_change(s, Change.DOWN)
+        return failed
+
     def _judge(self, now_ns: int) -> None:
+        with self._judging:
+            self._judge_locked(now_ns)
+
+    def _judge_locked(self, now_ns: int) -> None:
         due: list[tuple[DirectionState, list[tuple[bool, float | None]]]] = []
         down = self.switches_down() | self._silent()
         with self._lock:

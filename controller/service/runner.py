@@ -20,6 +20,7 @@ from controller.service.detect import Change, Thresholds
 from controller.service.events import EventLog
 from controller.service.healer import Healer
 from controller.service.liveness import Pinger
+from controller.service.portstatus import PortStatus, PortStatusListener
 from controller.plan import plan as make_plan
 from controller.service.metrics import Metrics, drop_reason_names
 from controller.service.paths import PATH_COUNTER, PathLabel, path_labels
@@ -58,6 +59,7 @@ class Config:
     nice: int | None = None  # the service threads' nice value (None: as started); see priority.py
     switch_deadline: float = 0.5  # seconds a switch has to answer any call; past it, it is silent (liveness.py)
     ping_every: float = 0.1  # seconds between liveness calls to each switch (0: none, no switch is recorded hung)
+    carrier_events: Path | None = None  # a unix datagram socket port-status sources send to (portstatus.py)
 
 
 class FabricService:
@@ -87,6 +89,8 @@ class FabricService:
                              on_stall=self._stall, evidence=config.port_evidence, hosts=config.host_probes,
                              host_every=config.host_every, calls=self.calls, on_switch=self._switch_change)
         self.pinger = Pinger(self.calls, self.sessions, lambda n: self.sessions[n].ready, config.ping_every)
+        self.port_status = None if config.carrier_events is None else \
+            PortStatusListener(config.carrier_events, self._port_status)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._drop_names = drop_reason_names()
@@ -129,6 +133,8 @@ class FabricService:
             self.prober.start()
             if self.config.ping_every > 0:
                 self.pinger.start()
+            if self.port_status is not None:
+                self.port_status.start()
         self._threads = [threading.Thread(target=self._status_loop, name="status", daemon=True)]
         if self.config.counters_every > 0:
             self._threads.append(threading.Thread(target=self._counters_loop, name="counters", daemon=True))
@@ -139,6 +145,8 @@ class FabricService:
         self._stop.set()
         self._publish.set()
         self.pinger.stop()
+        if self.port_status is not None:
+            self.port_status.stop()
         self.prober.stop()
         self.calls.close()
         for s in self.sessions.values():
@@ -191,6 +199,15 @@ class FabricService:
         self.events.emit("switch_down" if down else "switch_up", switch=name, evidence=reason,
                          silent_calls=self.calls.late(name), t_mono_ns=time.monotonic_ns())
         self.healer.link_changed(SwitchDown(name), down)
+
+    def _port_status(self, st: PortStatus) -> None:
+        """A port-status source says a port lost (or regained) carrier: a loss fails its link now."""
+        now = time.monotonic_ns()
+        known = self.topo.has_switch(st.switch)
+        self.events.emit("carrier", switch=st.switch, port=st.port, up=st.up, known=known,
+                         source_ms=round((now - st.t_mono_ns) / 1e6, 2) if st.t_mono_ns else None, t_mono_ns=now)
+        if known and self.config.probe:
+            self.prober.carrier(st.switch, st.port, st.up, f"carrier lost on {st.switch}:{st.port} (port status)")
 
     def _stall(self, lossy: int, total: int) -> None:
         if self.prober.stalls == 1 or self.prober.stalls % 100 == 0:

@@ -120,12 +120,13 @@ class SwitchCalls:
                 sw.silent_since = None
             else:
                 sw.late += 1
-                sw.silent_since = sent if sw.silent_since is None else min(sw.silent_since, sent)
+                if sent > sw.answered_sent_ns:  # a call sent after it was answered since: stale, not silence
+                    sw.silent_since = sent if sw.silent_since is None else min(sw.silent_since, sent)
 
     def _expire(self, sw: _Switch, now: int) -> None:
         """Calls still running past their deadline make the switch silent (without waiting for them)."""
         for sent, due in sw.in_flight.values():
-            if due < now and (sw.silent_since is None or sent < sw.silent_since):
+            if due < now and sent > sw.answered_sent_ns and (sw.silent_since is None or sent < sw.silent_since):
                 sw.silent_since = sent
 
     @staticmethod

@@ -90,3 +90,39 @@ def lab_carrier(intf: str) -> str | None:
         return open(f"/sys/class/net/{intf}/carrier").read().strip()
     except OSError:
         return None
+
+
+def test_a_lost_carrier_reaches_the_tables_by_port_status_and_the_probes_restore_it(lab: Any, controller, tmp_path):  # noqa: F811
+    """Port status as the fast signal: the lab's kernel link events (mininet_labs/carrier.py) tell
+    `fabricctl run --carrier-events` that the uplink lost carrier; the link is failed by that, not by
+    K lost probes (its evidence says so), exactly that link is recorded, traffic passes; once the
+    carrier is back the probes restore it."""
+    from mininet_labs.carrier import CarrierWatcher
+    from mininet_labs.topo import link_ends
+
+    sock = tmp_path / "carrier.sock"
+    c = controller(10, "events", "--carrier-events", str(sock))
+    c.primary_everywhere()
+    watcher = CarrierWatcher(lab.model, lab.tag, sock)
+    watcher.start()
+    leaf_end, spine_end = link_ends(lab.model, LEAF, SPINE, lab.tag)
+    n = len(c.all_events())
+    try:
+        lab._ip_link(leaf_end.intf, "down")
+        carrier = c.wait(lambda e: e["kind"] == "carrier" and e["up"] is False, "the carrier event", after=n)
+        assert (carrier["switch"], carrier["port"]) in {(LEAF, leaf_end.port), (SPINE, spine_end.port)}
+        down = c.wait(lambda e: e["kind"] == "link_down" and e["link"] == [LEAF, SPINE], "link_down", after=n)
+        assert "carrier lost on" in down["evidence"] and "port status" in down["evidence"]
+        wait_until(settled(lab, frozenset({LinkDown(LEAF, SPINE)})), "the link recorded and pulled")
+        others = [e for e in c.all_events()[n:] if e["kind"] in ("link_down", "port_down", "switch_down")
+                  and e.get("link") != [LEAF, SPINE]]
+        assert others == []
+        report = lab.traffic([("h0", "h2"), ("h2", "h0"), ("h0", "h1")], qps=4, messages=4, planes=[0], timeout=90)
+        assert report.problems() == []
+    finally:
+        lab._ip_link(leaf_end.intf, "up")
+        watcher.stop()
+    n = len(c.all_events())
+    up = c.wait(lambda e: e["kind"] == "link_up" and e["link"] == [LEAF, SPINE], "link_up by the probes", after=n)
+    assert up["evidence"].endswith("consecutive probes arrived")
+    wait_until(settled(lab, frozenset()), "the link restored")
