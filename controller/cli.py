@@ -971,6 +971,9 @@ from mininet_labs.cli import lab as _lab  # noqa: E402
 from controller.service import cli as service_cli  # noqa: E402
 
 cli.add_command(_lab)
+from fabricctl.fault import carrier_watch as _carrier_watch, fault as _fault  # noqa: E402
+_lab.add_command(_fault)
+_lab.add_command(_carrier_watch)
 cli.add_command(service_cli.run_cmd)
 cli.add_command(service_cli.events_cmd)
 

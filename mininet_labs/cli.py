@@ -223,6 +223,8 @@ def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> Non
             click.echo(f"  {n}: pid {s['pid']} {'up' if s['alive'] else 'DOWN'}, {s['grpc']} device {s['device_id']}{sync}")
         for n, h in doc["hosts"].items():
             click.echo(f"  {n}: pid {h['pid']} {'up' if h['alive'] else 'DOWN'}; " + "; ".join(h["nics"]))
+        for what in doc.get("faults", []):
+            click.echo(f"  fault: {what}")
     if dead:
         raise click.exceptions.Exit(ops.SWITCH_ERROR)
 

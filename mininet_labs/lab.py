@@ -38,6 +38,7 @@ from controller.fabric_client import FabricClient
 from controller.ops import Outcome
 from controller.p4info import P4Info
 from controller.plan import plan as make_plan
+from mininet_labs.faults import active as active_faults, clear_remains as clear_fault_remains
 from controller.routes import Fabric, Options
 from controller.service import handoff
 from controller.tls import TlsConfig
@@ -871,7 +872,8 @@ class Lab:
                 "hosts": {n: {"pid": h["pid"], "alive": _alive(h["pid"]),
                               "nics": [f"{x['intf']} {x['v6']} plane {x['plane']}" for x in h["nics"]]}
                           for n, h in st.hosts.items()},
-                "intfs_present": sum(1 for i in st.intfs if _intf_exists(i)), "intfs": len(st.intfs)}
+                "intfs_present": sum(1 for i in st.intfs if _intf_exists(i)), "intfs": len(st.intfs),
+                "faults": [f.describe() for f in active_faults(self.dir)]}
 
     def cli(self) -> None:
         """The Mininet CLI on this lab (only in the process running it)."""
@@ -927,6 +929,7 @@ def cleanup(lab_dir: str | Path = DEFAULT_DIR, model: Topology | None = None, ta
 
     lab_dir = Path(lab_dir).resolve()
     report = CleanupReport()
+    clear_fault_remains(lab_dir)  # thaw frozen switches (SIGTERM waits on a stopped process), drop nft tables
     state_path = lab_dir / STATE_NAME
     state = LabState.read(state_path) if state_path.exists() else None
     if state is not None and signal_owner and state.pid != os.getpid() and _alive(state.pid) \

@@ -1,0 +1,1 @@
+"""fabricctl: the command line, one module per command group."""
