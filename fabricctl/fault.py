@@ -72,11 +72,16 @@ def fault() -> None:
     """
 
 
-def _link_command(kind: str, doc: str, extra: list[Any] | None = None) -> None:
+def _example(doc: str, *lines: str) -> str:
+    return doc + "\n\n\b\nExample:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _link_command(kind: str, doc: str, extra: list[Any] | None = None, args: str = "") -> None:
     def cmd(switch: str, peer: str, lab_dir: Path, undo: bool, as_json: bool, **params: Any) -> None:
         _apply(lab_dir, kind, [switch, peer], undo, as_json, **params)
 
-    cmd.__doc__ = doc
+    cmd.__doc__ = _example(doc, f"fabricctl lab fault {kind} p0-t0-0 p0-t1-1{args}",
+                           f"fabricctl lab fault {kind} p0-t0-0 p0-t1-1{args} --undo")
     for deco in reversed([fault.command(kind), click.argument("switch"), click.argument("peer"), *(extra or []),
                           _dir_option, _undo_option, _json_option]):
         cmd = deco(cmd)
@@ -85,11 +90,11 @@ def _link_command(kind: str, doc: str, extra: list[Any] | None = None) -> None:
 _link_command("carrier-down", "Set SWITCH's port towards PEER down: both ends lose carrier.")
 _link_command("blackhole", "Drop everything SWITCH sends towards PEER (one way; carrier stays up).")
 _link_command("gray", "Drop PERCENT % of what SWITCH sends towards PEER, at random.",
-              [click.argument("percent", type=click.IntRange(1, 100))])
+              [click.argument("percent", type=click.IntRange(1, 100))], " 20")
 _link_command("slow", "Shape what SWITCH sends towards PEER to KBIT kbit/s (tbf).",
               [click.argument("kbit", type=click.IntRange(min=1)),
                click.option("--latency-ms", type=click.IntRange(min=1), default=50, show_default=True,
-                            help="The longest a frame may wait in the shaper's queue.")])
+                            help="The longest a frame may wait in the shaper's queue.")], " 1000")
 _link_command("flap", "Set SWITCH's port towards PEER down and up every --period-ms, until undone.",
               [click.option("--period-ms", type=click.IntRange(min=10), default=500, show_default=True)])
 
@@ -100,7 +105,12 @@ _link_command("flap", "Set SWITCH's port towards PEER down and up every --period
 @_dir_option
 @_json_option
 def carrier_up(switch: str, peer: str, lab_dir: Path, as_json: bool) -> None:
-    """Undo carrier-down: the port up again."""
+    """Undo carrier-down: the port up again.
+
+    \b
+    Example:
+      fabricctl lab fault carrier-up p0-t0-0 p0-t1-1
+    """
     _apply(lab_dir, "carrier-down", [switch, peer], True, as_json)
 
 
@@ -108,7 +118,7 @@ def _switch_command(kind: str, name: str, undo: bool, doc: str) -> None:
     def cmd(switch: str, lab_dir: Path, as_json: bool, **kw: Any) -> None:
         _apply(lab_dir, kind, [switch], undo or kw.get("undo", False), as_json)
 
-    cmd.__doc__ = doc
+    cmd.__doc__ = _example(doc, f"fabricctl lab fault {name} p0-t1-1")
     decos = [fault.command(name), click.argument("switch"), _dir_option, _json_option]
     if not undo:
         decos.append(_undo_option)
@@ -129,7 +139,12 @@ _switch_command("kill", "restart", True, "Undo kill: start the switch again as t
 @_undo_option
 @_json_option
 def host_nic_down(host: str, plane: int, lab_dir: Path, undo: bool, as_json: bool) -> None:
-    """Set HOST's NIC in PLANE down inside its namespace (its leaf port loses carrier)."""
+    """Set HOST's NIC in PLANE down inside its namespace (its leaf port loses carrier).
+
+    \b
+    Example:
+      fabricctl lab fault host-nic-down h1 0; fabricctl lab fault host-nic-down h1 0 --undo
+    """
     _apply(lab_dir, "host-nic-down", [host, str(plane)], undo, as_json)
 
 
@@ -137,7 +152,12 @@ def host_nic_down(host: str, plane: int, lab_dir: Path, undo: bool, as_json: boo
 @_dir_option
 @_json_option
 def list_cmd(lab_dir: Path, as_json: bool) -> None:
-    """The active faults of the lab in DIR."""
+    """The active faults of the lab in DIR.
+
+    \b
+    Example:
+      fabricctl lab fault list --json
+    """
     from mininet_labs import faults
 
     active = faults.active(lab_dir)
@@ -155,7 +175,12 @@ def list_cmd(lab_dir: Path, as_json: bool) -> None:
 @_dir_option
 @_json_option
 def clear_cmd(lab_dir: Path, as_json: bool) -> None:
-    """Undo every active fault (the last injected first)."""
+    """Undo every active fault (the last injected first).
+
+    \b
+    Example:
+      fabricctl lab fault clear
+    """
     from mininet_labs import faults
 
     running = _attach(lab_dir)
