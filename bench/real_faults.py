@@ -122,7 +122,19 @@ def carrier(svc: FabricService, lab: Lab, ev: Path) -> dict[str, Any]:
                             and e.get("link") != [LEAF, SPINE]]}
 
 
-KINDS = {"hung": hung, "carrier": carrier}
+def quiet(svc: FabricService, lab: Lab, ev: Path) -> dict[str, Any]:
+    """No fault: every host to every other at the tests' full rate; any failure recorded is false."""
+    n = len(ev.read_text().splitlines())
+    t0 = time.monotonic()
+    report = lab.traffic(qps=4, messages=64, rate=2000, plane_mode="packet", timeout=180)
+    evs = events(ev, n)
+    return {"seconds": round(time.monotonic() - t0, 1), "packets_sent": report.totals()["sent"],
+            "false_downs": [e.get("direction") or e.get("switch") for e in evs
+                            if e["kind"] in ("link_down", "port_down", "switch_down")],
+            "late_calls": {name: svc.calls.late(name) for name in svc.sessions if svc.calls.late(name)}}
+
+
+KINDS = {"hung": hung, "carrier": carrier, "quiet": quiet}
 
 
 def main() -> int:
