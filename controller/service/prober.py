@@ -305,6 +305,7 @@ class Prober:
                 if ok:
                     s.last_delay_ms = delay_ms
                     s.counts = None  # a run of losses, if any, is over
+                    self._pending.pop(s.d, None)  # and a counter read it asked for is no baseline for the next
                 else:
                     s.lost += 1
                 if self.on_outcome is not None:

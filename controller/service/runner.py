@@ -148,10 +148,10 @@ class FabricService:
         if self.port_status is not None:
             self.port_status.stop()
         self.prober.stop()
-        self.calls.close()
         for s in self.sessions.values():
             s.stop()
         self.healer.stop()
+        self.calls.close()
         for t in self._threads:
             t.join(timeout=5)
         self.events.emit("stopped")
