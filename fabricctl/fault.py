@@ -216,6 +216,7 @@ def carrier_watch(socket_path: Path, lab_dir: Path) -> None:
         click.echo(f"{st.switch}:{st.port} carrier {'up' if st.up else 'lost'}", err=True)
 
     watcher = CarrierWatcher(running.model, running.tag, socket_path, on_change=show)
+    click.echo(f"watching the carrier of {len(watcher.ports)} switch ports; port status to {socket_path}", err=True)
     signal.signal(signal.SIGTERM, lambda *_: watcher._stop.set())
     try:
         watcher.run_forever()

@@ -97,14 +97,22 @@ def test_a_lost_carrier_reaches_the_tables_by_port_status_and_the_probes_restore
     `fabricctl run --carrier-events` that the uplink lost carrier; the link is failed by that, not by
     K lost probes (its evidence says so), exactly that link is recorded, traffic passes; once the
     carrier is back the probes restore it."""
-    from mininet_labs.carrier import CarrierWatcher
+    import subprocess
+    import sys
+
     from mininet_labs.topo import link_ends
+    from tests.mininet.test_service import ROOT
 
     sock = tmp_path / "carrier.sock"
     c = controller(10, "events", "--carrier-events", str(sock))
     c.primary_everywhere()
-    watcher = CarrierWatcher(lab.model, lab.tag, sock)
-    watcher.start()
+    # the lab's port status as a user runs it: fabricctl lab carrier-watch, until SIGTERM
+    watcher = subprocess.Popen([sys.executable, "-m", "controller.cli", "lab", "carrier-watch", "--to", str(sock),
+                                "--dir", str(lab.dir)], cwd=ROOT, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+    first = watcher.stderr.readline()  # once it says so, its netlink socket is bound: no change is missed
+    ports = sum(len(lab.switch_intfs(s.name)) for s in lab.model.switches)
+    assert first.startswith(f"watching the carrier of {ports} switch ports"), first
     leaf_end, spine_end = link_ends(lab.model, LEAF, SPINE, lab.tag)
     n = len(c.all_events())
     try:
@@ -121,7 +129,9 @@ def test_a_lost_carrier_reaches_the_tables_by_port_status_and_the_probes_restore
         assert report.problems() == []
     finally:
         lab._ip_link(leaf_end.intf, "up")
-        watcher.stop()
+        watcher.terminate()
+        said = watcher.communicate(timeout=30)[1]
+    assert f"{LEAF}:{leaf_end.port} carrier lost" in said and f"{LEAF}:{leaf_end.port} carrier up" in said, said
     n = len(c.all_events())
     up = c.wait(lambda e: e["kind"] == "link_up" and e["link"] == [LEAF, SPINE], "link_up by the probes", after=n)
     assert up["evidence"].endswith("consecutive probes arrived")
