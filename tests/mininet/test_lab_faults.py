@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,20 @@ def test_each_fault_acts_is_named_and_everything_clears(lab: Any):
         assert carrier(leaf_end.intf) == "1"
         assert nft_tables().count("srv6fault_") == tables_before.count("srv6fault_")
         assert json.loads(fabricctl(lab, "status", "--json").stdout)["faults"] == []
+        # a flapping port: a process takes it down and up until undone, then leaves it up
+        flapping, _ = link_ends(lab.model, "p1-t0-1", "p1-t1-1", lab.tag)
+        assert fabricctl(lab, "fault", "flap", "p1-t0-1", "p1-t1-1", "--period-ms", "50").returncode == 0
+        (flapper,) = [f.undo["pid"] for f in active(lab.dir) if f.kind == "flap"]
+        seen = set()
+        for _ in range(400):
+            seen.add(carrier(flapping.intf))
+            if {None, "1"} <= seen:
+                break
+            time.sleep(0.01)
+        assert {None, "1"} <= seen  # it went down and came up again
+        assert fabricctl(lab, "fault", "flap", "p1-t0-1", "p1-t1-1", "--undo").returncode == 0
+        assert not Path(f"/proc/{flapper}").exists() or proc_state(flapper) == "Z"
+        assert int(Path(f"/sys/class/net/{flapping.intf}/flags").read_text(), 16) & 0x1  # left IFF_UP
         # what `lab down` does first: thaw and unfilter, whatever the record holds
         for args in [("freeze", "p1-t1-0"), ("blackhole", SPINE, LEAF)]:
             assert fabricctl(lab, "fault", *args).returncode == 0
