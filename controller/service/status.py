@@ -70,6 +70,9 @@ def lines(view: dict[str, Any] | None) -> list[str]:
     roles = [s["role"] for s in view.get("sessions", {}).values()]
     out = [f"controller: pid {view['pid']}, election id {view.get('election_id')}, "
            f"{roles.count('primary')} primary / {roles.count('backup')} backup / {roles.count('down')} down"]
+    for name, sess in sorted(view.get("sessions", {}).items()):
+        if isinstance(sess, dict) and sess.get("answers") is False:  # the liveness rule recorded it failed (hung)
+            out.append(f"  switch {name}: NOT ANSWERING ({sess.get('late_calls', 0)} calls past their deadline)")
     for name, link in sorted(view.get("links", {}).items()):
         dirs = link.get("directions", {}).values()
         lost = sum(d["lost"] for d in dirs)

@@ -193,3 +193,14 @@ def test_one_silent_switch_is_recorded_failed_and_holds_up_no_other_probing():
         for e in hung.values():
             e.clear()
         calls.close()
+
+
+def test_fabricctl_status_names_a_switch_that_does_not_answer():
+    from controller.service.status import lines
+
+    view = {"pid": 1, "election_id": 10, "links": {},
+            "sessions": {"p0-t1-0": {"role": "primary", "answers": True, "late_calls": 0},
+                         "p0-t1-1": {"role": "primary", "answers": False, "late_calls": 3},
+                         "p0-t0-0": {"role": "backup"}}}
+    assert lines(view) == ["controller: pid 1, election id 10, 2 primary / 1 backup / 0 down",
+                           "  switch p0-t1-1: NOT ANSWERING (3 calls past their deadline)"]
