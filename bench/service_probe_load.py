@@ -35,13 +35,13 @@ def cpu_s() -> float:
 
 
 def measure(lab: Lab, period_ms: float, seconds: float, timeout_ms: float, election_id: int, hosts: bool,
-            nice: int | None) -> dict:
+            nice: int | None, ping_ms: float = 100.0) -> dict:
     save_state(lab.failure_state_path, [])
-    events = lab.dir / f"events-{period_ms:g}-{int(hosts)}.jsonl"
+    events = lab.dir / f"events-{period_ms:g}-{int(hosts)}-{ping_ms:g}.jsonl"
     svc = FabricService(lab.model, lab.program, lab.failure_state_path,  # type: ignore[arg-type]
                         Config(period=period_ms / 1000, probe_timeout=timeout_ms / 1000, thresholds=Thresholds(),
                                election_id=election_id, counters_every=0, events=events, host_probes=hosts,
-                               nice=nice))
+                               nice=nice, ping_every=ping_ms / 1000))
     delays: list[float] = []
     svc.prober.on_outcome = lambda st, ok, d: delays.append(d) if d is not None else None
     svc.start()
@@ -65,7 +65,8 @@ def measure(lab: Lab, period_ms: float, seconds: float, timeout_ms: float, elect
     timeout_now = svc.prober.timeout_ms
     svc.stop()
     q = statistics.quantiles(delays, n=100) if len(delays) > 100 else []
-    return {"period_ms": period_ms, "host_probes": hosts, "directions": len(svc.prober.states), "seconds": round(dt, 2),
+    return {"period_ms": period_ms, "host_probes": hosts, "ping_every_ms": ping_ms,
+            "liveness_calls_late": sum(svc.calls.late(n) for n in svc.sessions), "directions": len(svc.prober.states), "seconds": round(dt, 2),
             "packet_out_pps": round((out1 - out0) / dt), "packet_in_pps": round((in1 - in0) / dt),
             "controller_cpu_pct": round(100 * (c1 - c0) / dt, 1),
             "delay_ms": {"p50": round(q[49], 2), "p99": round(q[98], 2), "max": round(max(delays), 2)} if q else None,
@@ -83,6 +84,8 @@ def main() -> int:
     ap.add_argument("--probe-timeout", type=float, default=80.0, help="ms (the timeout's floor)")
     ap.add_argument("--nice", type=int, default=-10, help="the service threads' nice value")
     ap.add_argument("--grpc-base-port", type=int, default=51301)
+    ap.add_argument("--pings", default="100", help="liveness call periods to try per row, ms (0: none); with 0 "
+                    "first, the others' CPU is given as a ratio against it")
     args = ap.parse_args()
     why = prerequisites()
     if why:
@@ -90,10 +93,19 @@ def main() -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="probe-load-") as d, \
             Lab(default_topology(grpc_base_port=args.grpc_base_port), d, tag=f"pl{os.getpid() % 100}") as lab:
-        rows = [measure(lab, float(p), args.seconds, args.probe_timeout, 10 + 2 * k + int(hosts), hosts, args.nice)
-                for k, p in enumerate(args.periods.split(",")) for hosts in (False, True)]
-    for base, with_hosts in zip(rows[::2], rows[1::2]):
-        with_hosts["cpu_ratio_vs_links_only"] = round(with_hosts["controller_cpu_pct"] / max(0.1, base["controller_cpu_pct"]), 2)
+        pings = [float(x) for x in args.pings.split(",")]
+        rows = [measure(lab, float(p), args.seconds, args.probe_timeout, 10 + k, hosts, args.nice, ping)
+                for k, (p, hosts, ping) in enumerate((p, h, g) for p in args.periods.split(",") for h in (False, True)
+                                                     for g in pings)]
+    for row in rows:
+        base = next(r for r in rows if r["period_ms"] == row["period_ms"] and not r["host_probes"]
+                    and r["ping_every_ms"] == row["ping_every_ms"])
+        if row["host_probes"]:
+            row["cpu_ratio_vs_links_only"] = round(row["controller_cpu_pct"] / max(0.1, base["controller_cpu_pct"]), 2)
+        unpinged = next((r for r in rows if r["period_ms"] == row["period_ms"] and r["host_probes"] == row["host_probes"]
+                         and r["ping_every_ms"] == 0), None)
+        if unpinged is not None and row is not unpinged:
+            row["cpu_ratio_vs_no_pings"] = round(row["controller_cpu_pct"] / max(0.1, unpinged["controller_cpu_pct"]), 2)
     print(json.dumps({"bench": "service_probe_load", "lab": "default (8 switches, 8 links, 16 directions)",
                       "probe_timeout_ms": args.probe_timeout, "runs": rows,
                       "machine": {"cpus": os.cpu_count(), "load_avg": os.getloadavg()}}, indent=1))

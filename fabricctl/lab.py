@@ -17,6 +17,7 @@ from controller import ops
 from fabricctl.options import Finite
 from controller.ops import OpError
 from controller.model.topology import TopologyError
+from controller.programs.toolchain import find_binary
 
 DEFAULT_DIR = "/tmp/srv6-fabric-lab"  # mininet_labs.lab.DEFAULT_DIR (not imported: keep this module light)
 
@@ -118,6 +119,9 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
     too_big = size_problem(model)
     if too_big:
         raise OpError(too_big)
+    from controller.programs.bmv2build import nonblocking_warning  # a bmv2 a lost carrier stalls (docs/toolchain.md)
+    if (warning := nonblocking_warning(find_binary("simple_switch_grpc"))) is not None:
+        click.echo(warning, err=True)
     opts = dict(tag=tag, pcap=pcap, log_level=log_level, tls=tls, **_global(ctx))
     try:
         if run_cli:
@@ -221,6 +225,8 @@ def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> Non
             click.echo(f"  {n}: pid {s['pid']} {'up' if s['alive'] else 'DOWN'}, {s['grpc']} device {s['device_id']}{sync}")
         for n, h in doc["hosts"].items():
             click.echo(f"  {n}: pid {h['pid']} {'up' if h['alive'] else 'DOWN'}; " + "; ".join(h["nics"]))
+        for what in doc.get("faults", []):
+            click.echo(f"  fault: {what}")
     if dead:
         raise click.exceptions.Exit(ops.SWITCH_ERROR)
 

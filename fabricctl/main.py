@@ -21,6 +21,7 @@ from fabricctl.doctor import doctor
 from fabricctl.endpoint import endpoint
 from fabricctl.evs import evs
 from fabricctl.failures import fail, restore
+from fabricctl.fault import carrier_watch, fault
 from fabricctl.install import install
 from fabricctl.lab import lab  # imports Mininet only when a lab command runs
 from fabricctl.p4 import p4
@@ -137,6 +138,8 @@ for command in (topo, plan_cmd, install, fail, restore, status, shell, p4, lab, 
                 web, doctor, store):
     cli.add_command(command)
 topo.add_command(topo_draw)
+lab.add_command(fault)
+lab.add_command(carrier_watch)
 
 
 def main() -> None:

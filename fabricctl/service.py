@@ -51,6 +51,14 @@ from controller.service.runner import EVENTS_NAME, Config, FabricService
               "back; K unanswered (with the port counters agreeing) record the host port failed (a NIC down).")
 @click.option("--host-probe-every", "host_every", type=click.IntRange(min=1, max=1000), default=5, show_default=True,
               metavar="N", help="Probe host NICs every N probe periods (each NIC costs as much as a link direction).")
+@click.option("--switch-deadline", type=click.FloatRange(min=10, max=60000), default=500.0, show_default=True,
+              metavar="MS", help="Every call to a switch has this long; a switch that leaves one unanswered while "
+              "the others answer and no probe crosses it is recorded failed (as 'fabricctl fail switch').")
+@click.option("--ping-every", type=click.FloatRange(min=0, max=60000), default=100.0, show_default=True, metavar="MS",
+              help="A liveness call (P4Runtime Capabilities) to each switch this often (0: none).")
+@click.option("--carrier-events", type=click.Path(dir_okay=False, path_type=Path), metavar="SOCKET",
+              help="Listen on this unix datagram socket for port status (a port's carrier lost or back, e.g. from "
+              "'fabricctl lab carrier-watch'): a lost carrier fails its link at once, the probes restore it.")
 @click.option("--no-probe", is_flag=True, help="Hold the sessions and the plan, but send no probes.")
 @click.option("--duration", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
               help="Stop after this long (0: run until SIGTERM or Ctrl-C).")
@@ -64,7 +72,8 @@ from controller.service.runner import EVENTS_NAME, Config, FabricService
 @click.pass_obj
 def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, window: int, gray_loss: float,
             max_damping: int, metrics_port: int, events_file: Path | None, counters_every: float, nice: int,
-            port_evidence: bool, host_probes: bool, host_every: int, no_probe: bool, duration: float,
+            port_evidence: bool, host_probes: bool, host_every: int, switch_deadline: float, ping_every: float,
+            carrier_events: Path | None, no_probe: bool, duration: float,
             web_listen: str | None, web_allow_remote: bool, lease_ttl: int) -> None:
     """Run the controller: hold the fabric at its plan and heal it by itself.
 
@@ -94,7 +103,9 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
     config = Config(period=period / 1000, probe_timeout=probe_timeout / 1000, thresholds=thresholds,
                     election_id=env.election_id, connect_timeout=min(env.timeout, 5.0), metrics_port=metrics_port,
                     counters_every=counters_every, events=events_file, probe=not no_probe, nice=nice,
-                    port_evidence=port_evidence, host_probes=host_probes, host_every=host_every)
+                    port_evidence=port_evidence, host_probes=host_probes, host_every=host_every,
+                    switch_deadline=switch_deadline / 1000, ping_every=ping_every / 1000,
+                    carrier_events=carrier_events)
     env.p4info()  # exit 5 with a hint when the artifacts are missing
     env.failures()  # exit 2 on an unreadable state file, before anything starts
     if getattr(env, "store_url", None):
@@ -115,7 +126,7 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
     except OSError as e:
         if web is not None:
             web.server_close()
-        raise OpError(f"cannot open the events file: {e}", BAD_INPUT) from None
+        raise OpError(f"cannot open the events file or the carrier socket: {e}", BAD_INPUT) from None
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 
 from controller.model.topology import Topology, load
+from mininet_labs.faults import clear_remains as clear_fault_remains
 from mininet_labs.labstate import DEFAULT_DIR, ENV_MARK, LabError, LabState, STATE_NAME, TOPOLOGY_NAME
 from mininet_labs.processes import alive, environ
 
@@ -59,6 +60,7 @@ def cleanup(lab_dir: str | Path = DEFAULT_DIR, model: Topology | None = None, ta
 
     lab_dir = Path(lab_dir).resolve()
     report = CleanupReport()
+    clear_fault_remains(lab_dir)  # thaw frozen switches (SIGTERM waits on a stopped process), drop nft tables
     state_path = lab_dir / STATE_NAME
     state = LabState.read(state_path) if state_path.exists() else None
     if state is not None and signal_owner and state.pid != os.getpid() and alive(state.pid) \

@@ -30,6 +30,7 @@ from controller.runtime.p4info import P4Info
 from controller.routes import Options
 from controller.runtime.tls import TlsConfig
 from controller.model.topology import Topology, load, to_dict
+from mininet_labs.faults import active as active_faults
 from mininet_labs import traffic as tr
 from mininet_labs.bmv2proc import ServerTls
 from mininet_labs.pki import PkiError, make_pki
@@ -301,7 +302,8 @@ class Lab(FailoverMixin, WiringMixin, TrafficMixin):
                 "hosts": {n: {"pid": h["pid"], "alive": alive(h["pid"]),
                               "nics": [f"{x['intf']} {x['v6']} plane {x['plane']}" for x in h["nics"]]}
                           for n, h in st.hosts.items()},
-                "intfs_present": sum(1 for i in st.intfs if intf_exists(i)), "intfs": len(st.intfs)}
+                "intfs_present": sum(1 for i in st.intfs if intf_exists(i)), "intfs": len(st.intfs),
+                "faults": [f.describe() for f in active_faults(self.dir)]}
 
     def cli(self) -> None:
         """The Mininet CLI on this lab (only in the process running it)."""

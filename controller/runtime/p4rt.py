@@ -438,12 +438,14 @@ class SwitchConnection:
 
     # --- write -----------------------------------------------------------------------------
 
-    def write(self, updates: Iterable[Update | tuple[str, Entity]], batch_size: int = 500) -> int:
+    def write(self, updates: Iterable[Update | tuple[str, Entity]], batch_size: int = 500,
+              timeout: float | None = None) -> int:
         """Write updates, `batch_size` per WriteRequest, stopping at the first failed request.
 
         Every entity is encoded (and checked) before anything is sent. Returns how many were written;
         raises WriteError (per-update codes) or NotPrimaryError. The requests go out as wire bytes
         (controller.runtime.wire: the messages codec.encode_entity builds, without building them).
+        `timeout`: each request's deadline (default: the connection's).
         """
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -460,7 +462,7 @@ class SwitchConnection:
             if start:
                 self._check_fence()
             try:
-                stub.Write(wire.write_request(self.device_id, election, batch), timeout=self.timeout)
+                stub.Write(wire.write_request(self.device_id, election, batch), timeout=timeout or self.timeout)
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.PERMISSION_DENIED:
                     raise self._not_primary() from None
@@ -471,13 +473,15 @@ class SwitchConnection:
 
     # --- read ------------------------------------------------------------------------------
 
-    def read_raw(self, entities: Iterable[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
-        """The entities a ReadRequest with these (wildcard) entities returns."""
+    def read_raw(self, entities: Iterable[p4runtime_pb2.Entity], timeout: float | None = None
+                 ) -> list[p4runtime_pb2.Entity]:
+        """The entities a ReadRequest with these (wildcard) entities returns (`timeout`: the call's
+        deadline, default the connection's)."""
         if self._stub is None:
             raise P4RuntimeError(f"{self.name}: not connected to {self.address}")
         request = p4runtime_pb2.ReadRequest(device_id=self.device_id, entities=list(entities))
         try:
-            return [e for response in self._stub.Read(request, timeout=self.timeout) for e in response.entities]
+            return [e for response in self._stub.Read(request, timeout=timeout or self.timeout) for e in response.entities]
         except grpc.RpcError as e:
             raise self._rpc_error("Read", e) from None
 
@@ -511,10 +515,11 @@ class SwitchConnection:
         requests += [codec.table_read(p4info, t, default=True) for t in default_tables]
         return self.read(requests)
 
-    def read_counter(self, name: str, index: int | None = None) -> list[CounterValue]:
+    def read_counter(self, name: str, index: int | None = None, timeout: float | None = None) -> list[CounterValue]:
         """One counter cell (a one-item list), or every cell of the counter, sorted by index."""
         p4info = self.require_p4info()
-        values = [codec.decode_counter(e, p4info) for e in self.read_raw([codec.counter_read(p4info, name, index)])]
+        values = [codec.decode_counter(e, p4info)
+                  for e in self.read_raw([codec.counter_read(p4info, name, index)], timeout)]
         return sorted(values, key=lambda v: v.index)
 
     def read_counter_cells(self, name: str, indices: Iterable[int]) -> list[CounterValue]:
@@ -524,6 +529,16 @@ class SwitchConnection:
         if not reads:
             return []
         return sorted((codec.decode_counter(e, p4info) for e in self.read_raw(reads)), key=lambda v: v.index)
+
+    def capabilities(self, timeout: float) -> str:
+        """The switch's P4Runtime API version (the Capabilities RPC): the cheapest call a switch
+        answers, so the service's liveness check; P4RuntimeError past `timeout` seconds."""
+        if self._stub is None:
+            raise P4RuntimeError(f"{self.name}: not connected to {self.address}")
+        try:
+            return self._stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=timeout).p4runtime_api_version
+        except grpc.RpcError as e:
+            raise self._rpc_error("Capabilities", e) from None
 
     # --- packet I/O ------------------------------------------------------------------------
 

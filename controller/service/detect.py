@@ -90,6 +90,13 @@ def step(d: Detector, ok: bool, t: Thresholds) -> tuple[Detector, Change | None]
     return nxt, None
 
 
+def force_down(d: Detector, t: Thresholds, reason: str) -> Detector:
+    """The detector taken down by another signal than its probes (a port that lost carrier): as a
+    down by probes would, counts start afresh and a down soon after a restore counts as a flap."""
+    flaps = d.flaps + 1 if d.since_change + 1 <= t.window else 0
+    return replace(d, up=False, losses=0, successes=0, recent=(), since_change=0, flaps=flaps, reason=reason)
+
+
 def run(outcomes: list[bool] | tuple[bool, ...], t: Thresholds, d: Detector | None = None
         ) -> tuple[Detector, list[tuple[int, Change]]]:
     """Feed a timeline; the final state and each change with the index of the probe that caused it."""

@@ -24,7 +24,7 @@ from controller.state.statelock import StateLocked
 from controller.model.topology import Topology
 from controller.state.filestore import FileStore
 from controller.state.store import Conflict, Store, StoreError
-from controller.state.statelock import StateLocked
+from controller.service.switchcalls import SwitchCalls
 
 Emit = Callable[..., object]
 
@@ -48,6 +48,8 @@ class Healer:
     on_change: Callable[[], None] | None = None  # after a pass that read a new record or applied a new set
     options: Options | None = None  # hash mode and pins of the plan (default: the program's)
     fence: Callable[[], str | None] | None = None  # etcd leadership: None while this controller may write
+    calls: SwitchCalls | None = None  # when set, deltas go out on the switches' workers, all at once, with a deadline
+    write_deadline: float = 2.0  # seconds a switch's delta may take before it waits for a full reconcile
     applied: frozenset[Failure] | None = field(default=None, init=False)  # the failure set the switches hold
     recorded: dict[Failure, Origin] = field(default_factory=dict, init=False)  # the record, with origins, as last read
     read_mono_ns: int = field(default=0, init=False)  # when the last pass read the record (under the state lock)
@@ -171,7 +173,7 @@ class Healer:
             self.read_mono_ns, self.read_revision = read_ns, read_rev
             for name in sorted(self._full):
                 s = self.sessions[name]
-                if s.ready:
+                if s.ready and (self.calls is None or self.calls.silent_since(name) is None):
                     self._full_reconcile(s, new)
         if changed and self.on_change is not None:
             self.on_change()
@@ -197,10 +199,17 @@ class Healer:
         t0 = time.monotonic()
         deltas = failover.delta(self._fabric(old), self._fabric(new))
         down = ops.down_switches(new)
+        # a switch back from a recorded failure holds whatever it held when it failed: all of it is compared
+        self._full |= ops.down_switches(old) - down
         written: dict[str, int] = {}
+        if self.calls is not None:
+            self._write_on_workers(deltas, down, written)
+            self.emit("deltas_written", switches=written, failures=len(new),
+                      ms=round((time.monotonic() - t0) * 1000, 2), t_mono_ns=time.monotonic_ns())
+            return
         for name, d in sorted(deltas.items()):
             s = self.sessions[name]
-            if name in down:
+            if name in down or name in self._full:
                 continue
             if not s.ready:
                 self._full.add(name)  # reconciled in full when its session is back
@@ -217,6 +226,30 @@ class Healer:
                 self._full.add(name)
         self.emit("deltas_written", switches=written, failures=len(new),
                   ms=round((time.monotonic() - t0) * 1000, 2), t_mono_ns=time.monotonic_ns())
+
+    def _write_on_workers(self, deltas: Mapping[str, Delta], down: set[str], written: dict[str, int]) -> None:
+        """Every switch's delta at once on its worker; the slowest holds this thread at most
+        `write_deadline`. A switch that does not answer, or whose delta failed, is reconciled in full later."""
+        assert self.calls is not None
+        jobs = {}
+        for name, d in sorted(deltas.items()):
+            s = self.sessions[name]
+            if name in down or name in self._full:
+                continue
+            if not s.ready:
+                self._full.add(name)
+                continue
+            batches = [list(b) for b in ordered_updates(self._canonical(d))]
+            jobs[name] = (lambda t, s=s, batches=batches: (time.monotonic(), [s.conn.write(b, timeout=t) for b in batches]))
+        results = self.calls.gather(jobs, self.write_deadline)
+        for name, r in sorted(results.items()):
+            if isinstance(r, Exception):
+                self.emit("delta_failed", switch=name, error=str(r) or type(r).__name__)
+                self._full.add(name)
+                continue
+            written[name] = len(deltas[name])
+            if self.on_reconcile is not None:
+                self.on_reconcile(name, time.monotonic() - r[0])
 
     def _canonical(self, d: Delta) -> Delta:
         c = lambda xs: tuple(canonical(e, self.p4info) for e in xs)  # noqa: E731

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from concurrent.futures import Future, wait
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -14,9 +15,12 @@ from controller.failover import Failure, HostPortDown, LinkDown
 from controller.runtime.p4rt import P4RuntimeError
 from controller.plan.probes import (PROBE_SLOTS, Probe, advertised_target, neighbor_solicitation, parse_probe, probe_frame,
                                probed_host_ports)
-from controller.service.detect import Change, Detector, Evidence, Thresholds, counter_deltas, port_evidence, step
+from controller.service.detect import (Change, Detector, Evidence, Thresholds, counter_deltas, force_down, port_evidence,
+                                      step)
+from controller.service.liveness import Signals, SwitchHealth, judge as judge_switch
 from controller.service.probetimer import ProbeTimer
 from controller.model.topology import Topology
+from controller.service.switchcalls import NO_ANSWER, CallLate, SwitchCalls, SwitchSilent
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +98,14 @@ GRAY_SPAN_NS = 1_000_000_000  # the port counters judge a gray ratio over at lea
 TX_COUNTER = "FabricEgress.port_tx"  # counted in egress, before the port takes (or refuses) the frame
 RX_COUNTER = "IngressPipe.port_rx"
 
-# (source switch, source port, far switch, far port) -> (tx, rx) packet counts, or None if unreadable
-PortCounts = Callable[[Direction], "tuple[int, int] | None"]
+LATE = "late"  # the port counters were asked for and have not come back yet: ask again at the next loss
+COUNTS_GRACE = 0.02  # seconds the prober waits for a counter read it just asked for (a quiet switch: ~3 ms)
+
+# (source switch, source port, far switch, far port) -> (tx, rx) packet counts, None if unreadable, or LATE
+PortCounts = Callable[[Direction], "tuple[int, int] | None | str"]
+
+# (switch, change, why) for each switch the liveness rule records failed or back; on the prober's thread.
+OnSwitch = Callable[[str, Change, str], None]
 
 
 # (direction state, change) for each detector change; called on the prober's thread.
@@ -115,7 +125,7 @@ class Prober:
                  on_outcome: Callable[[DirectionState, bool, float | None], None] | None = None,
                  on_stall: Callable[[int, int], None] | None = None, stall_fraction: float = 0.5,
                  port_counts: PortCounts | None = None, evidence: bool = True, hosts: bool = False,
-                 host_every: int = 1) -> None:
+                 host_every: int = 1, calls: SwitchCalls | None = None, on_switch: OnSwitch | None = None) -> None:
         self.sessions = sessions
         self.thresholds = thresholds
         self.period = period
@@ -133,6 +143,10 @@ class Prober:
         self.evidence = evidence
         self.host_every = max(1, host_every)  # host NICs are probed every this many periods
         self._round = 0
+        self.calls = calls  # every call to a switch goes through it (deadline, off this thread) when set
+        self.on_switch = on_switch
+        self.health = {name: SwitchHealth() for name in sessions}
+        self._pending: dict[Direction, tuple[Future, Future]] = {}  # counter reads asked for, per direction
         self.port_counts: PortCounts = port_counts or self._read_port_counts
         self.stalls = 0
         self.late = 0  # probes that arrived after they were judged lost
@@ -140,6 +154,8 @@ class Prober:
         self._by_key = {(s.d.link_id, s.d.direction): s for s in self.states if not s.d.host}
         self._by_port = {(s.d.dst, s.d.dst_port): s for s in self.states if s.d.host}
         self._lock = threading.Lock()
+        self._judging = threading.Lock()  # detectors change under it: the prober's rounds, carrier events
+        self.carrier_downs = 0  # links (or host ports) failed by a carrier loss, not by probes
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.packets_out = 0
@@ -162,6 +178,17 @@ class Prober:
         for s in self.states:
             if s.d.link in links:
                 s.detector = Detector(up=False, reason="recorded failed when the controller started")
+
+    def seed_switches_down(self, names: set[str]) -> None:
+        """Start these switches recorded failed by the liveness rule (the detector's SwitchDown records):
+        restored once they answer and their probes arrive."""
+        for name in names:
+            if name in self.health:
+                self.health[name] = SwitchHealth(up=False, since_ns=time.monotonic_ns(),
+                                                 reason="recorded failed when the controller started")
+
+    def switches_down(self) -> set[str]:
+        return {n for n, h in self.health.items() if not h.up}
 
     def link_down(self, link: Failure) -> bool:
         """True while either direction's detector holds the link (or host port) down."""
@@ -192,6 +219,7 @@ class Prober:
                 self.packets_out += 1
             self._drain()
             self._judge(time.monotonic_ns())
+            self._judge_switches(time.monotonic_ns())
             next_t += self.period
             delay = next_t - time.monotonic()
             if delay < -self.period:  # fell behind (CPU starved): skip, do not burst
@@ -216,11 +244,44 @@ class Prober:
         """The probe timeout in use now."""
         return self._timeout_now / 1e6
 
+    def carrier(self, switch: str, port: int, up: bool, why: str = "") -> list[DirectionState]:
+        """A port's carrier changed (port status from the switch side): lost, every direction through
+        that port goes down at once, without waiting for K lost probes; back, nothing here (the probes
+        restore it, M in a row). The directions it failed (their detectors' changes went to on_change)."""
+        if up:
+            return []
+        failed = []
+        with self._judging:
+            for s in self.states:
+                if (s.d.src, s.d.src_port) != (switch, port) and (s.d.dst, s.d.dst_port) != (switch, port):
+                    continue
+                if not s.detector.up:
+                    continue
+                s.detector = force_down(s.detector, self.thresholds, why or f"carrier lost on {switch}:{port}")
+                s.counts = None
+                self.carrier_downs += 1
+                failed.append(s)
+                self.on_change(s, Change.DOWN)
+        return failed
+
     def _judge(self, now_ns: int) -> None:
+        with self._judging:
+            self._judge_locked(now_ns)
+
+    def _judge_locked(self, now_ns: int) -> None:
         due: list[tuple[DirectionState, list[tuple[bool, float | None]]]] = []
+        down = self.switches_down() | self._silent()
         with self._lock:
             self._timeout_now = self.timer.timeout_ns(now_ns)
             for s in self.states:
+                if s.d.src in down or s.d.dst in down:
+                    # a switch that does not answer (or is recorded failed by the liveness rule) is the
+                    # failure: its links' probes are not judged meanwhile
+                    if any(seq not in s.received and sent + self._timeout_now <= now_ns for seq, sent in s.outstanding):
+                        s.outstanding.clear()
+                        s.received.clear()
+                        s.counts = None
+                    continue
                 outcomes: list[tuple[bool, float | None]] = []
                 while s.outstanding and self._due(s, s.outstanding[0][0], s.outstanding[0][1], now_ns):
                     seq, _ = s.outstanding.popleft()
@@ -244,6 +305,7 @@ class Prober:
                 if ok:
                     s.last_delay_ms = delay_ms
                     s.counts = None  # a run of losses, if any, is over
+                    self._pending.pop(s.d, None)  # and a counter read it asked for is no baseline for the next
                 else:
                     s.lost += 1
                 if self.on_outcome is not None:
@@ -266,11 +328,16 @@ class Prober:
         (a port that sends nothing for the hard timeout counts as dead). The gray ratio: see
         `_gray_on_the_wire`. No counters to read (a switch that does not answer): the probes decide."""
         if s.counts is None:  # the first loss of a run: what the counters say now
-            s.counts, s.counts_ns = self.port_counts(s.d), now_ns
+            first = self.port_counts(s.d)
+            if first == LATE:  # asked; held back until they answer (the next loss asks again)
+                return False
+            s.counts, s.counts_ns = first, now_ns  # type: ignore[assignment]
         if s.detector.losses + 1 < self.thresholds.fail_after:
             _, change = step(s.detector, False, self.thresholds)
             return change is None or self._gray_on_the_wire(s, now_ns)
         now = None if s.counts is None else self.port_counts(s.d)
+        if now == LATE:
+            return False
         if s.counts is None or now is None:
             return True
         # The counters were first read a timeout after the first lost probe left: what the timeout
@@ -293,6 +360,8 @@ class Prober:
         anything is alive (its port's tx and rx are different flows): held back. The first such loss
         reads the counters and is held back; later ones compare."""
         now = self.port_counts(s.d)
+        if now == LATE:
+            return False
         if now is None:
             return True
         if s.gray_counts is None or now_ns - s.gray_counts_ns > 10 * self.hard_timeout_ns:
@@ -313,13 +382,62 @@ class Prober:
         s.gray_counts, s.gray_counts_ns = now, now_ns
         return wire >= self.thresholds.gray_loss / 2
 
-    def _read_port_counts(self, d: Direction) -> tuple[int, int] | None:
+    def _read_port_counts(self, d: Direction) -> tuple[int, int] | None | str:
+        """Both ends' counters, read on the switches' workers: a read asked for waits here at most
+        COUNTS_GRACE, then LATE (the prober goes on; the next loss takes the answer). A switch that
+        does not answer: LATE (the liveness rule judges it). Unreadable: None."""
+        if self.calls is None:
+            return self._read_port_counts_here(d)
+        pending = self._pending.get(d)
+        if pending is None:
+            src, dst = self.sessions[d.src].conn, self.sessions[d.dst].conn  # type: ignore[attr-defined]
+            try:
+                pending = (self.calls.submit(d.src, lambda t: src.read_counter(TX_COUNTER, d.src_port, t)),
+                           self.calls.submit(d.dst, lambda t: dst.read_counter(RX_COUNTER, d.dst_port, t)))
+            except SwitchSilent:
+                return LATE
+            self._pending[d] = pending
+            wait(pending, timeout=COUNTS_GRACE)
+        if not all(f.done() for f in pending):
+            return LATE
+        del self._pending[d]
+        try:
+            return pending[0].result()[0].packets, pending[1].result()[0].packets
+        except P4RuntimeError as e:
+            return LATE if any(k in str(e) for k in NO_ANSWER) else None
+        except (LookupError, CallLate):
+            return None
+
+    def _read_port_counts_here(self, d: Direction) -> tuple[int, int] | None:
         try:
             tx = self.sessions[d.src].conn.read_counter(TX_COUNTER, d.src_port)  # type: ignore[attr-defined]
             rx = self.sessions[d.dst].conn.read_counter(RX_COUNTER, d.dst_port)  # type: ignore[attr-defined]
             return tx[0].packets, rx[0].packets
         except (P4RuntimeError, LookupError):
             return None
+
+    def _silent(self) -> set[str]:
+        """Switches that left a call unanswered past its deadline and have not answered since."""
+        if self.calls is None:
+            return set()
+        return {n for n in self.health if self.calls.silent_since(n) is not None}
+
+    def _judge_switches(self, now_ns: int) -> None:
+        """The liveness rule (liveness.judge) for every switch in session; changes go to `on_switch`."""
+        if self.calls is None:
+            return
+        answered = {n: self.calls.answered_sent_ns(n) for n in self.health}
+        for name, h in list(self.health.items()):
+            if not self.sessions[name].ready:  # type: ignore[attr-defined]
+                continue  # no session: the stream's end says so (switch_unreachable / stream_broken)
+            others = max((t for n, t in answered.items() if n != name), default=0)
+            with self._lock:
+                probes = max(self._sent_progress.get(name, 0), self._recv_progress.get(name, 0))
+                fabric = self._progress
+            signals = Signals(self.calls.silent_since(name), self.calls.answered_ns(name), others, probes, fabric)
+            self.health[name], change = judge_switch(h, signals, now_ns)
+            if change is not None and self.on_switch is not None:
+                self.on_switch(name, change, self.health[name].reason)
 
     # --- receiving -------------------------------------------------------------------------
     def _drain(self) -> None:

@@ -16,16 +16,20 @@ from controller import ops
 from controller.failover import HostPortDown, LinkDown
 from controller.runtime.p4info import P4Info
 from controller.runtime.p4rt import P4RuntimeError
+from controller.failover import SwitchDown
 from controller.routes import Options, Program
 from controller.service.detect import Change, Thresholds
 from controller.service.events import EventLog
 from controller.service.healer import Healer
 from controller.plan.fabricplan import plan as make_plan
+from controller.service.liveness import Pinger
+from controller.service.portstatus import PortStatus, PortStatusListener
 from controller.service.metrics import Metrics, drop_reason_names
 from controller.service.paths import PATH_COUNTER, PathLabel, path_labels
 from controller.service.priority import set_thread_nice
 from controller.service.prober import DirectionState, Prober, failure_label
 from controller.service.sessions import Role, Session
+from controller.service.switchcalls import SwitchCalls
 from controller.service.status import may_write, remove_status, status_path, write_status
 from controller.failover import failure_to_json
 from controller.state.statefile import DETECTOR
@@ -56,6 +60,9 @@ class Config:
     host_every: int = 5  # ... every this many periods (the controller's CPU: 16 link directions cost half a core)
     port_evidence: bool = True  # a link is dead by K lost probes only if its port counters agree
     nice: int | None = None  # the service threads' nice value (None: as started); see priority.py
+    switch_deadline: float = 0.5  # seconds a switch has to answer any call; past it, it is silent (liveness.py)
+    ping_every: float = 0.1  # seconds between liveness calls to each switch (0: none, no switch is recorded hung)
+    carrier_events: Path | None = None  # a unix datagram socket port-status sources send to (portstatus.py)
 
 
 class FabricService:
@@ -78,9 +85,11 @@ class FabricService:
         self.started = time.time()
         self.sessions: dict[str, Session] = {}
         self._publish = threading.Event()  # set: write the status file now (the healer applied a change)
+        self.calls = SwitchCalls([sw.name for sw in topo.switches], config.switch_deadline)
         self.healer = Healer(topo, program, self.p4info, self.store, self.sessions, self.events.emit,
                              on_reconcile=lambda n, s: self.metrics.reconcile.labels(n).observe(s),
-                             on_change=self._publish.set, options=options, fence=fence)
+                             on_change=self._publish.set, options=options, fence=fence, calls=self.calls,
+                             write_deadline=max(2.0, 4 * config.switch_deadline))
         for sw in topo.switches:
             self.sessions[sw.name] = Session(sw, config.election_id, self.artifacts, self.p4info,
                                              on_primary=self.healer.reconcile_now, notify=self._session_event,
@@ -88,7 +97,10 @@ class FabricService:
         self.prober = Prober(topo, self.sessions, config.thresholds, period=config.period,
                              timeout=config.probe_timeout, on_change=self._link_change, on_outcome=self._outcome,
                              on_stall=self._stall, evidence=config.port_evidence, hosts=config.host_probes,
-                             host_every=config.host_every)
+                             host_every=config.host_every, calls=self.calls, on_switch=self._switch_change)
+        self.pinger = Pinger(self.calls, self.sessions, lambda n: self.sessions[n].ready, config.ping_every)
+        self.port_status = None if config.carrier_events is None else \
+            PortStatusListener(config.carrier_events, self._port_status)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._drop_names = drop_reason_names()
@@ -107,8 +119,11 @@ class FabricService:
             recorded = self.store.recorded(self.topo)
         # the detector's own failures start down (restored after M probes back); the operator's are
         # probed like any link or host port but stay recorded until 'fabricctl restore'
-        detected = {f for f, by in recorded.items() if isinstance(f, (LinkDown, HostPortDown)) and by == DETECTOR}
+        detected = {f for f, by in recorded.items()
+                    if isinstance(f, (LinkDown, HostPortDown, SwitchDown)) and by == DETECTOR}
         self.prober.seed_down(detected)
+        if self.config.ping_every > 0:
+            self.prober.seed_switches_down({f.name for f in detected if isinstance(f, SwitchDown)})
         self.healer.seed(detected)
         self._init_series(detected)
         # Threads inherit their creator's nice value: one launcher thread takes the service's and
@@ -142,6 +157,10 @@ class FabricService:
             s.start()
         if self.config.probe:
             self.prober.start()
+            if self.config.ping_every > 0:
+                self.pinger.start()
+            if self.port_status is not None:
+                self.port_status.start()
         self._threads = [threading.Thread(target=self._status_loop, name="status", daemon=True)]
         if self.config.counters_every > 0:
             self._threads.append(threading.Thread(target=self._counters_loop, name="counters", daemon=True))
@@ -151,10 +170,14 @@ class FabricService:
     def stop(self) -> None:
         self._stop.set()
         self._publish.set()
+        self.pinger.stop()
+        if self.port_status is not None:
+            self.port_status.stop()
         self.prober.stop()
         for s in self.sessions.values():
             s.stop()
         self.healer.stop()
+        self.calls.close()
         for t in self._threads:
             t.join(timeout=5)
         self.events.emit("stopped")
@@ -197,6 +220,22 @@ class FabricService:
             self.metrics.link_up.labels(failure_label(link)).set(0 if down else 1)
             self.healer.link_changed(link, down)
 
+    def _switch_change(self, name: str, change: Change, reason: str) -> None:
+        """The liveness rule recorded a switch failed (it stopped answering) or back."""
+        down = change is Change.DOWN
+        self.events.emit("switch_down" if down else "switch_up", switch=name, evidence=reason,
+                         silent_calls=self.calls.late(name), t_mono_ns=time.monotonic_ns())
+        self.healer.link_changed(SwitchDown(name), down)
+
+    def _port_status(self, st: PortStatus) -> None:
+        """A port-status source says a port lost (or regained) carrier: a loss fails its link now."""
+        now = time.monotonic_ns()
+        known = self.topo.has_switch(st.switch)
+        self.events.emit("carrier", switch=st.switch, port=st.port, up=st.up, known=known,
+                         source_ms=round((now - st.t_mono_ns) / 1e6, 2) if st.t_mono_ns else None, t_mono_ns=now)
+        if known and self.config.probe:
+            self.prober.carrier(st.switch, st.port, st.up, f"carrier lost on {st.switch}:{st.port} (port status)")
+
     def _stall(self, lossy: int, total: int) -> None:
         if self.prober.stalls == 1 or self.prober.stalls % 100 == 0:
             self.events.emit("probe_stall", lossy_directions=lossy, directions=total, stalls=self.prober.stalls)
@@ -235,7 +274,7 @@ class FabricService:
     def _counters_loop(self) -> None:
         while not self._stop.wait(self.config.counters_every):
             for s in list(self.sessions.values()):
-                if not s.ready:
+                if not s.ready or self.calls.silent_since(s.name) is not None:
                     continue
                 try:
                     rx = s.conn.read_counter("IngressPipe.port_rx")
@@ -283,7 +322,9 @@ class FabricService:
                 "election_id": self.config.election_id, "state": str(self.state), "events": str(self.events.path),
                 "period_ms": self.config.period * 1000, "probe_timeout_ms": round(self.prober.timeout_ms, 1),
                 "nice": self.config.nice, "thresholds": asdict(self.config.thresholds),
-                "sessions": {n: {"role": s.role.value, "reconnects": s.reconnects} for n, s in self.sessions.items()},
+                "sessions": {n: {"role": s.role.value, "reconnects": s.reconnects,
+                                 "answers": self.prober.health[n].up, "late_calls": self.calls.late(n)}
+                             for n, s in self.sessions.items()},
                 "primary": all(s.role is Role.PRIMARY for s in self.sessions.values()),
                 "links": links, "link_changes": dict(self.link_changes),
                 "applied_failures": None if applied is None else [ops.describe_failure(self.topo, f) for f in sorted(applied, key=str)],

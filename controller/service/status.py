@@ -76,6 +76,9 @@ def lines(view: dict[str, Any] | None) -> list[str]:
                   f"(lease TTL {leader.get('ttl')} s), " + out[0].split(", ", 2)[-1])
     if view.get("held"):
         out.append(f"  writes held: {view['held']}")
+    for name, sess in sorted(view.get("sessions", {}).items()):
+        if isinstance(sess, dict) and sess.get("answers") is False:  # the liveness rule recorded it failed (hung)
+            out.append(f"  switch {name}: NOT ANSWERING ({sess.get('late_calls', 0)} calls past their deadline)")
     for name, link in sorted(view.get("links", {}).items()):
         dirs = link.get("directions", {}).values()
         lost = sum(d["lost"] for d in dirs)

@@ -1,0 +1,1 @@
+"""Unit tests of the controller package, by module path."""

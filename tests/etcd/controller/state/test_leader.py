@@ -3,7 +3,6 @@ election id; a frozen leader, thawed, does not pass its fence; a leader without 
 
 from __future__ import annotations
 
-from tests.paths import REPO
 
 import json
 import os

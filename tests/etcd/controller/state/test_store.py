@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from tests.paths import REPO
 
 import json
 import os

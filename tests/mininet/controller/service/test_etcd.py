@@ -76,4 +76,4 @@ def test_run_on_etcd_records_detected_and_operator_failures_there_and_applies_th
     assert store.load() == {OTHER: OPERATOR}  # the operator's stays
     assert tables_equal_etcd_plan(lab, cluster.url) == {}
     s = fabricctl(lab, cluster.url, "status", "--offline")
-    assert s.returncode == 0 and f"controller: leader " in s.stdout and f"pid {c.proc.pid}" in s.stdout, s.stdout
+    assert s.returncode == 0 and "controller: leader " in s.stdout and f"pid {c.proc.pid}" in s.stdout, s.stdout
