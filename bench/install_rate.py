@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import grpc  # noqa: E402
 from google.protobuf import __version__ as protobuf_version  # noqa: E402
 from google.protobuf.internal import api_implementation  # noqa: E402
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc  # noqa: E402
 
+from controller.runtime.proto import p4runtime_pb2, p4runtime_pb2_grpc  # noqa: E402
 from controller import codec, wire  # noqa: E402
 from controller.codec import canonical  # noqa: E402
 from controller.entries import Exact, Lpm, TableEntry  # noqa: E402

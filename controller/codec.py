@@ -10,7 +10,7 @@ import weakref
 from dataclasses import replace
 from typing import Callable, TypeVar
 
-from p4.v1 import p4runtime_pb2
+from controller.runtime.proto import p4runtime_pb2
 
 from controller.entries import (
     ActionProfileGroup,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from google.protobuf.descriptor import FieldDescriptor
-from p4.v1 import p4runtime_pb2
 
+from controller.runtime.proto import p4runtime_pb2
 from controller.codec import canonical, derived, int_bytes, scalar
 from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, Exact, Lpm, TableEntry
 from controller.p4info import P4Info

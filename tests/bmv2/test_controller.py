@@ -19,8 +19,8 @@ from ipaddress import IPv6Address
 
 import grpc
 import pytest
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from controller.runtime.proto import p4runtime_pb2, p4runtime_pb2_grpc
 from controller import failover, ops, topology
 from controller.codec import canonical, encode_entity
 from controller.cli import show_entity

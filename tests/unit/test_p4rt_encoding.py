@@ -9,9 +9,8 @@ from typing import Iterator
 import grpc
 import pytest
 from google.protobuf import text_format
-from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2
 
+from controller.runtime.proto import p4runtime_pb2, code_pb2
 from controller.entries import ActionProfileMember, Exact, Lpm, TableEntry
 from controller.p4info import P4Info
 from controller.p4rt import (

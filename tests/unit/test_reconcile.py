@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2
 
+from controller.runtime.proto import p4runtime_pb2, code_pb2
 from controller.codec import canonical
 from controller.entries import ActionProfileGroup, ActionProfileMember, Lpm, TableEntry, Ternary
 from controller.fabric_client import FabricClient

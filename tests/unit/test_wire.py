@@ -13,10 +13,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from google.rpc import code_pb2
-from p4.config.v1 import p4info_pb2
-from p4.v1 import p4runtime_pb2
 
+from controller.runtime.proto import p4runtime_pb2, p4info_pb2, code_pb2
 from controller import wire
 from controller.codec import encode_entity
 from controller.entries import ActionProfileGroup, ActionProfileMember, Entity, Exact, Lpm, TableEntry, Ternary

@@ -1,0 +1,1 @@
+"""P4Runtime sessions: bindings, encoding, the switch client, reconcile, TLS."""
