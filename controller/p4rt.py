@@ -12,8 +12,8 @@ from typing import Iterable, Iterator
 
 import grpc
 
-from controller.runtime.proto import p4runtime_pb2, p4runtime_pb2_grpc, status_pb2, code_pb2
-from controller import codec
+from controller import codec, wire
+from controller.runtime.proto import code_pb2, p4runtime_pb2, p4runtime_pb2_grpc, status_pb2
 from controller.entries import ActionProfileMember, CounterValue, Entity, Exact, Lpm, Match, TableEntry, Value
 from controller.p4info import P4Info, pipeline_differences
 from controller.reconcile import Update, UpdateType
@@ -30,8 +30,21 @@ _GRPC_OPTIONS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 
-_Stub = p4runtime_pb2_grpc.P4RuntimeStub
-_UPDATE_TYPES = {kind: p4runtime_pb2.Update.Type.Value(kind.value) for kind in UpdateType}
+def _identity(data: bytes) -> bytes:
+    """Write requests are wire bytes already (controller.wire)."""
+    return data
+
+
+class _Stub(p4runtime_pb2_grpc.P4RuntimeStub):
+    """The P4Runtime stub, but Write takes the WriteRequest as wire bytes (controller.wire.write_request)."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        super().__init__(channel)
+        self.Write = channel.unary_unary(
+            "/p4.v1.P4Runtime/Write",
+            request_serializer=_identity,
+            response_deserializer=p4runtime_pb2.WriteResponse.FromString,
+        )
 
 
 class P4RuntimeError(Exception):
@@ -420,39 +433,31 @@ class SwitchConnection:
     def write(self, updates: Iterable[Update | tuple[str, Entity]], batch_size: int = 500) -> int:
         """Write updates, `batch_size` per WriteRequest, stopping at the first failed request.
 
-        Every WriteRequest is built (every entity encoded and checked) before anything is sent. Returns
-        how many were written; raises WriteError (per-update codes) or NotPrimaryError.
+        Every entity is encoded (and checked) before anything is sent. Returns how many were written;
+        raises WriteError (per-update codes) or NotPrimaryError. The requests go out as wire bytes
+        (controller.wire: the messages codec.encode_entity builds, without building them).
         """
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         p4info = self.require_p4info()
         todo = [Update(UpdateType(kind), entity) for kind, entity in updates]
-        requests = [self._write_request(todo[start : start + batch_size], p4info)
-                    for start in range(0, len(todo), batch_size)]
+        encoded = [wire.update_bytes(u.type.value, u.entity, p4info) for u in todo]
         stub = self._require_primary()
+        election = election_int(self.election_id)
         written = 0
-        for number, request in enumerate(requests):
-            batch = todo[number * batch_size : (number + 1) * batch_size]
-            _log_batch(self, batch, number + 1, len(requests))
+        batches = (len(todo) + batch_size - 1) // batch_size
+        for start in range(0, len(todo), batch_size):
+            batch = encoded[start : start + batch_size]
+            _log_batch(self, todo[start : start + batch_size], start // batch_size + 1, batches)
             try:
-                stub.Write(request, timeout=self.timeout)
+                stub.Write(wire.write_request(self.device_id, election, batch), timeout=self.timeout)
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.PERMISSION_DENIED:
                     raise self._not_primary() from None
-                raise WriteError(self.name, _update_errors(e, batch), len(batch), written) from None
+                failures = _update_errors(e, todo[start : start + batch_size])
+                raise WriteError(self.name, failures, len(batch), written) from None
             written += len(batch)
         return written
-
-    def _write_request(self, batch: list[Update], p4info: P4Info) -> p4runtime_pb2.WriteRequest:
-        """One WriteRequest with these updates (each entity canonicalised, hence checked, by codec.fill_entity)."""
-        device_id = codec.scalar(self.device_id, (0, (1 << 64) - 1), "device_id")
-        election = codec.scalar(election_int(self.election_id), (0, (1 << 128) - 1), "election_id")
-        request = p4runtime_pb2.WriteRequest(device_id=device_id, election_id=_uint128(election))
-        add = request.updates.add
-        for u in batch:
-            update = add(type=_UPDATE_TYPES[u.type])
-            codec.fill_entity(update.entity, u.entity, p4info)
-        return request
 
     # --- read ------------------------------------------------------------------------------
 
