@@ -62,8 +62,9 @@ def test_shell_reads_the_entries_the_controller_installed(lab: FabricLab, shell_
     done = subprocess.run(argv, input=SHELL_INPUT, capture_output=True, text=True, timeout=180, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "READ DONE" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
-    read = [p4runtime_pb2.TableEntry.FromString(bytes.fromhex(line.split()[1]))
-            for line in done.stdout.splitlines() if line.startswith("ENTRY ")]
+    # (IPython's prompt may stand before a line the shell prints)
+    read = [p4runtime_pb2.TableEntry.FromString(bytes.fromhex(line.split("ENTRY ", 1)[1].strip()))
+            for line in done.stdout.splitlines() if "ENTRY " in line]
     got = sorted((decode_entity(p4runtime_pb2.Entity(table_entry=te), lab.p4info) for te in read), key=repr)
     assert got == want
 
