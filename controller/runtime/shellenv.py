@@ -99,14 +99,15 @@ def make(venv: Path | None = None, say: Callable[[str], None] = lambda line: Non
         shutil.rmtree(venv)  # a venv of an older pin, or what a failed make() could not remove
     venv.parent.mkdir(parents=True, exist_ok=True)
     base = getattr(sys, "_base_executable", sys.executable)  # not our venv's python: the interpreter under it
-    steps = [[base, "-m", "venv", str(venv)],
-             [str(_venv_python(venv)), "-m", "pip", "install", "-q", "--disable-pip-version-check", SHELL_PACKAGE]]
+    steps = [("python3 -m venv", [base, "-m", "venv", str(venv)]),
+             (f"pip install {SHELL_PACKAGE}", [str(_venv_python(venv)), "-m", "pip", "install", "-q",
+                                                "--disable-pip-version-check", SHELL_PACKAGE])]
     try:
-        for argv in steps:
+        for step, argv in steps:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=_INSTALL_TIMEOUT)
             if done.returncode != 0:
                 last = (done.stderr or done.stdout).strip().splitlines()[-3:]
-                raise ShellEnvError(f"making p4runtime-shell's environment at {venv} failed: {' '.join(argv[2:5])}: "
+                raise ShellEnvError(f"making p4runtime-shell's environment at {venv} failed: {step}: "
                                     f"{' / '.join(last) or f'exit {done.returncode}'}")
     except subprocess.TimeoutExpired:
         shutil.rmtree(venv, ignore_errors=True)
