@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 
 import click
 
 from controller import ops
-from controller.runtime import tls
+from controller.runtime import shellenv, tls
 from controller.ops import OpError
-from controller.programs.toolchain import Artifacts
 from fabricctl.common import (
     Env,
 )
@@ -30,6 +28,10 @@ def shell(env: Env, name: str, push_pipeline: bool, print_command: bool) -> None
     exit 4 otherwise) and the shell uses it; nothing is pushed. The shell arbitrates with
     --election-id: another controller with a higher one stays primary.
 
+    p4runtime-shell runs from an environment of its own (it pins protobuf 3): the python that
+    $FABRIC_SHELL_PYTHON names, else a venv made on first use under ~/.cache/srv6-fabric/shell-venv
+    (pip install p4runtime-shell; said on stderr before it is made).
+
     \b
     Examples:
       fabricctl shell p0-t0-0
@@ -40,23 +42,26 @@ def shell(env: Env, name: str, push_pipeline: bool, print_command: bool) -> None
     art = env.artifacts()
     p4info = env.p4info()
     try:
-        tls_args = tls.shell_args(sw.grpc_addr, sw.tls)
+        tls_args = shellenv.tls_args(sw.grpc_addr, sw.tls)
+        if print_command:
+            python = shellenv.planned()  # nothing made: a venv not made yet is named where it would be
+            if python.source != "venv":
+                shellenv.probe(python, want_tls=bool(tls_args))
+        else:
+            if not push_pipeline:
+                ops.check_device(sw, p4info, env.program, env.election_id, env.timeout)
+            python = shellenv.find() or shellenv.make(say=lambda line: click.echo(line, err=True))
+            shellenv.probe(python, want_tls=bool(tls_args))
     except tls.TlsError as e:
         raise OpError(f"{sw.name}: {e}") from None
-    argv = shell_command(sw.grpc_addr, sw.device_id, env.election_id, art if push_pipeline else None) + tls_args
+    except shellenv.ShellEnvError as e:
+        raise OpError(str(e), ops.TOOLCHAIN) from None
+    push = (art.p4info, art.bmv2_json) if push_pipeline else None
+    argv = shellenv.command(python.python, sw.grpc_addr, sw.device_id, env.election_id, push, tls_args)
     if print_command:
         click.echo(shlex.join(argv))
         return
-    if not push_pipeline:
-        ops.check_device(sw, p4info, env.program, env.election_id, env.timeout)
     code = subprocess.call(argv)
     raise click.exceptions.Exit(0 if code == 0 else ops.SWITCH_ERROR)
 
 
-def shell_command(address: str, device_id: int, election_id: int, push: Artifacts | None) -> list[str]:
-    """The p4runtime-shell command line for a switch (with --config only when pushing)."""
-    argv = [sys.executable, "-m", "p4runtime_sh", "--grpc-addr", address, "--device-id", str(device_id),
-            "--election-id", f"{election_id >> 64},{election_id & ((1 << 64) - 1)}"]
-    if push is not None:
-        argv += ["--config", f"{push.p4info},{push.bmv2_json}"]
-    return argv

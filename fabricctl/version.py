@@ -45,7 +45,7 @@ def versions() -> dict[str, Any]:
         out[name] = {"path": path, "version": text if path else None, **({} if path else {"error": text})}
     out["protobuf"] = {"version": dist_version("protobuf"), "implementation": api_implementation.Type()}
     out["grpcio"] = dist_version("grpcio")
-    out["p4runtime"] = dist_version("p4runtime")
+    out["p4runtime"] = {"bindings": "finsy", "version": dist_version("finsy")}  # controller.runtime.proto
     return out
 
 
@@ -56,7 +56,7 @@ def lines(v: dict[str, Any]) -> list[str]:
         out.append(f"{name}: {t['version']} ({t['path']})" if t["path"] else f"{name}: {t['error']}")
     out.append(f"protobuf: {v['protobuf']['version']} ({v['protobuf']['implementation']} implementation)")
     out.append(f"grpcio: {v['grpcio']}")
-    out.append(f"p4runtime: {v['p4runtime']}")
+    out.append(f"p4runtime: bindings from {v['p4runtime']['bindings']} {v['p4runtime']['version']}")
     return out
 
 

@@ -7,10 +7,9 @@ import operator
 import re
 import socket
 import weakref
-from dataclasses import replace
 from typing import Callable, TypeVar
 
-from p4.v1 import p4runtime_pb2
+from controller.runtime.proto import p4runtime_pb2
 
 from controller.plan.entries import (
     ActionProfileGroup,
@@ -377,50 +376,76 @@ def encode_entity(entity: Entity, p4info: P4Info) -> p4runtime_pb2.Entity:
     return msg
 
 
-def _decode_action(msg: p4runtime_pb2.Action, p4info: P4Info) -> tuple[str, tuple[tuple[str, int], ...]]:
-    action = p4info.action.by_id(msg.action_id)
-    values = {p.param_id: decode_value(p.value) for p in msg.params}
-    return action.name, tuple((p.name, values[p.id]) for p in action.params if p.id in values)
+class _Decoding:
+    """What decode_entity looks up per entity, by id, filled on first use: a table's name and its match
+    fields' order and names; an action's name and its params' names in P4Info order. A miss asks the
+    P4Info itself, so an unknown id raises what it always did."""
+
+    def __init__(self) -> None:
+        self.tables: dict[int, tuple[TableInfo, dict[int, tuple[int, str]]]] = {}
+        self.actions: dict[int, tuple[str, tuple[tuple[int, str], ...]]] = {}
+
+    def table(self, p4info: P4Info, table_id: int) -> tuple[TableInfo, dict[int, tuple[int, str]]]:
+        hit = self.tables.get(table_id)
+        if hit is None:
+            info = p4info.table.by_id(table_id)
+            hit = self.tables[table_id] = (info, {f.id: (i, f.name) for i, f in enumerate(info.match_fields)})
+        return hit
+
+    def action(self, p4info: P4Info, action_id: int) -> tuple[str, tuple[tuple[int, str], ...]]:
+        hit = self.actions.get(action_id)
+        if hit is None:
+            info = p4info.action.by_id(action_id)
+            hit = self.actions[action_id] = (info.name, tuple((p.id, p.name) for p in info.params))
+        return hit
 
 
-def _decode_match(f: p4runtime_pb2.FieldMatch, table: TableInfo) -> tuple[str, Match]:
-    name = table.match_field_by_id(f.field_id).name
+def _decode_action(msg: p4runtime_pb2.Action, p4info: P4Info, decoding: _Decoding) -> tuple[str, tuple[tuple[str, int], ...]]:
+    name, params = decoding.action(p4info, msg.action_id)
+    values = {p.param_id: int.from_bytes(p.value, "big") for p in msg.params}
+    return name, tuple((param, values[pid]) for pid, param in params if pid in values)
+
+
+def _decode_match(f: p4runtime_pb2.FieldMatch, table: TableInfo, name: str | None) -> tuple[str, Match]:
+    if name is None:
+        name = table.match_field_by_id(f.field_id).name  # an id the table does not have: raises
     kind = f.WhichOneof("field_match_type")
     if kind == "exact":
-        return name, Exact(decode_value(f.exact.value))
+        return name, Exact(int.from_bytes(f.exact.value, "big"))
     if kind == "lpm":
-        return name, Lpm(decode_value(f.lpm.value), f.lpm.prefix_len)
+        lpm = f.lpm
+        return name, Lpm(int.from_bytes(lpm.value, "big"), lpm.prefix_len)
     if kind == "ternary":
-        return name, Ternary(decode_value(f.ternary.value), decode_value(f.ternary.mask))
+        ternary = f.ternary
+        return name, Ternary(int.from_bytes(ternary.value, "big"), int.from_bytes(ternary.mask, "big"))
     raise ValueError(f"table {table.name}: {kind} matches are not supported")
 
 
 def decode_entity(msg: p4runtime_pb2.Entity, p4info: P4Info) -> Entity:
     """The entity a message describes, in canonical form (so it compares equal to canonical(plan))."""
+    decoding = derived(p4info, _Decoding)
     kind = msg.WhichOneof("entity")
     if kind == "table_entry":
         te = msg.table_entry
-        table = p4info.table.by_id(te.table_id)
-        order = {f.id: i for i, f in enumerate(table.match_fields)}
-        matches = sorted(te.match, key=lambda f: order.get(f.field_id, len(order)))
-        entry = TableEntry(
-            table=table.name,
-            match=tuple(_decode_match(f, table) for f in matches),
-            priority=te.priority,
-            is_default=te.is_default_action,
-        )
-        which = te.action.WhichOneof("type")
+        table, fields = decoding.table(p4info, te.table_id)
+        last = (len(fields), None)
+        found = sorted(((fields.get(f.field_id, last), f) for f in te.match), key=lambda pair: pair[0][0])
+        match = tuple(_decode_match(f, table, name) for (_, name), f in found)
+        action, params, member_id, group_id = None, (), None, None
+        ta = te.action
+        which = ta.WhichOneof("type")
         if which == "action":
-            name, params = _decode_action(te.action.action, p4info)
-            return replace(entry, action=name, params=params)
-        if which == "action_profile_member_id":
-            return replace(entry, member_id=te.action.action_profile_member_id)
-        if which == "action_profile_group_id":
-            return replace(entry, group_id=te.action.action_profile_group_id)
-        raise ValueError(f"table {table.name}: entry without a supported action ({which})")
+            action, params = _decode_action(ta.action, p4info, decoding)
+        elif which == "action_profile_member_id":
+            member_id = ta.action_profile_member_id
+        elif which == "action_profile_group_id":
+            group_id = ta.action_profile_group_id
+        else:
+            raise ValueError(f"table {table.name}: entry without a supported action ({which})")
+        return TableEntry(table.name, match, action, params, member_id, group_id, te.priority, te.is_default_action)
     if kind == "action_profile_member":
         m = msg.action_profile_member
-        name, params = _decode_action(m.action, p4info)
+        name, params = _decode_action(m.action, p4info, decoding)
         return ActionProfileMember(p4info.action_profile.by_id(m.action_profile_id).name, m.member_id, name, params)
     if kind == "action_profile_group":
         g = msg.action_profile_group

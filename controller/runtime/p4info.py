@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Generic, Iterable, TypeVar
 
 from google.protobuf import text_format
-from p4.config.v1 import p4info_pb2
+
+from controller.runtime.proto import p4info_pb2
 
 
 class UnknownNameError(LookupError):

@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import grpc
-from google.rpc import code_pb2, status_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controller.runtime import codec, wire
 from controller.plan.entries import ActionProfileMember, CounterValue, Entity, Exact, Lpm, Match, TableEntry, Value
@@ -20,6 +18,7 @@ from controller.runtime.p4info import P4Info, pipeline_differences
 from controller.plan.delta import Update, UpdateType
 from controller.runtime.tls import TlsConfig, TlsError, channel as tls_channel, explain as tls_explain
 from controller.programs.toolchain import Artifacts
+from controller.runtime.proto import code_pb2, p4runtime_pb2, p4runtime_pb2_grpc, status_pb2
 
 ElectionId = int | tuple[int, int]
 log = logging.getLogger(__name__)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import socket
 import ssl
@@ -220,31 +219,3 @@ def _tls_refused(sock: socket.socket, address: str, config: TlsConfig, host: str
 def _client_hint(config: TlsConfig) -> str:
     return ("; does it require a client certificate (--tls-cert/--tls-key)?" if config.cert is None else
             f"; does it trust the CA that signed {config.cert}?")
-
-
-# --- p4runtime-shell ---------------------------------------------------------------------------
-
-def shell_args(address: str, config: TlsConfig | None) -> list[str]:
-    """p4runtime-shell's options for this TLS setting (--ssl --cacert --cert --private-key);
-    TlsError where the shell cannot follow it (it has no option for the server name)."""
-    if config is None:
-        return []
-    try:
-        has_tls = hasattr(importlib.import_module("p4runtime_sh.p4runtime"), "SSLOptions")  # 0.0.6 and later
-    except ImportError:
-        has_tls = False
-    if not has_tls:
-        raise TlsError("this p4runtime-shell has no TLS options (--ssl, --cacert, --cert, --private-key: "
-                       "p4runtime-shell 0.0.6 and later); upgrade it")
-    name = target_name(address, config)
-    if name is not None:
-        why = (f"server name {name!r}" if config.server_name else
-               "server name 'localhost' that a unix: address needs (gRPC would check the socket path)")
-        raise TlsError(f"p4runtime-shell has no option for the TLS {why}; give the switch a host:port "
-                       "address its certificate names")
-    out = ["--ssl"]
-    if config.ca is not None:
-        out += ["--cacert", str(config.ca)]
-    if config.cert is not None:
-        out += ["--cert", str(config.cert), "--private-key", str(config.key)]
-    return out

@@ -12,8 +12,8 @@ from typing import Callable, Iterator
 
 import grpc
 from google.protobuf import any_pb2
-from google.rpc import code_pb2, status_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from controller.runtime.proto import p4runtime_pb2, p4runtime_pb2_grpc, status_pb2, code_pb2
 
 # Given one Update, return (google.rpc code, message) to fail it, or None to accept it.
 FailRule = Callable[[p4runtime_pb2.Update], "tuple[int, str] | None"]

@@ -19,13 +19,13 @@ from ipaddress import IPv6Address
 
 import grpc
 import pytest
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controller import failover, ops
 from controller.model import topology
 from controller.runtime.codec import canonical, encode_entity
 from fabricctl.common import show_entity
 from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, Lpm, TableEntry
+from controller.runtime.proto import p4runtime_pb2, p4runtime_pb2_grpc
 from controller.failover import LinkDown
 from controller.runtime.p4rt import NotPrimaryError, WriteError
 from controller.plan.delta import Delta, diff

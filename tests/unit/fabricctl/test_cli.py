@@ -384,15 +384,31 @@ def test_status_offline_and_unreachable(lab: Path, tmp_path: Path) -> None:
 
 # --- shell, p4 compile -----------------------------------------------------------------------
 
-def test_shell_command_line(lab: Path) -> None:
-    result = run("--topology", str(lab), "--election-id", "2,7", "shell", "p0-t0-1", "--print-command")
-    assert result.exit_code == 0
-    assert result.stdout.split() == [sys.executable, "-m", "p4runtime_sh", "--grpc-addr", "127.0.0.1:50004",
-                                     "--device-id", "4", "--election-id", "2,7"]
+def test_shell_command_line(lab: Path, tmp_path: Path) -> None:
+    """p4runtime-shell runs from its own venv (not made by --print-command: named where it would be)."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "FABRIC_SHELL_PYTHON": None}
+    result = run("--topology", str(lab), "--election-id", "2,7", "shell", "p0-t0-1", "--print-command", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.split() == [str(tmp_path / "cache/srv6-fabric/shell-venv/bin/python"), "-m", "p4runtime_sh",
+                                     "--grpc-addr", "127.0.0.1:50004", "--device-id", "4", "--election-id", "2,7"]
+    assert not (tmp_path / "cache").exists()
     art = Artifacts.of("eecmp_qp_hash")
     pushed = run("--topology", str(lab), "--program", "eecmp_qp_hash", "shell", "p0-t0-1", "--print-command",
-                 "--push-pipeline")
+                 "--push-pipeline", env=env)
     assert pushed.stdout.split()[-2:] == ["--config", f"{art.p4info},{art.bmv2_json}"]
+
+
+def test_shell_python_from_the_environment_is_checked(lab: Path, tmp_path: Path) -> None:
+    """FABRIC_SHELL_PYTHON names the shell's interpreter; one without p4runtime-shell is refused (exit 5)."""
+    result = run("--topology", str(lab), "shell", "p0-t0-1", "--print-command",
+                 env={"FABRIC_SHELL_PYTHON": sys.executable})  # the controller's own: no p4runtime_sh here
+    assert (result.exit_code, result.stdout) == (5, "")
+    assert result.stderr == (f"error: FABRIC_SHELL_PYTHON={sys.executable}: p4runtime-shell is not installed there "
+                             "(pip install p4runtime-shell==0.0.6 into it, or unset FABRIC_SHELL_PYTHON)\n")
+    missing = run("--topology", str(lab), "shell", "p0-t0-1", "--print-command",
+                  env={"FABRIC_SHELL_PYTHON": str(tmp_path / "python")})
+    assert (missing.exit_code, missing.stderr) == (5, f"error: FABRIC_SHELL_PYTHON={tmp_path / 'python'}: "
+                                                      "not an executable file\n")
 
 
 def test_shell_needs_a_switch_that_answers(tmp_path: Path) -> None:

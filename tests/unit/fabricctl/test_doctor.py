@@ -30,7 +30,7 @@ def test_version_names_the_package_protobuf_grpcio_and_p4runtime():
         "simple_switch_grpc: not found (PATH, $P4_TOOLCHAIN_BIN, $SIMPLE_SWITCH_GRPC)",
         f"protobuf: {metadata.version('protobuf')} ({api_implementation.Type()} implementation)",
         f"grpcio: {metadata.version('grpcio')}",
-        f"p4runtime: {metadata.version('p4runtime')}"]
+        f"p4runtime: bindings from finsy {metadata.version('finsy')}"]
 
 
 def test_version_names_the_toolchain_it_finds():

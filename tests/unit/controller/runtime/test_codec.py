@@ -9,8 +9,8 @@ import socket
 
 import pytest
 from google.protobuf import text_format
-from p4.v1 import p4runtime_pb2
 
+from controller.runtime.proto import p4runtime_pb2
 from controller.runtime.codec import (
     _inet,
     canonical,

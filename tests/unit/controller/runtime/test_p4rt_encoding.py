@@ -9,11 +9,10 @@ from typing import Iterator
 import grpc
 import pytest
 from google.protobuf import text_format
-from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2
 
 from controller.plan.entries import ActionProfileMember, Exact, Lpm, TableEntry
 from controller.runtime.p4info import P4Info
+from controller.runtime.proto import p4runtime_pb2, code_pb2
 from controller.runtime.p4rt import (
     NotPrimaryError,
     P4RuntimeError,

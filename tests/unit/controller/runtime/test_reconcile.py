@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from google.rpc import code_pb2
-from p4.v1 import p4runtime_pb2
 
 from controller.runtime.codec import canonical
 from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Lpm, TableEntry, Ternary
@@ -15,6 +13,7 @@ from controller.runtime.fabric_client import FabricClient
 from controller.runtime.p4info import P4Info
 from controller.runtime.p4rt import P4RuntimeError, SwitchConnection, WriteError
 from controller.runtime.reconcile import Delta, Update, UpdateType, apply, diff, ordered_updates
+from controller.runtime.proto import p4runtime_pb2, code_pb2
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
 
 

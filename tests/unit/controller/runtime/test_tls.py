@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -202,13 +201,15 @@ def test_load_gives_the_pem_bytes(pki) -> None:  # type: ignore[no-untyped-def]
 def test_shell_passes_the_tls_settings_to_p4runtime_shell(tmp_path: Path, pki) -> None:  # type: ignore[no-untyped-def]
     path = with_tls(tmp_path, {"ca": str(pki.ca), "cert": str(pki.client_cert), "key": str(pki.client_key)},
                     **{OTHER: False})
-    result = run("--topology", str(path), "shell", LEAF, "--print-command")
-    assert result.stdout.split() == [sys.executable, "-m", "p4runtime_sh", "--grpc-addr", "127.0.0.1:50003",
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "FABRIC_SHELL_PYTHON": None}  # its venv, not made
+    result = run("--topology", str(path), "shell", LEAF, "--print-command", env=cache)
+    assert result.stdout.split() == [str(tmp_path / "cache/srv6-fabric/shell-venv/bin/python"), "-m", "p4runtime_sh",
+                                     "--grpc-addr", "127.0.0.1:50003",
                                      "--device-id", "3", "--election-id", "0,1", "--ssl", "--cacert", str(pki.ca),
                                      "--cert", str(pki.client_cert), "--private-key", str(pki.client_key)]
-    plain = run("--topology", str(path), "shell", OTHER, "--print-command")
+    plain = run("--topology", str(path), "shell", OTHER, "--print-command", env=cache)
     assert "--ssl" not in plain.stdout.split()
-    only_ca = run("--topology", str(LAB), "--tls-ca", str(pki.ca), "shell", LEAF, "--print-command")
+    only_ca = run("--topology", str(LAB), "--tls-ca", str(pki.ca), "shell", LEAF, "--print-command", env=cache)
     assert only_ca.stdout.split()[-3:] == ["--ssl", "--cacert", str(pki.ca)]
 
 
@@ -224,8 +225,14 @@ def test_shell_refuses_what_p4runtime_shell_cannot_do(tmp_path: Path, pki, monke
     assert one_error(run("--topology", str(path), "shell", OTHER, "--print-command"), 2) == (
         f"{OTHER}: p4runtime-shell has no option for the TLS server name 'localhost' that a unix: address needs "
         "(gRPC would check the socket path); give the switch a host:port address its certificate names")
-    monkeypatch.setitem(sys.modules, "p4runtime_sh.p4runtime", types.ModuleType("p4runtime_sh.p4runtime"))
-    assert one_error(run("--topology", str(path), "shell", "p1-t0-0", "--print-command"), 2) == (
+    # a p4runtime-shell older than 0.0.6 (its p4runtime module has no SSLOptions), where FABRIC_SHELL_PYTHON runs
+    old = tmp_path / "old-shell" / "p4runtime_sh"
+    old.mkdir(parents=True)
+    (old / "__init__.py").write_text("")
+    (old / "p4runtime.py").write_text("class P4RuntimeClient:\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", str(old.parent))
+    assert one_error(run("--topology", str(path), "shell", "p1-t0-0", "--print-command",
+                         env={"FABRIC_SHELL_PYTHON": sys.executable}), 2) == (
         "p1-t0-0: this p4runtime-shell has no TLS options (--ssl, --cacert, --cert, --private-key: "
         "p4runtime-shell 0.0.6 and later); upgrade it")
 

@@ -13,15 +13,13 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from google.rpc import code_pb2
-from p4.config.v1 import p4info_pb2
-from p4.v1 import p4runtime_pb2
 
 from controller.runtime import wire
 from controller.runtime.codec import encode_entity
 from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, Exact, Lpm, TableEntry, Ternary
 from controller.runtime.p4info import P4Info, TableInfo, UnknownNameError
 from controller.runtime.p4rt import SwitchConnection
+from controller.runtime.proto import p4runtime_pb2, p4info_pb2, code_pb2
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
 from tests.paths import REPO
 
