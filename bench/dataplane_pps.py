@@ -112,9 +112,9 @@ def measure(switch: NetnsSwitch, frames: list[bytes], window: int) -> dict:
 
 
 def thresholds(p4info_text: str) -> list:
-    if "FabricEgress.congestion.thresholds" not in p4info_text:
+    if "IngressPipe.congestion.thresholds" not in p4info_text:
         return []
-    return [TableEntry("FabricEgress.congestion.thresholds", (), "FabricEgress.congestion.set_thresholds",
+    return [TableEntry("IngressPipe.congestion.thresholds", (), "IngressPipe.congestion.set_thresholds",
                        (("ecn_qdepth", 60000), ("trim_qdepth", 60001), ("trim_dscp", 46)), is_default=True)]
 
 

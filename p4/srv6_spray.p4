@@ -415,6 +415,7 @@ control IngressPipe(inout headers_t hdr,
     Headend() headend;
     Endpoint() endpoint;
     Routing() routing;
+    TrimAdmission() congestion;
 
     apply {
         port_rx.count((bit<32>) std.ingress_port);
@@ -439,6 +440,9 @@ control IngressPipe(inout headers_t hdr,
         }
         if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
             routing.apply(hdr, meta, std);
+        }
+        if (meta.drop_reason == DROP_NONE) {
+            congestion.apply(hdr, meta, std);  /* trim or not, and which queue (include/congestion.p4) */
         }
         if (meta.drop_reason != DROP_NONE) {
             drop_reasons.count((bit<32>) meta.drop_reason);
