@@ -426,7 +426,9 @@ control IngressPipe(inout headers_t hdr,
             return;
         }
         parser_errors.apply(hdr, meta, std);
-        if (meta.drop_reason == DROP_NONE) {
+        /* Fast path: RoCEv2 (a BTH parsed) is never the controller's (its punts are link probes and hosts'
+         * Neighbor Advertisements), so data packets skip the punt lookup. */
+        if (meta.drop_reason == DROP_NONE && !hdr.bth.isValid()) {
             cpu.apply(hdr, meta, std);
         }
         if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
