@@ -454,11 +454,11 @@ def test_switches_get_the_trim_priority_queue_where_the_binary_has_priority_queu
     build = bmv2proc.probe(binary)
     assert build.priority_queues == has_it
     assert build.target_args() == (["--priority-queues", "2"] if has_it else [])
-    pytest.importorskip("mininet_labs.switch", reason="Mininet is needed to build a Bmv2Switch")
-    from mininet_labs.switch import Bmv2Switch
-
-    cmd = Bmv2Switch("s1", device_id=3, grpc_port=50999, lab_dir=tmp_path, binary=binary).command()
-    assert cmd[cmd.index("--"):][-2:] == (["--priority-queues", "2"] if has_it else ["--cpu-port", "255"])
+    cmd = bmv2proc.command(build, device_id=3, thrift_port=60999, log_base=tmp_path / "s1", log_level="warn",
+                           notifications=tmp_path / "s1-notifications.ipc", pcap_dir=None, ports={1: "s1-eth1"},
+                           grpc_addr="127.0.0.1:50999", cpu_port=255)
+    assert cmd[cmd.index("--"):] == ["--", "--grpc-server-addr", "127.0.0.1:50999", "--cpu-port", "255",
+                                     *(["--priority-queues", "2"] if has_it else [])]
 
 
 def test_a_binary_without_no_p4_is_named_with_what_it_lacks(tmp_path: Path) -> None:
