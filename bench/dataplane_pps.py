@@ -112,10 +112,12 @@ def measure(switch: NetnsSwitch, frames: list[bytes], window: int) -> dict:
 
 
 def thresholds(p4info_text: str) -> list:
-    if "FabricEgress.congestion.thresholds" not in p4info_text:
-        return []
-    return [TableEntry("FabricEgress.congestion.thresholds", (), "FabricEgress.congestion.set_thresholds",
-                       (("ecn_qdepth", 60000), ("trim_qdepth", 60001), ("trim_dscp", 46)), is_default=True)]
+    """ECN and trimming on, at depths never reached; in ingress (this build) or egress (builds before it)."""
+    for control in ("IngressPipe", "FabricEgress"):
+        if f"{control}.congestion.thresholds" in p4info_text:
+            return [TableEntry(f"{control}.congestion.thresholds", (), f"{control}.congestion.set_thresholds",
+                               (("ecn_qdepth", 60000), ("trim_qdepth", 60001), ("trim_dscp", 46)), is_default=True)]
+    return []
 
 
 def run_case(program: str | Artifacts, entries: list, frames: list[bytes], window: int, tag: str) -> dict:

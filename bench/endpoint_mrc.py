@@ -71,7 +71,12 @@ def incast_digest(mode: dict[str, Any]) -> dict[str, Any]:
             "switch": {k: s["switch"][k] for k in ("ce_marked", "trimmed", "fabric")},
             "all_delays_ms": sorted(d for q in mode["qps"] for ds in q["resend_delay_ms"].values() for d in ds),
             "nack_delays_ms": sorted(d for q in mode["qps"] for d in q["resend_delay_ms"].get("nack", [])),
-            "nack_srtts": sorted(r for q in mode["qps"] for r in q["resend_srtts"].get("nack", []))}
+            "nack_srtts": sorted(r for q in mode["qps"] for r in q["resend_srtts"].get("nack", [])),
+            "all_srtts": sorted(r for q in mode["qps"] for rs in q["resend_srtts"].values() for r in rs),
+            # what the senders saw and did: resends by how the loss was seen, CE echoes, congestion-window cuts
+            "resends_by_how": {how: d["count"] for how, d in s["resend_delay_ms"].items()},
+            "sender_ce_echoes": sum(q["ecn"] for q in mode["qps"]),
+            "cwnd_cuts": sum(q.get("cwnd_cuts") or 0 for q in mode["qps"])}
 
 
 def incast_figures(runs: list[dict[str, Any]], min_rto_ms: float) -> dict[str, Any]:
@@ -97,13 +102,24 @@ def incast_figures(runs: list[dict[str, Any]], min_rto_ms: float) -> dict[str, A
             "receiver_trimmed": [a + b for a, b in zip(per(mode, "trimmed"), per(mode, "trimmed_unmatched"))],
             "switch_ce": [s["ce_marked"] for s in per(mode, "switch")], "receiver_ce": per(mode, "ecn"),
             "min_rtt_ms": [r["min_median"] for r in per(mode, "rtt_ms")],
+            "loss_to_resend_srtts_median_per_run": [med(x) for x in per(mode, "all_srtts")],
+            "nack_srtts_median_per_run": [med(x) for x in per(mode, "nack_srtts")],
+            "resends_by_how_per_run": per(mode, "resends_by_how"),
+            "sender_ce_echoes_per_run": per(mode, "sender_ce_echoes"), "cwnd_cuts_per_run": per(mode, "cwnd_cuts"),
+            "goodput_fault_pps_per_run": [g["fault"] for g in per(mode, "goodput")],
         }
     trim, off = figures["host-trim"], figures["host"]
     same_run = [a / b for a, b in zip(trim["loss_to_resend_ms_median_per_run"], off["loss_to_resend_ms_median_per_run"])
                 if a and b]
     figures["trim_over_off_loss_to_resend_same_run"] = spread(same_run)
+    goodput = [a / b for a, b in zip(trim["goodput_fault_pps_per_run"], off["goodput_fault_pps_per_run"]) if a and b]
+    figures["trim_over_off_goodput_same_run"] = spread(goodput)
     nack = trim["nack_in_srtts"]
-    figures["aim"] = {
+    srtts = [x for x in trim["loss_to_resend_srtts_median_per_run"] if x is not None]
+    figures["aim"] = {  # issue 20's, per run (every run must meet them)
+        "loss_to_resend_le_2_srtt": bool(srtts) and max(srtts) <= 2,
+        "loss_to_resend_le_half_of_off_same_run": bool(same_run) and max(same_run) <= 0.5,
+        "goodput_ge_1_3x_off_same_run": bool(goodput) and min(goodput) >= 1.3,
         "nack_resend_within_1_5_srtt_median": nack.get("median") is not None and nack["median"] <= 1.5,
         "nack_resend_median_below_min_rto": trim["nack_to_resend_ms"].get("median") is not None
         and trim["nack_to_resend_ms"]["median"] < min_rto_ms,

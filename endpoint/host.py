@@ -200,7 +200,7 @@ def receive(spec: RecvSpec) -> dict[str, Any]:
                     continue
                 sock, nic = nics.by_plane(reply.ev.plane)
                 _send_all(sock, ack_frame(nic.mac, nic.gateway_mac, reply.ev.src, reply.ev.dst, reply.ev.carrier,
-                                          reply.qp, reply.psn, reply.header))
+                                          reply.qp, reply.psn, reply.header, dscp=spec.trim_dscp))
                 acks += 1
             if done_at is None and spec.expect and core.received_total() >= spec.expect:
                 done_at = time.monotonic()

@@ -384,6 +384,9 @@ def describe(c: Comparison) -> list[str]:
             in_rtts = ", ".join(f"{how} {d['median']}" for how, d in x["resend_srtts"].items())
             lines.append(f"  {'':14} loss to resend: {seen}; in SRTTs (median): {in_rtts}; RTT min "
                          f"{x['rtt_ms']['min_median']} ms, min RTO {x['min_rto_ms']} ms")
+            cuts = sum(q.get("cwnd_cuts") or 0 for q in m.qps)
+            lines.append(f"  {'':14} senders: CE echoes {sum(q['ecn'] for q in m.qps)}, congestion window halved "
+                         f"{cuts} times")
         if "switch" in x:
             lines.append(f"  {'':14} switch counters at the bottleneck: CE-marked {x['switch']['ce_marked']}, trimmed "
                          f"{x['switch']['trimmed']} (every port: {x['switch']['fabric']['trimmed']}); receivers: "

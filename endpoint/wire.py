@@ -118,13 +118,14 @@ def data_frame(smac: str, dmac: str, src: str, dst: str, carrier: str, qp: int, 
 
 
 def ack_frame(smac: str, dmac: str, src: str, dst: str, carrier: str, qp: int, psn: int, header: AckHeader,
-              msn: int = 0) -> bytes:
-    """An encapsulated RC ACKNOWLEDGE (AETH ACK, or NAK for a trimmed packet) carrying `header`."""
+              msn: int = 0, dscp: int = 0) -> bytes:
+    """An encapsulated RC ACKNOWLEDGE (AETH ACK, or NAK for a trimmed packet) carrying `header`, ECT(0), in
+    class `dscp` inside and out (the trim class: the switches' priority queue, p4/include/congestion.p4)."""
     syndrome = AETH_NAK if header.kind == NACK else AETH_ACK
     aeth = struct.pack("!I", syndrome << 24 | (msn & 0xFFFFFF))
     inner = roce_frame(smac, dmac, src, dst, OP_ACK, qp, psn & PSN_MASK, aeth + header.pack(),
-                       sport=sport_of(header.ev), tc=ECT0)
-    return encap(smac, dmac, src, carrier, inner)
+                       sport=sport_of(header.ev), tc=dscp << 2 | ECT0)
+    return encap(smac, dmac, src, carrier, inner, tc=dscp << 2 | ECT0)
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ class Received:
     qp: int
     psn: int
     body: bytes  # after the BTH (and ICRC removed); empty if trimmed
-    trimmed: bool  # cut short (IPv6 payload length longer than what arrived) or in the trim DSCP class
+    trimmed: bool  # cut short (IPv6 payload length longer than what arrived), or data in the trim DSCP class
     icrc_ok: bool
     encapsulated: bool  # still had the outer header (not what a host should get)
 
@@ -159,11 +160,12 @@ def parse(frame: bytes, trim_dscp: int = TRIM_DSCP) -> Received | None:
         return None
     tc = vtf >> 20 & 0xFF
     ip = frame[off:off + 40 + plen]
-    trimmed = len(ip) < 40 + plen or tc >> 2 == trim_dscp
     u = 40
     sport = struct.unpack_from("!H", ip, u)[0]
     b = u + 8
     opcode = ip[b]
+    # An ACK/NAK in the trim class was sent in it (it rides the priority queue), never cut: not trimmed.
+    trimmed = len(ip) < 40 + plen or (tc >> 2 == trim_dscp and opcode != OP_ACK)
     qp = struct.unpack_from("!I", ip, b + 4)[0] & PSN_MASK
     psn = struct.unpack_from("!I", ip, b + 8)[0] & PSN_MASK
     whole = len(ip) == 40 + plen and len(ip) >= b + 12 + 4

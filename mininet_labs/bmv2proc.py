@@ -15,6 +15,9 @@ import grpc
 from controller.runtime.tls import TlsConfig, channel as tls_channel
 
 
+PRIORITY_QUEUES = 2  # queue 0 for traffic, 1 (TRIM_PRIORITY in p4/include/defines.p4) served first
+
+
 class SwitchStartError(RuntimeError):
     """simple_switch_grpc did not come up; the message carries the tail of its log."""
 
@@ -27,6 +30,12 @@ class Bmv2Build:
     binary: str
     thrift: bool  # --thrift-port: the runtime CLI server
     nanomsg: bool  # --notifications-addr, --nanolog, --packet-in
+    priority_queues: bool = False  # -- --priority-queues N (the trim class's queue, p4/include/congestion.p4)
+
+    def target_args(self) -> list[str]:
+        """Target options (after `--`) the toolkit's programs need from this build: PRIORITY_QUEUES queues
+        per port where it has them (trimmed headers overtake the congested queue)."""
+        return ["--priority-queues", str(PRIORITY_QUEUES)] if self.priority_queues else []
 
 
 _BUILDS: dict[tuple[str, float], Bmv2Build] = {}
@@ -52,7 +61,8 @@ def probe(binary: str, timeout: float = 10.0) -> Bmv2Build:
         first = text.strip().splitlines()[0][:120] if text.strip() else "(no output)"
         raise SwitchStartError(f"{binary} is not a simple_switch_grpc the lab can run: its --help lists no "
                                f"{', '.join(missing)} (it says: {first})")
-    build = _BUILDS[key] = Bmv2Build(binary, "--thrift-port" in text, "--notifications-addr" in text)
+    build = _BUILDS[key] = Bmv2Build(binary, "--thrift-port" in text, "--notifications-addr" in text,
+                                       "--priority-queues" in text)
     return build
 
 
@@ -95,7 +105,7 @@ def command(build: Bmv2Build, *, device_id: int, thrift_port: int, log_base: Pat
         cmd.append(f"--pcap={pcap_dir}")
     for port, intf in sorted(ports.items()):
         cmd += ["-i", f"{port}@{intf}"]
-    cmd += ["--no-p4", "--", "--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port)]
+    cmd += ["--no-p4", "--", "--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port), *build.target_args()]
     return cmd + (server_tls.args() if server_tls is not None else [])
 
 

@@ -46,9 +46,13 @@ class Bmv2Runtime:
         second or more simple_switch_CLI takes to start on a busy machine. Close it (or use `with`)."""
         return RuntimeSession(self, timeout)
 
-    def set_queue_rate(self, pps: int, port: int | None = None) -> None:
-        """Egress queue service rate in packets per second (of one port, or of all)."""
-        self.run(f"set_queue_rate {pps}" + ("" if port is None else f" {port}"))
+    def set_queue_rate(self, pps: int, port: int | None = None, priority: int | None = None) -> None:
+        """Egress queue service rate in packets per second (of one port, or of all; of one of the port's
+        priority queues, or of each of them: bmv2 serves each priority queue at its own rate)."""
+        if priority is not None and port is None:
+            raise ValueError("a queue priority needs a port")
+        self.run(f"set_queue_rate {pps}" + ("" if port is None else f" {port}")
+                 + ("" if priority is None else f" {priority}"))
 
     def set_queue_depth(self, packets: int, port: int | None = None) -> None:
         """Egress queue capacity in packets (of one port, or of all); a full queue tail-drops."""

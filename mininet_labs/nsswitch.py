@@ -76,14 +76,14 @@ class NetnsSwitch:
                 netns.run("ip", "link", "set", self.host_iface(port), "netns", other, ns=self.ns)
                 netns.run("ip", "link", "set", self.host_iface(port), "up", ns=other)
             ifaces = [f"{p}@sw{p}" for p in (*self.ports, *self.foreign_ports)]
-            probe(binary)
+            build = probe(binary)
             fresh_logs(self._logs())
             cmd = ["ip", "netns", "exec", self.ns, binary, "--device-id", str(self.device_id),
                    "--log-file", str(self.workdir / "bmv2"), "--log-flush",
                    "--log-level", self.log_level, "--no-p4"]
             for iface in ifaces:
                 cmd += ["-i", iface]
-            cmd += ["--", "--grpc-server-addr", self.grpc_address, "--cpu-port", str(CPU_PORT)]
+            cmd += ["--", "--grpc-server-addr", self.grpc_address, "--cpu-port", str(CPU_PORT), *build.target_args()]
             if self.server_tls is not None:
                 cmd += self.server_tls.args()
             self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,

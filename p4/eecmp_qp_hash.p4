@@ -127,6 +127,7 @@ control IngressPipe(inout headers_t hdr,
     ParserErrors() parser_errors;
     CpuPunt() cpu;
     Ecmp() ecmp;
+    TrimAdmission() congestion;
 
     apply {
         port_rx.count((bit<32>) std.ingress_port);
@@ -141,6 +142,9 @@ control IngressPipe(inout headers_t hdr,
         }
         if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
             ecmp.apply(hdr, meta, std);
+        }
+        if (meta.drop_reason == DROP_NONE) {
+            congestion.apply(hdr, meta, std);  /* trim or not, and which queue (include/congestion.p4) */
         }
         if (meta.drop_reason != DROP_NONE) {
             drop_reasons.count((bit<32>) meta.drop_reason);

@@ -415,6 +415,7 @@ control IngressPipe(inout headers_t hdr,
     Headend() headend;
     Endpoint() endpoint;
     Routing() routing;
+    TrimAdmission() congestion;
 
     apply {
         port_rx.count((bit<32>) std.ingress_port);
@@ -425,7 +426,9 @@ control IngressPipe(inout headers_t hdr,
             return;
         }
         parser_errors.apply(hdr, meta, std);
-        if (meta.drop_reason == DROP_NONE) {
+        /* Fast path: RoCEv2 (a BTH parsed) is never the controller's (its punts are link probes and hosts'
+         * Neighbor Advertisements), so data packets skip the punt lookup. */
+        if (meta.drop_reason == DROP_NONE && !hdr.bth.isValid()) {
             cpu.apply(hdr, meta, std);
         }
         if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
@@ -439,6 +442,9 @@ control IngressPipe(inout headers_t hdr,
         }
         if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
             routing.apply(hdr, meta, std);
+        }
+        if (meta.drop_reason == DROP_NONE) {
+            congestion.apply(hdr, meta, std);  /* trim or not, and which queue (include/congestion.p4) */
         }
         if (meta.drop_reason != DROP_NONE) {
             drop_reasons.count((bit<32>) meta.drop_reason);

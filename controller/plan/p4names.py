@@ -89,10 +89,10 @@ FIRST_USID_ALLOWED = "IngressPipe.boundary.first_usid_allowed"
 
 
 # both programs
-THRESHOLDS = "FabricEgress.congestion.thresholds"
+THRESHOLDS = "IngressPipe.congestion.thresholds"
 
 
-SET_THRESHOLDS = "FabricEgress.congestion.set_thresholds"
+SET_THRESHOLDS = "IngressPipe.congestion.set_thresholds"
 
 
 # eecmp_qp_hash names

@@ -4,34 +4,27 @@
 
 #include "parser.p4"
 
-/* Applied in egress, where bmv2 reports how many packets were queued ahead of this one
- * (standard_metadata.enq_qdepth). Thresholds come from the controller (the default entry
- * of `thresholds`; 0 turns a signal off):
- *  - depth >= ecn_qdepth: CE on the outermost IP header if it is ECN-capable (RFC 3168
- *    5; while encapsulated that is the outer header, RFC 6040 4.1, and the decapsulating
- *    leaf copies CE inward, RFC 6040 4.2). Not-ECT packets are left alone (RFC 3168 5).
- *  - depth >= trim_qdepth, RoCEv2 only, not an ACK or CNP: the packet is trimmed to its headers up to the
- *    BTH (UEC / MRC packet trimming), the DSCP of every IP header set to trim_dscp and the
- *    lengths made true (IPv6 Payload Length RFC 8200 3, IPv4 Total Length RFC 791 3.1,
- *    UDP Length RFC 768, checksum 0 as RoCEv2 sends it), then forwarded: the receiver
- *    sees at once which PSN lost its payload and NACKs it instead of waiting for a
- *    timeout. A trimmed packet is also CE-marked when ECN-capable. */
-control CongestionSignals(inout headers_t hdr,
-                          inout local_metadata_t meta,
-                          inout standard_metadata_t std) {
-    /* Per egress port: packets this control CE-marked (ECT ones only) and packets it trimmed, so
-     * the controller and the tests can check a receiver's counts against the switch's. */
-    counter(PORT_COUNT, CounterType.packets) ce_marked;
-    counter(PORT_COUNT, CounterType.packets) trimmed;
+/* Per egress port and queue (index port << 3 | priority): the packets in that queue as egress last saw
+ * them (deq_qdepth: what stays queued behind the packet leaving), plus the packets ingress admitted
+ * to it since. Written by both pipelines (bmv2 makes each pipeline's register accesses atomic). */
+register<qdepth_t>(QUEUE_INDEX_COUNT) queue_depth;
 
-    qdepth_t ecn_depth = 0;
-    qdepth_t trim_depth = 0;
-    bit<6>   trim_class = 0;
-
+/* Applied in ingress once the egress port is chosen: UEC / MRC trimming is decided here, before the
+ * packet joins the congested queue, as a switch decides buffer admission. Thresholds come from the
+ * controller (the default entry of `thresholds`; 0 turns a signal off):
+ *  - while trimming is on, a packet whose (outermost) DSCP is trim_dscp goes to TRIM_PRIORITY, the
+ *    queue served first: headers trimmed at an earlier hop, and the NACKs, ACKs and CNPs an endpoint
+ *    marks with that class, so they overtake the congested traffic;
+ *  - queue 0's depth (queue_depth) >= trim_qdepth, RoCEv2 only, not an ACK or CNP: the packet is
+ *    trimmed (meta.trim, the rewrite happens in egress) and goes to TRIM_PRIORITY; otherwise it joins
+ *    queue 0 and the depth grows by one. */
+control TrimAdmission(in headers_t hdr,
+                      inout local_metadata_t meta,
+                      inout standard_metadata_t std) {
     action set_thresholds(qdepth_t ecn_qdepth, qdepth_t trim_qdepth, bit<6> trim_dscp) {
-        ecn_depth = ecn_qdepth;
-        trim_depth = trim_qdepth;
-        trim_class = trim_dscp;
+        meta.ecn_depth = ecn_qdepth;
+        meta.trim_depth = trim_qdepth;
+        meta.trim_class = trim_dscp;
     }
 
     /* Keyless: the controller writes its default entry. */
@@ -44,14 +37,64 @@ control CongestionSignals(inout headers_t hdr,
     }
 
     apply {
-        if (std.egress_port == CPU_PORT) {
+        if (std.egress_spec == CPU_PORT) {
             return;
         }
         thresholds.apply();
-        bool trim = trim_depth != 0 && (qdepth_t) std.enq_qdepth >= trim_depth && hdr.bth.isValid()
-                    && hdr.udp.isValid() && hdr.bth.opcode != BTH_OPCODE_RC_ACKNOWLEDGE
-                    && hdr.bth.opcode != BTH_OPCODE_CNP;
-        if (trim || (ecn_depth != 0 && (qdepth_t) std.enq_qdepth >= ecn_depth)) {
+        if (meta.trim_depth == 0) {
+            return;
+        }
+        bit<6> dscp = 0;
+        if (hdr.ipv6.isValid()) {
+            dscp = hdr.ipv6.traffic_class[7:2];
+        } else if (hdr.ipv4.isValid()) {
+            dscp = hdr.ipv4.dscp;
+        }
+        if (dscp == meta.trim_class) {
+            std.priority = TRIM_PRIORITY;
+            return;
+        }
+        bit<32> queue = (bit<32>) std.egress_spec << 3;
+        qdepth_t depth;
+        queue_depth.read(depth, queue);
+        if (depth >= meta.trim_depth && hdr.bth.isValid() && hdr.udp.isValid()
+                && hdr.bth.opcode != BTH_OPCODE_RC_ACKNOWLEDGE && hdr.bth.opcode != BTH_OPCODE_CNP) {
+            meta.trim = true;
+            std.priority = TRIM_PRIORITY;
+        } else {
+            queue_depth.write(queue, depth + 1);
+        }
+    }
+}
+
+/* Applied in egress, where bmv2 reports how many packets were queued ahead of this one
+ * (standard_metadata.enq_qdepth, of the packet's own priority queue):
+ *  - depth >= ecn_qdepth, or trimmed: CE on the outermost IP header if it is ECN-capable (RFC 3168
+ *    5; while encapsulated that is the outer header, RFC 6040 4.1, and the decapsulating
+ *    leaf copies CE inward, RFC 6040 4.2). Not-ECT packets are left alone (RFC 3168 5).
+ *  - trimmed in ingress: cut to its headers up to the BTH, the DSCP of every IP header set to
+ *    trim_dscp and the lengths made true (IPv6 Payload Length RFC 8200 3, IPv4 Total Length RFC 791
+ *    3.1, UDP Length RFC 768, checksum 0 as RoCEv2 sends it), then forwarded: the receiver
+ *    sees at once which PSN lost its payload and NACKs it instead of waiting for a timeout.
+ * While trimming is on it also writes queue_depth for the queue the packet leaves. */
+control CongestionSignals(inout headers_t hdr,
+                          inout local_metadata_t meta,
+                          inout standard_metadata_t std) {
+    /* Per egress port: packets this control CE-marked (ECT ones only) and packets it trimmed, so
+     * the controller and the tests can check a receiver's counts against the switch's. */
+    counter(PORT_COUNT, CounterType.packets) ce_marked;
+    counter(PORT_COUNT, CounterType.packets) trimmed;
+
+    apply {
+        if (std.egress_port == CPU_PORT) {
+            return;
+        }
+        if (meta.trim_depth != 0) {
+            queue_depth.write((bit<32>) std.egress_port << 3 | (bit<32>) std.priority,
+                              (qdepth_t) std.deq_qdepth);
+        }
+        bool trim = meta.trim;
+        if (trim || (meta.ecn_depth != 0 && (qdepth_t) std.enq_qdepth >= meta.ecn_depth)) {
             if (hdr.ipv6.isValid()) {
                 if (hdr.ipv6.traffic_class[1:0] != ECN_NOT_ECT) {
                     hdr.ipv6.traffic_class[1:0] = ECN_CE;
@@ -75,11 +118,11 @@ control CongestionSignals(inout headers_t hdr,
         hdr.udp.checksum = 0;
         if (hdr.inner_ipv6.isValid()) {
             hdr.inner_ipv6.payload_len = (bit<16>) l4;
-            hdr.inner_ipv6.traffic_class[7:2] = trim_class;
+            hdr.inner_ipv6.traffic_class[7:2] = meta.trim_class;
             l4 = l4 + (bit<32>) IPV6_HEADER_BYTES;
         } else if (hdr.inner_ipv4.isValid()) {
             hdr.inner_ipv4.total_len = (bit<16>) (IPV4_BYTES + l4);
-            hdr.inner_ipv4.dscp = trim_class;
+            hdr.inner_ipv4.dscp = meta.trim_class;
             l4 = l4 + IPV4_BYTES;
         }
         if (hdr.srh.isValid()) {
@@ -87,11 +130,11 @@ control CongestionSignals(inout headers_t hdr,
         }
         if (hdr.ipv6.isValid()) {
             hdr.ipv6.payload_len = (bit<16>) l4;
-            hdr.ipv6.traffic_class[7:2] = trim_class;
+            hdr.ipv6.traffic_class[7:2] = meta.trim_class;
             keep = ETHERNET_BYTES + (bit<32>) IPV6_HEADER_BYTES + l4;
         } else if (hdr.ipv4.isValid()) {
             hdr.ipv4.total_len = (bit<16>) (IPV4_BYTES + l4);
-            hdr.ipv4.dscp = trim_class;
+            hdr.ipv4.dscp = meta.trim_class;
             keep = ETHERNET_BYTES + IPV4_BYTES + l4;
         }
         truncate(keep);

@@ -94,6 +94,13 @@ typedef bit<19> qdepth_t;
 
 #define PORT_COUNT 512
 
+/* Priority queues per egress port (bmv2: simple_switch_grpc -- --priority-queues 2; with one queue
+ * bmv2 drops a packet of priority 1). Queue 0 carries the traffic; TRIM_PRIORITY, served first, carries
+ * trimmed headers and every packet whose DSCP is the trim class (the endpoint's NACKs, ACKs and CNPs,
+ * and headers trimmed at an earlier hop). queue_depth is indexed port << 3 | priority. */
+const bit<3> TRIM_PRIORITY = 1;
+#define QUEUE_INDEX_COUNT 4096
+
 /* RoCEv2 BTH opcodes that are never trimmed (IBTA Vol. 1 9.2, Annex A17 for the CNP): an RC ACK
  * carries no payload to cut and its sender needs it whole; a CNP is the congestion signal itself. */
 #define BTH_OPCODE_RC_ACKNOWLEDGE 0x11

@@ -164,6 +164,11 @@ struct local_metadata_t {
     bit<8>         l3_proto;
     bit<16>        pin_index;
     bit<16>        ecmp_hash;
+    /* congestion signals: the thresholds (ingress, include/congestion.p4) and the trim decision */
+    bit<19>        ecn_depth;
+    bit<19>        trim_depth;
+    bit<6>         trim_class;
+    bool           trim;
 }
 
 #endif

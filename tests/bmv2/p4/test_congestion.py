@@ -19,14 +19,14 @@ from tests.bmv2.p4.test_srv6_spray import (
     DST_DT6, DST_HOST, DST_LEAF, SPINE_A, SRC_HOST, UP_A, UP_B, carrier, my_sid, nbr_mac, outer, route, sw_mac,
 )
 
-THRESHOLDS = "FabricEgress.congestion.thresholds"
+THRESHOLDS = "IngressPipe.congestion.thresholds"
 ECN_AT, TRIM_AT, TRIM_DSCP = 3, 6, 0x2E  # queue depths in packets; DSCP 46 as the trim class
 BURST = 12
 ECT0, CE = 0b10, 0b11
 
 
 def thresholds(ecn: int, trim: int, dscp: int) -> TableEntry:
-    return TableEntry(THRESHOLDS, (), "FabricEgress.congestion.set_thresholds",
+    return TableEntry(THRESHOLDS, (), "IngressPipe.congestion.set_thresholds",
                       (("ecn_qdepth", ecn), ("trim_qdepth", trim), ("trim_dscp", dscp)), is_default=True)
 
 
@@ -88,15 +88,24 @@ def spine_entries() -> list:
 
 
 def classify(frames: list[bytes], inners: list[bytes], tc: int) -> list[str]:
-    """Each frame as 'plain', 'ce' or 'trim': the form it matches byte for byte (else the test fails)."""
-    forms = []
-    for frame, inner in zip(frames, inners):
-        options = {"plain": forwarded(inner, tc), "ce": forwarded(inner, with_ecn(tc, CE) if tc & 0b11 else tc),
-                   "trim": trimmed(inner, tc)}
-        match = [name for name, want in options.items() if frame == want]
-        assert match, f"frame {frames.index(frame)} is none of the expected forms: {frame.hex()}"
-        forms.append(match[0])
-    return forms
+    """Each packet of the burst, in PSN order, as 'plain', 'ce' or 'trim': the form its frame matches byte
+    for byte (else the test fails). Trimmed headers leave by the priority queue, so arrival order is not
+    PSN order (arrivals() gives it); every PSN must come out exactly once."""
+    return [form for _, form in sorted(arrivals(frames, inners, tc))]
+
+
+def arrivals(frames: list[bytes], inners: list[bytes], tc: int) -> list[tuple[int, str]]:
+    """(PSN, form) of each frame, in the order the frames came out."""
+    got = []
+    for n, frame in enumerate(frames):
+        match = [(psn, name) for psn, inner in enumerate(inners)
+                 for name, want in (("plain", forwarded(inner, tc)),
+                                    ("ce", forwarded(inner, with_ecn(tc, CE) if tc & 0b11 else tc)),
+                                    ("trim", trimmed(inner, tc))) if frame == want]
+        assert match, f"frame {n} is none of the expected forms: {frame.hex()}"
+        got.append(match[0])
+    assert sorted(psn for psn, _ in got) == list(range(len(frames)))
+    return got
 
 
 def test_without_thresholds_a_queue_marks_and_trims_nothing(spray):
@@ -134,8 +143,58 @@ def test_not_ect_traffic_is_never_ce_marked_but_still_trimmed(spray):
 
     forms = classify(out, inners, tc)
     assert "trim" in forms and forms[-1] == "trim"
-    assert all(f == forwarded(i, tc) for f, i, form in zip(out, inners, forms) if form != "trim")
+    assert set(forms) == {"plain", "trim"}  # with Not-ECT the "ce" form is the plain one
     assert marks(spray, UP_B) == (0, forms.count("trim"))  # nothing to mark: Not-ECT
+
+
+def burst_behind_a_full_queue(device, frames: list[bytes], in_port: int, out_port: int) -> list[bytes]:
+    """Queue 0 of out_port served at 50 packets/s, the trim class's queue (priority 1) at once: the
+    frames sent at once, what comes out in arrival order."""
+    runtime = Bmv2Runtime(ns=device.switch.ns)
+    runtime.set_queue_rate(50, out_port, 0)
+    runtime.set_queue_rate(1_000_000, out_port, 1)
+    try:
+        for f in frames:
+            device.switch.send(in_port, f)
+        got = device.switch.receive(timeout=len(frames) / 50 + 2.0, count=len(frames))
+    finally:
+        runtime.set_queue_rate(1_000_000, out_port)
+    assert {p for p, _ in got} <= {out_port}
+    return [f for _, f in got]
+
+
+def test_a_trimmed_header_overtakes_the_queue_it_was_trimmed_from(spray):
+    """Trimming is decided in ingress, before the packet joins the congested queue, and the header goes
+    out of the priority queue: it arrives before the packets that were queued ahead of it."""
+    spray.install(*spine_entries())
+    spray.conn.write([("MODIFY", thresholds(ECN_AT, TRIM_AT, TRIM_DSCP))])
+    tc = 0x68 | ECT0
+    arriving, inners = transit_frames(tc)
+    order = arrivals(burst_behind_a_full_queue(spray, arriving, UP_A, UP_B), inners, tc)
+    trims = [psn for psn, form in order if form == "trim"]
+    assert trims and trims == sorted(trims) and min(trims) >= TRIM_AT  # none before the queue held TRIM_AT
+    last_trim = max(i for i, (_, form) in enumerate(order) if form == "trim")
+    queued_ahead = [psn for psn, form in order[last_trim + 1:] if form != "trim"]
+    # Every header came out before packets queued ahead of it, which were still waiting in queue 0.
+    assert queued_ahead and all(psn < min(trims) for psn in queued_ahead)
+    assert marks(spray, UP_B)[1] == len(trims)
+
+
+def test_a_packet_of_the_trim_class_overtakes_a_full_queue_untrimmed(spray):
+    """What an endpoint marks with the trim DSCP (its NACKs, ACKs, CNPs) goes through the priority queue
+    whole: sent last behind a queue above the trim threshold, it is not trimmed and arrives before them."""
+    spray.install(*spine_entries())
+    spray.conn.write([("MODIFY", thresholds(0, 100, TRIM_DSCP))])  # trimming on, not reached
+    tc = 0x68 | ECT0
+    arriving, inners = transit_frames(tc)
+    nack_tc = TRIM_DSCP << 2 | ECT0
+    nack_frames, nack_inners = transit_frames(nack_tc)
+    out = burst_behind_a_full_queue(spray, [*arriving, nack_frames[0]], UP_A, UP_B)
+    assert len(out) == BURST + 1
+    at = out.index(forwarded(nack_inners[0], nack_tc))  # untouched: no CE, no cut
+    assert at < BURST - 2
+    assert [f for f in out if f != out[at]] == [forwarded(i, tc) for i in inners]  # the rest in order
+    assert marks(spray, UP_B) == (0, 0)
 
 
 def test_thresholds_read_back_from_the_switch(spray):
@@ -196,14 +255,15 @@ def test_eecmp_marks_and_trims_ipv4_roce_with_true_lengths_and_checksum(ecmp):
         p[UDP].chksum = 0
         return bytes(p)[:14 + 20 + 8 + 12]
 
-    forms = []
-    for frame, pkt in zip(out, sent):
-        options = {"plain": routed(pkt, 0x68 | ECT0, False), "ce": routed(pkt, 0x68 | CE, False),
-                   "trim": routed(pkt, TRIM_DSCP << 2 | CE, True)}
-        match = [name for name, want in options.items() if frame == want]
+    by_psn = {}
+    for frame in out:
+        match = [(psn, name) for psn, pkt in enumerate(sent)
+                 for name, want in (("plain", routed(pkt, 0x68 | ECT0, False)), ("ce", routed(pkt, 0x68 | CE, False)),
+                                    ("trim", routed(pkt, TRIM_DSCP << 2 | CE, True))) if frame == want]
         assert match, frame.hex()
-        forms.append(match[0])
-    assert len(out) == BURST
+        by_psn[match[0][0]] = match[0][1]
+    assert len(out) == BURST and sorted(by_psn) == list(range(BURST))
+    forms = [by_psn[psn] for psn in range(BURST)]
     assert forms == sorted(forms, key=["plain", "ce", "trim"].index)
     assert forms[0] == "plain" and "ce" in forms and forms[-1] == "trim"
 

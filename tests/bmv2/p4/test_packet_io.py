@@ -68,3 +68,27 @@ def test_a_hosts_neighbor_advertisement_to_the_probe_address_is_punted_and_nothi
     device.switch.send(1, na("fe80::1"))
     assert list(device.conn.packets_in(timeout=0.5)) == []  # not to the probe address: not punted
     assert device.counter("FabricEgress.port_tx", 255).packets == 1
+
+
+def test_rocev2_skips_the_punt_lookup_and_is_routed_while_other_ipv6_is_punted(spray):
+    """srv6_spray's fast path: a data packet (a BTH parsed) is never the controller's, so it skips the
+    punt lookup even under a rule matching every IPv6 packet; a UDP packet that is not RoCEv2 is punted."""
+    from scapy.layers.inet import UDP
+    from scapy.layers.inet6 import IPv6
+
+    from mininet_labs.roce import roce_v6
+    from tests.bmv2.p4.test_srv6_spray import nbr_mac, route, sw_mac
+
+    spray.install(TableEntry("IngressPipe.cpu.punt", (("ether_type", Ternary(0x86DD, 0xFFFF)),),
+                             "IngressPipe.cpu.send_to_cpu", priority=10), route("fd00:0:0:12::", 64, 3))
+    data = roce_v6("fd00:0:0:11::1", "fd00:0:0:12::1", qp=7, psn=1, smac=nbr_mac(2), dmac=sw_mac(2))
+    spray.switch.send(2, bytes(data))
+    want = data.copy()
+    want[Ether].src, want[Ether].dst, want[IPv6].hlim = sw_mac(3), nbr_mac(3), 63
+    assert spray.switch.receive(timeout=2.0, count=1) == [(3, bytes(want))]
+    assert list(spray.conn.packets_in(timeout=0.5)) == []
+    other = bytes(Ether(src=nbr_mac(2), dst=sw_mac(2)) / IPv6(src="fd00:0:0:11::1", dst="fd00:0:0:12::1")
+                  / UDP(sport=5000, dport=5001) / Raw(bytes(16)))
+    spray.switch.send(2, other)
+    assert [(p.payload, dict(p.metadata)["ingress_port"]) for p in spray.conn.packets_in(timeout=2.0)] == [(other, 2)]
+    assert spray.switch.receive(timeout=0.5) == []

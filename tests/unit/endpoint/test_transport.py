@@ -197,6 +197,25 @@ def test_an_ack_goes_back_encapsulated_on_the_reverse_carrier_of_the_same_ev():
     assert AckHeader.unpack(rx.body[4:]) == AckHeader(NACK, 1, 0, 55, True)
 
 
+def test_an_ack_in_the_trim_class_rides_it_inside_and_out_and_is_not_taken_for_a_trimmed_packet():
+    """The receiver sends its ACKs and NACKs in the trim DSCP, so the switches' priority queue carries them
+    past a congested queue (p4/include/congestion.p4); the sender must still read them whole."""
+    _, back = ev_pair()
+    frame = ack_frame(SMAC, DMAC, back.src, back.dst, back.carrier, 0x100, 9, AckHeader(NACK, 1, 0, 55, True),
+                      dscp=TRIM_DSCP)
+    pkt = Ether(frame)
+    assert pkt[IPv6].tc == TRIM_DSCP << 2 | 0b10 and pkt[IPv6][1].tc == TRIM_DSCP << 2 | 0b10  # outer, inner
+    rx = parse(decap(frame))
+    assert rx.dscp == TRIM_DSCP and rx.icrc_ok and not rx.trimmed
+    assert AckHeader.unpack(rx.body[4:]) == AckHeader(NACK, 1, 0, 55, True)
+    data = data_frame(SMAC, DMAC, back.src, back.dst, back.carrier, 0x100, 9, DataHeader(1, "h0", 1, 0, 1, 0, 0), 64)
+    cut = Ether(decap(data))
+    cut[IPv6].tc = TRIM_DSCP << 2 | 0b10  # what a leaf's trimming leaves of a data packet: the class, lengths true
+    cut[IPv6].plen = 8 + 12
+    cut[UDP].len = 8 + 12
+    assert parse(bytes(cut)[:14 + 40 + 8 + 12]).trimmed
+
+
 def test_the_receiver_ignores_strangers_and_answers_probes():
     fwd, back = ev_pair()
     r = ReceiverCore("h2", {"h0": [back]})

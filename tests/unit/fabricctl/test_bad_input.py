@@ -443,6 +443,24 @@ def test_the_switch_command_uses_only_what_the_binary_was_built_with(tmp_path: P
                    "--no-p4", "--", "--grpc-server-addr", "127.0.0.1:50999", "--cpu-port", "255"]
 
 
+@pytest.mark.parametrize("has_it", [True, False])
+def test_switches_get_the_trim_priority_queue_where_the_binary_has_priority_queues(tmp_path: Path,
+                                                                                  has_it: bool) -> None:
+    """p4/include/congestion.p4 sends trimmed headers to priority 1: bmv2 needs --priority-queues 2 for it."""
+    binary = fake_switch(tmp_path, True, True)
+    if has_it:
+        text = Path(binary).read_text().replace("  --no-p4", "  --priority-queues arg  Number of priority queues\n  --no-p4")
+        Path(binary).write_text(text)
+    build = bmv2proc.probe(binary)
+    assert build.priority_queues == has_it
+    assert build.target_args() == (["--priority-queues", "2"] if has_it else [])
+    cmd = bmv2proc.command(build, device_id=3, thrift_port=60999, log_base=tmp_path / "s1", log_level="warn",
+                           notifications=tmp_path / "s1-notifications.ipc", pcap_dir=None, ports={1: "s1-eth1"},
+                           grpc_addr="127.0.0.1:50999", cpu_port=255)
+    assert cmd[cmd.index("--"):] == ["--", "--grpc-server-addr", "127.0.0.1:50999", "--cpu-port", "255",
+                                     *(["--priority-queues", "2"] if has_it else [])]
+
+
 def test_a_binary_without_no_p4_is_named_with_what_it_lacks(tmp_path: Path) -> None:
     binary = fake_switch(tmp_path, True, True, no_p4=False)
     with pytest.raises(bmv2proc.SwitchStartError, match=rf"^{binary} is not a simple_switch_grpc the lab can run: "
