@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-_TIERS = ("unit", "bmv2", "mininet")
+_TIERS = ("unit", "bmv2", "mininet", "kernel")
 
 
 def _required() -> set[str]:
