@@ -52,9 +52,12 @@ def attach(lab_dir: Path) -> Any:
 def up(model: Any, lab_dir: Path, tag: str, install: bool, as_json: bool, program: str, why: str,
        unsupported: dict[str, bool]) -> None:
     """Start a kernel lab of `model` and print what `lab up` prints for bmv2."""
-    from mininet_labs.kernel.lab import KernelLab
+    from mininet_labs.kernel.lab import KernelLab, size_problem
     from mininet_labs.lab import LabError
 
+    too_big = size_problem(model)
+    if too_big:
+        raise OpError(too_big)
     asked = [k for k, v in unsupported.items() if v]
     if asked:
         raise OpError(f"{asked[0]} needs the bmv2 data plane: the kernel data plane has no bmv2 process "

@@ -59,6 +59,17 @@ SWITCH_SYSCTLS = ("net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.forwa
 UNSUPPORTED = "the kernel data plane has no {what} (docs/kernel.md: what it cannot do)"
 
 
+MAX_SWITCHES = 512  # namespaces of switches one machine runs as a kernel lab (measured: 1383 exhaust 2 GB of routes)
+
+
+def size_problem(model: Topology) -> str | None:
+    """Why a topology is too large to run as a kernel lab on one machine, or None."""
+    n = len(model.switches)
+    if n > MAX_SWITCHES:
+        return f"a lab of {n} switches: at most {MAX_SWITCHES} switches run as a kernel lab on one machine"
+    return None
+
+
 def prerequisites() -> str | None:
     """None when a kernel lab can run here, else what is missing (root, ip, the kernel's SRv6)."""
     if os.geteuid() != 0:
@@ -149,7 +160,7 @@ class KernelLab(Lab):
 
     # --- up / down -------------------------------------------------------------------------------
     def up(self, install: bool = True) -> KernelLab:
-        why = prerequisites()
+        why = prerequisites() or size_problem(self.model)
         if why:
             raise LabError(why)
         if self.program != "srv6_spray":
