@@ -91,3 +91,23 @@ def test_seg6_attributes_round_trip() -> None:
     assert seg6nl.parse_seg6local(seg6nl.seg6local("End", next_csid=(32, 16))) == seg6nl.Seg6Local("End", next_csid=(32, 16))
     assert seg6nl.parse_seg6local(seg6nl.seg6local("End.DT6", table=254)) == seg6nl.Seg6Local("End.DT6", table=254)
     assert seg6nl.parse_seg6local(seg6nl.seg6local("End.DX6", nh6="fd00::1")) == seg6nl.Seg6Local("End.DX6", nh6="fd00::1")
+
+
+def test_both_southbounds_have_the_interface_and_an_unreachable_switch_is_one_error_line() -> None:
+    import dataclasses
+
+    from controller.southbound.base import Southbound
+    from controller.southbound.netlink import NetlinkSouthbound
+    from controller.southbound.p4runtime import P4RuntimeSouthbound
+
+    netlink = NetlinkSouthbound(lambda name: f"sf-no-such-lab-{name}", timeout=1.0)
+    leaf = TOPO.switch("p0-t0-0")
+    dead = dataclasses.replace(TOPO, switches=tuple(dataclasses.replace(s, grpc_addr="127.0.0.1:1")
+                                                    for s in TOPO.switches), _by_name={}, _t0=(), _t1=())
+    p4rt = P4RuntimeSouthbound(dead, timeout=1.0)
+    assert isinstance(netlink, Southbound) and isinstance(p4rt, Southbound)
+    fabric = ops.fabric(TOPO, "srv6_spray")
+    out = netlink.check(fabric, leaf)
+    assert not out.ok and out.error == "p0-t0-0: cannot open namespace sf-no-such-lab-p0-t0-0: No such file or directory"
+    out = p4rt.check(ops.fabric(dead, "srv6_spray"), dead.switch("p0-t0-0"))
+    assert not out.ok and out.error.startswith("p0-t0-0: ") and "\n" not in out.error
