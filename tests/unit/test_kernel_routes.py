@@ -111,3 +111,13 @@ def test_both_southbounds_have_the_interface_and_an_unreachable_switch_is_one_er
     assert not out.ok and out.error == "p0-t0-0: cannot open namespace sf-no-such-lab-p0-t0-0: No such file or directory"
     out = p4rt.check(ops.fabric(dead, "srv6_spray"), dead.switch("p0-t0-0"))
     assert not out.ok and out.error.startswith("p0-t0-0: ") and "\n" not in out.error
+
+
+def test_the_kernel_lab_says_what_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mininet_labs.kernel import lab
+
+    monkeypatch.setattr(lab.os, "geteuid", lambda: 1000)
+    assert lab.prerequisites() == "a kernel lab needs root (network namespaces)"
+    monkeypatch.setattr(lab.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(lab, "Path", lambda *a: type("P", (), {"exists": lambda self: False})())
+    assert lab.prerequisites() == "ip not found (Debian: iproute2, procps, nftables)"
