@@ -171,3 +171,16 @@ def test_down_removes_its_namespaces_and_only_those(kernel_ready: None, tmp_path
     finally:
         lab.down()
         netns.remove([other])
+
+
+def test_southbound_failure_delta_pulls_the_segments_without_reading_first(lab: Any) -> None:
+    healthy = ops.fabric(lab.model, "srv6_spray")
+    failed = ops.fabric(lab.model, "srv6_spray", [LinkDown("p0-t0-0", "p0-t1-1")])
+    leaf1 = lab.model.switch("p0-t0-1")
+    out = lab.southbound.apply_failure(healthy, failed, leaf1)
+    assert out.ok and (out.inserts, out.modifies, out.deletes) == (0, 1, 0)
+    assert out.detail["pulled"] == {"fd00::/64": (Nexthop("eth4", "fe80::5f:ff:fe01:1", "fcbb:bb00:2:400:fff::"),)}
+    assert lab.routes(leaf1.name) == switch_routes(failed, leaf1)
+    back = lab.southbound.apply_failure(failed, healthy, leaf1)
+    assert back.ok and back.modifies == 1 and back.detail["pulled"] == {}
+    assert lab.routes(leaf1.name) == switch_routes(healthy, leaf1)
