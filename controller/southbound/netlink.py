@@ -2,8 +2,9 @@
 
 Our routes carry their own protocol number (`PROTO`), so reading back sees exactly what the
 controller wrote (the kernel's own link-local and connected routes are left alone), and a switch is
-in sync when those equal `kroutes.switch_routes` of the plan. Every call has a deadline: the netlink
-socket's receive timeout (`timeout`).
+in sync when those equal `kroutes.switch_routes` of the plan. Netlink requests go to the local kernel,
+which answers or refuses at once; there is no remote to wait on, and no deadline is set on them (`timeout`
+is kept for the interface; a hung kernel would hang the caller).
 """
 
 from __future__ import annotations
@@ -70,8 +71,7 @@ class NetlinkSwitch:
         self.close()
 
     def _call(self, fn: Callable[[], Any]) -> Any:
-        """fn() with the socket's deadline; NetlinkSwitchError for a refusal or a timeout."""
-
+        """fn(); NetlinkSwitchError for a refusal or a socket error."""
         try:
             return fn()
         except NetlinkError as e:

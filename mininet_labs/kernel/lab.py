@@ -145,7 +145,7 @@ class KernelLab(Lab):
     dataplane = "kernel"
 
     def __init__(self, model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, name: str | None = None,
-                 program: str = "srv6_spray", timeout: float = 10.0, **_: Any) -> None:
+                 program: str = "srv6_spray", timeout: float = 10.0) -> None:
         super().__init__(model, lab_dir, program=program, timeout=timeout)
         self.name = netns.check_lab_name(name or self.dir.name)
         self.kstate = KernelLabState(str(self.dir), str(self.topology_path), self.name)
