@@ -38,7 +38,7 @@ from controller.topology import Switch
 
 PROTO = 0x5F  # rtm_protocol of every route the controller writes (RTPROT_* below 0x5F... are the kernel's and daemons')
 RTN_UNICAST, RTN_BLACKHOLE = 1, 6
-BATCH = 256  # route messages per netlink send
+BATCH = 32  # route messages per netlink send: one send is one kernel skb, kept small (a large one can fail ENOMEM)
 
 
 class NetlinkSwitchError(RuntimeError):
