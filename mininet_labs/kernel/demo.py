@@ -17,15 +17,18 @@ from mininet_labs.lab import Lab, LabError, default_topology
 LINK = ("p0-t0-0", "p0-t1-1")  # plane 0: the QPs of plane 1 must not notice
 
 
+BMV2_TAG, BMV2_GRPC = "dm", 51201  # the bmv2 demo's port names and gRPC ports: clear of a default lab's
+
+
 def _start(kind: str, lab_dir: Path) -> Lab:
-    model = default_topology()
+    model = default_topology(grpc_base_port=BMV2_GRPC)
     if kind == "kernel":
         from mininet_labs.kernel.lab import KernelLab
 
         return KernelLab(model, lab_dir, name="demo").up()
     from mininet_labs.lab import start_headless
 
-    return start_headless(model, lab_dir)
+    return start_headless(model, lab_dir, tag=BMV2_TAG)
 
 
 def _down(lab: Lab) -> Any:
