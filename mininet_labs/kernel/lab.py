@@ -36,6 +36,7 @@ from controller.topology import Topology, load, to_dict
 from mininet_labs import traffic as tr
 from mininet_labs.kernel import netns
 from mininet_labs.lab import (
+    CONFIG_NAME,
     DEFAULT_DIR,
     ENV_MARK,
     TOPOLOGY_NAME,
@@ -179,6 +180,9 @@ class KernelLab(Lab):
                            "choose another --tag or --dir")
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "traffic").mkdir(exist_ok=True)
+        # lab-config.json marks the directory as a lab's (kept after down, as the bmv2 lab's): a later lab may
+        # replace its topology.yaml
+        write_lab_file(self.dir, CONFIG_NAME, json.dumps({"dataplane": "kernel", "name": self.name}) + "\n")
         write_lab_file(self.dir, TOPOLOGY_NAME, yaml.safe_dump(to_dict(self.model), sort_keys=False))
         t0 = time.monotonic()
         self.kstate.write(self.kernel_state_path)

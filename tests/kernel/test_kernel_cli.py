@@ -47,3 +47,13 @@ def test_what_the_kernel_lab_cannot_do_is_refused_before_anything_starts(kernel_
     eecmp = fabricctl("--program", "eecmp_qp_hash", "lab", "up", "--dataplane", "kernel", "--dir", str(lab_dir))
     assert eecmp.returncode != 0 and "E-ECMP on the BTH QP needs the P4 switch" in eecmp.stderr
     assert not (lab_dir / "kernel-lab.json").exists()
+
+
+def test_a_second_lab_in_the_same_directory_comes_up(kernel_ready: None, tmp_path: Path) -> None:
+    """After `lab down` the directory keeps its topology.yaml and lab-config.json; a new lab there may replace them."""
+    tag, lab_dir = f"r{os.getpid()}", str(tmp_path / "lab")
+    for _ in range(2):
+        up = fabricctl("lab", "up", "--dataplane", "kernel", "--dir", lab_dir, "--tag", tag, "--t0", "1")
+        down = fabricctl("lab", "down", "--dir", lab_dir)
+        assert up.returncode == 0 and down.returncode == 0, up.stderr + down.stderr
+    assert netns.existing(f"{netns.PREFIX}{tag}-") == []
