@@ -18,6 +18,7 @@ from fabricctl.options import Finite
 from controller.ops import OpError
 from controller.model.topology import TopologyError
 from controller.programs.toolchain import find_binary
+from fabricctl import kernel_lab
 
 DEFAULT_DIR = "/tmp/srv6-fabric-lab"  # mininet_labs.lab.DEFAULT_DIR (not imported: keep this module light)
 
@@ -85,11 +86,14 @@ def lab() -> None:
               "certificate made with openssl in DIR/tls, named by the lab's topology.yaml.")
 @click.option("--cli", "run_cli", is_flag=True, help="Run in this process and open the Mininet CLI; leaving it "
               "tears the lab down.")
+@click.option("--dataplane", type=click.Choice(["auto", "kernel", "bmv2"]), default="auto", show_default=True,
+              help="bmv2 switches, or Linux SRv6 routers in namespaces (docs/kernel.md); auto: bmv2 where "
+              "simple_switch_grpc is found, else kernel.")
 @_json_option
 @click.pass_context
 def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0: int, hosts: int, grpc_base_port: int,
        lab_dir: Path, tag: str, pcap: bool, log_level: str, no_install: bool, tls: bool, run_cli: bool,
-       as_json: bool) -> None:
+       dataplane: str, as_json: bool) -> None:
     """Start a lab: of TOPOLOGY (a topology YAML), or of the size the options give.
 
     In the background by default: it prints the hosts' addresses and returns once every switch
@@ -116,6 +120,10 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
             model = default_topology(planes, t1, t0, hosts, grpc_base_port=grpc_base_port)
         except TopologyError as e:
             raise OpError(f"no such fabric: {e.problems[0]}", ops.BAD_TOPOLOGY) from None
+    kind, why = kernel_lab.choose(dataplane)
+    if kind == "kernel":
+        return kernel_lab.up(model, lab_dir, tag, not no_install, as_json, _global(ctx)["program"], why,
+                             {"--pcap": pcap, "--tls": tls, "--cli": run_cli})
     too_big = size_problem(model)
     if too_big:
         raise OpError(too_big)
@@ -176,6 +184,8 @@ def down(lab_dir: Path, as_json: bool) -> None:
     """
     from mininet_labs.lab import LabError, cleanup
 
+    if kernel_lab.is_kernel(lab_dir):
+        return kernel_lab.down(lab_dir, as_json)
     try:
         report = cleanup(lab_dir)
     except LabError as e:
@@ -206,6 +216,8 @@ def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> Non
       fabricctl lab status
       fabricctl lab status --check --json
     """
+    if kernel_lab.is_kernel(lab_dir):
+        return kernel_lab.status(lab_dir, check, as_json)
     running = _attach(lab_dir)
     doc = running.status()
     if check:
@@ -358,6 +370,8 @@ def _schedule_options(f: Any) -> Any:
 def _attach(lab_dir: Path) -> Any:
     from mininet_labs.lab import Lab, LabError
 
+    if kernel_lab.is_kernel(lab_dir):
+        return kernel_lab.attach(lab_dir)
     try:
         return Lab.attach(lab_dir)
     except LabError as e:
@@ -508,3 +522,6 @@ def balance_cmd(lab_dir: Path, qps: int, messages: int, rate: float, sport: int,
     click.echo(json.dumps(doc, indent=1) if as_json else "\n".join(result.table()))
     if png is not None and not as_json:
         click.echo(f"  plot: {png}")
+
+
+lab.add_command(kernel_lab.demo)

@@ -1,4 +1,4 @@
-"""Test tiers: tests under tests/unit are `unit`, tests/bmv2 `bmv2`, tests/mininet `mininet`, tests/etcd `etcd`.
+"""Test tiers: tests under tests/unit are `unit`, tests/bmv2 `bmv2`, tests/mininet `mininet`, tests/etcd `etcd`, tests/kernel `kernel`.
 
 SRV6_FABRIC_REQUIRE_TIERS=bmv2,mininet (set by .ci/run where the P4 toolchain is at hand) turns a
 skip in those tiers into a failure, so a missing binary or privilege cannot pass CI silently.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-_TIERS = ("unit", "bmv2", "mininet", "etcd")
+_TIERS = ("unit", "bmv2", "mininet", "etcd", "kernel")
 
 
 def _required() -> set[str]:
