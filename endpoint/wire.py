@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass
 
 from controller.model import congestion
+from mininet_labs.frames import mac_bytes
 from mininet_labs.traffic import ETH_IPV6, PSN_MASK, ROCE_PORT, icrc, roce_frame
 
 PROTO_IPV6 = 41
@@ -93,10 +94,6 @@ class AckHeader:
         return cls(kind, ev, seq, tx, bool(flags & 1))
 
 
-def _mac(text: str) -> bytes:
-    return bytes.fromhex(text.replace(":", ""))
-
-
 def encap(smac: str, dmac: str, src: str, carrier: str, inner_frame: bytes, *, tc: int = ECT0, hlim: int = 64) -> bytes:
     """H.Encaps of an Ethernet frame's IPv6 packet: Ethernet / outer IPv6 (nh 41) to `carrier` / the inner
     packet; no carrier (a leaf-spray EV): the frame as it is, the leaf encapsulates."""
@@ -105,7 +102,7 @@ def encap(smac: str, dmac: str, src: str, carrier: str, inner_frame: bytes, *, t
     inner = inner_frame[14:]
     outer = (struct.pack("!IHBB", 6 << 28 | tc << 20, len(inner), PROTO_IPV6, hlim)
              + socket.inet_pton(socket.AF_INET6, src) + socket.inet_pton(socket.AF_INET6, carrier))
-    return _mac(dmac) + _mac(smac) + struct.pack("!H", ETH_IPV6) + outer + inner
+    return mac_bytes(dmac) + mac_bytes(smac) + struct.pack("!H", ETH_IPV6) + outer + inner
 
 
 def data_frame(smac: str, dmac: str, src: str, dst: str, carrier: str, qp: int, psn: int, header: DataHeader,

@@ -98,7 +98,8 @@ def host_nics(topo: Topology, host: str) -> tuple[HostNic, ...]:
     return tuple(out)
 
 
-def _mac(text: str) -> bytes:
+def mac_bytes(text: str) -> bytes:
+    """aa:bb:cc:dd:ee:ff as its six bytes."""
     return bytes.fromhex(text.replace(":", ""))
 
 
@@ -154,7 +155,7 @@ def roce_frame(smac: str, dmac: str, src: str, dst: str, opcode: int, qp: int, p
     pseudo = s + d + struct.pack("!IxxxB", udp_len, 17)
     csum = 0xFFFF - _csum16(pseudo + udp + body + crc)
     udp = udp[:6] + struct.pack("!H", csum or 0xFFFF)
-    return _mac(dmac) + _mac(smac) + struct.pack("!H", ETH_IPV6) + ip + udp + body + crc
+    return mac_bytes(dmac) + mac_bytes(smac) + struct.pack("!H", ETH_IPV6) + ip + udp + body + crc
 
 
 def roce_frame_v4(smac: str, dmac: str, src: str, dst: str, opcode: int, qp: int, psn: int, payload: bytes, *,
@@ -167,7 +168,7 @@ def roce_frame_v4(smac: str, dmac: str, src: str, dst: str, opcode: int, qp: int
     ip = ip[:10] + struct.pack("!H", 0xFFFF - _csum16(ip)) + ip[12:]
     udp = struct.pack("!HHHH", sport, ROCE_PORT, udp_len, 0)
     crc = icrc(ip + udp + body + b"\x00" * 4)
-    return _mac(dmac) + _mac(smac) + struct.pack("!H", ETH_IPV4) + ip + udp + body + crc
+    return mac_bytes(dmac) + mac_bytes(smac) + struct.pack("!H", ETH_IPV4) + ip + udp + body + crc
 
 
 @dataclass(frozen=True)

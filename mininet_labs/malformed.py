@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from controller.programs.drops import DropReason as R
 from controller.model.sids import SidPlan
 from controller.model.topology import Topology
+from mininet_labs.frames import mac_bytes
 from mininet_labs.roce import roce_v6
 
 ETH, IP6, SRH_FIXED, UDP_LEN, BTH_LEN = 14, 40, 8, 8, 12
@@ -46,10 +47,6 @@ class Attack:
 
 def _v6(addr: int | str) -> bytes:
     return ipaddress.IPv6Address(addr).packed
-
-
-def _mac(mac: str) -> bytes:
-    return bytes.fromhex(mac.replace(":", ""))
 
 
 def ipv6_header(src: int | str, dst: int | str, payload_len: int, next_hdr: int, hop_limit: int = 64,
@@ -102,7 +99,7 @@ class Fabric:
                              payload=ROCE_PAYLOAD))[ETH:]
 
     def eth(self, dst: str, src: str) -> bytes:
-        return _mac(dst) + _mac(src) + b"\x86\xdd"
+        return mac_bytes(dst) + mac_bytes(src) + b"\x86\xdd"
 
     def host_target(self) -> Target:
         return Target(self.leaf0.name, self.leaf0.host_ports[0], self.p, host=self.leaf0.host_names[0])

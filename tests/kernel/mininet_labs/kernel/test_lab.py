@@ -19,7 +19,7 @@ from controller import ops
 from controller.failover import LinkDown
 from controller.southbound.kroutes import Nexthop, intf, link_local, switch_routes
 from mininet_labs import roce
-from mininet_labs import traffic as tr
+from mininet_labs import frames
 
 WIRE = str(REPO / "tests" / "kernel" / "wire.py")
 
@@ -67,7 +67,7 @@ def _expected(lab: Any, sent: dict[str, str]) -> bytes:
     nic = next(n for n in lab.host(sent["dst"]).nics if ipaddress.IPv6Address(n.v6) == dst)
     ip = bytearray(frame[14:])
     ip[7] -= 1
-    return tr._mac(nic.mac) + tr._mac(nic.gateway_mac) + frame[12:14] + bytes(ip)
+    return frames.mac_bytes(nic.mac) + frames.mac_bytes(nic.gateway_mac) + frame[12:14] + bytes(ip)
 
 
 def test_every_pair_delivered_as_sent(lab: Any, tmp_path: Path) -> None:
@@ -214,6 +214,6 @@ def test_endpoint_mode_host_written_carriers_reach_the_host(lab: Any, tmp_path: 
     for inner in inners:
         ip = bytearray(inner[14:])
         ip[7] -= 1
-        want = tr._mac(peer.mac) + tr._mac(peer.gateway_mac) + inner[12:14] + bytes(ip)
+        want = frames.mac_bytes(peer.mac) + frames.mac_bytes(peer.gateway_mac) + inner[12:14] + bytes(ip)
         assert rx.count(want) == 1, want[:64].hex()
     assert len(rx) == 2
