@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Generic, Iterable, NamedTuple, TypeVar
 
 from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, entity_key
 
@@ -25,13 +25,16 @@ class Update(NamedTuple):
     entity: Entity
 
 
-@dataclass(frozen=True, slots=True)
-class Delta:
-    """What differs between plan and switch; each tuple sorted by kind (members, groups, entries), then key."""
+T = TypeVar("T")
 
-    inserts: tuple[Entity, ...] = ()
-    modifies: tuple[Entity, ...] = ()
-    deletes: tuple[Entity, ...] = ()
+
+@dataclass(frozen=True, slots=True)
+class Changes(Generic[T]):
+    """What differs between a switch's plan and what it holds, whatever the southbound's unit (entities, routes)."""
+
+    inserts: tuple[T, ...] = ()
+    modifies: tuple[T, ...] = ()
+    deletes: tuple[T, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.inserts or self.modifies or self.deletes)
@@ -41,6 +44,11 @@ class Delta:
 
     def summary(self) -> str:
         return f"{len(self.inserts)} inserts, {len(self.modifies)} modifies, {len(self.deletes)} deletes"
+
+
+@dataclass(frozen=True, slots=True)
+class Delta(Changes[Entity]):
+    """What differs between plan and switch; each tuple sorted by kind (members, groups, entries), then key."""
 
 
 _RANK = {ActionProfileMember: 0, ActionProfileGroup: 1, TableEntry: 2}

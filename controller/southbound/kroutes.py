@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from controller.plan.delta import Changes
 from controller.routes import Fabric, Path
 from controller.model.sids import BLOCK_LEN, LOCAL_SID_LEN, UN_LEN, V6_LEAF_LEN, fmt_v6
 from controller.model.topology import Switch
@@ -182,22 +183,9 @@ def spine_routes(f: Fabric, spine: Switch) -> list[Route]:
     return out
 
 
-@dataclass(frozen=True)
-class RouteDelta:
+@dataclass(frozen=True, slots=True)
+class RouteDelta(Changes[Route]):
     """What differs between a switch's plan and what it holds (routes keyed by prefix)."""
-
-    inserts: tuple[Route, ...] = ()
-    modifies: tuple[Route, ...] = ()
-    deletes: tuple[Route, ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.inserts or self.modifies or self.deletes)
-
-    def __len__(self) -> int:
-        return len(self.inserts) + len(self.modifies) + len(self.deletes)
-
-    def summary(self) -> str:
-        return f"{len(self.inserts)} inserts, {len(self.modifies)} modifies, {len(self.deletes)} deletes"
 
 
 def diff(want: list[Route], have: list[Route]) -> RouteDelta:

