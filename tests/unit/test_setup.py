@@ -29,10 +29,11 @@ def _locked() -> dict[str, tuple[str, list[str]]]:
     return pins
 
 
-def test_ci_runs_the_readmes_two_commands_verbatim() -> None:
-    setup, test = _quickstart()
+def test_ci_runs_the_readmes_commands_verbatim() -> None:
+    setup, demo, test = _quickstart()
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert setup in ci and "--require-hashes -r requirements.lock" in setup
+    assert demo == ".venv/bin/fabricctl lab demo" and f"if {demo}; then" in ci
     assert any(line.startswith(f'run_pytest "locked run" {test.split(" -m pytest")[0]}') for line in ci), test
     assert test == ".venv/bin/python -m pytest"
 
