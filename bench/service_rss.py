@@ -54,7 +54,7 @@ def free_base(count: int) -> int:
     """A gRPC base port with `count` free ports (and their thrift ports), per process like the tests' labs."""
     from mininet_labs.switch import free_port_base
 
-    return free_port_base(count, 51000, 51990, 20)
+    return free_port_base(count)
 
 
 def wait_primary(state: Path, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> dict | None:

@@ -21,8 +21,6 @@ CPU_PORT = 255
 THRIFT_OFFSET = 10000  # thrift port = gRPC port + this, unless given
 
 
-
-
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
     """True when nothing listens on TCP host:port (so a switch may bind it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -34,7 +32,12 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-def free_port_base(count: int, first: int, last: int, spread: int) -> int:
+# Below Linux's ephemeral range (32768-60999 by default), Thrift ports included: a port found free there can
+# still be taken by any client's outgoing connection before the switch binds it.
+PRIVATE_PORTS = (12000, 22000)
+
+
+def free_port_base(count: int, first: int = PRIVATE_PORTS[0], last: int = PRIVATE_PORTS[1], spread: int = 50) -> int:
     """A gRPC base port in [first, last) with `count` free ports (and their Thrift ports), starting the
     search at first + (pid % 40) * spread so that labs of concurrent processes pick apart."""
     for base in range(first + (os.getpid() % 40) * spread, last, count + 1):

@@ -29,7 +29,7 @@ def free_port_base(count: int) -> int:
     """A gRPC base port with `count` free ports (and their thrift ports) that no other lab uses."""
     from mininet_labs.switch import free_port_base as free
 
-    return free(count, 52000, 54950, 50)
+    return free(count)
 
 
 @pytest.fixture(scope="module")

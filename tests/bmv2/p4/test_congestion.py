@@ -22,6 +22,7 @@ from tests.bmv2.p4.test_srv6_spray import (
 THRESHOLDS = "IngressPipe.congestion.thresholds"
 ECN_AT, TRIM_AT, TRIM_DSCP = 3, 6, 0x2E  # queue depths in packets; DSCP 46 as the trim class
 BURST = 12
+DRAIN_PPS = 20  # the bottleneck: a burst goes in far faster than this drains it
 ECT0, CE = 0b10, 0b11
 
 
@@ -31,13 +32,13 @@ def thresholds(ecn: int, trim: int, dscp: int) -> TableEntry:
 
 
 def burst_through_bottleneck(device, frames: list[bytes], in_port: int, out_port: int) -> list[bytes]:
-    """Serve out_port at 50 packets/s, send the frames at once, collect what comes out (in order)."""
+    """Serve out_port at DRAIN_PPS, send the frames at once, collect what comes out (in order)."""
     runtime = Bmv2Runtime(ns=device.switch.ns)
-    runtime.set_queue_rate(50, out_port)
+    runtime.set_queue_rate(DRAIN_PPS, out_port)
     try:
         for f in frames:
             device.switch.send(in_port, f)
-        got = device.switch.receive(timeout=len(frames) / 50 + 2.0, count=len(frames))
+        got = device.switch.receive(timeout=len(frames) / DRAIN_PPS + 2.0, count=len(frames))
     finally:
         runtime.set_queue_rate(1_000_000, out_port)
     assert {p for p, _ in got} <= {out_port}
@@ -87,6 +88,16 @@ def spine_entries() -> list:
     return [my_sid(carrier(SPINE_A), 48, "usid_un"), route(carrier(DST_LEAF), 48, UP_B)]
 
 
+def assert_follows_depth(forms: list[str], ce_at: int = ECN_AT, trim_at: int = TRIM_AT) -> None:
+    """Each packet's form fits the deepest queue it can have met: packet i (in PSN order, sent in one burst)
+    finds at most i packets ahead of it, so it is CE-marked only from ce_at on and trimmed only from trim_at on.
+    The queue drains while the burst goes in (the sender and bmv2 share a busy machine), so the forms need
+    not grow monotonically; the burst still fills the queue past both thresholds."""
+    for i, form in enumerate(forms):
+        assert form == "plain" or (form == "ce" and i >= ce_at) or (form == "trim" and i >= trim_at), (i, forms)
+    assert forms[0] == "plain" and "trim" in forms, forms
+
+
 def classify(frames: list[bytes], inners: list[bytes], tc: int) -> list[str]:
     """Each packet of the burst, in PSN order, as 'plain', 'ce' or 'trim': the form its frame matches byte
     for byte (else the test fails). Trimmed headers leave by the priority queue, so arrival order is not
@@ -125,9 +136,9 @@ def test_a_growing_queue_first_marks_ce_then_trims_to_the_headers(spray):
 
     assert len(out) == BURST
     forms = classify(out, inners, tc)
-    # The queue only grows during the burst: untouched, then CE, then trimmed, in that order.
-    assert forms == sorted(forms, key=["plain", "ce", "trim"].index)
-    assert forms[0] == "plain" and "ce" in forms and forms[-1] == "trim"
+    # Untouched below the ECN threshold, CE-marked from it on, trimmed from the trim threshold on.
+    assert_follows_depth(forms)
+    assert "ce" in forms
     assert forms.count("plain") <= ECN_AT + 1 and forms.count("plain") + forms.count("ce") <= TRIM_AT + 1
     # The switch's own counts, per egress port, equal what came out (a trimmed ECT packet is CE-marked too).
     assert marks(spray, UP_B) == (forms.count("ce") + forms.count("trim"), forms.count("trim"))
@@ -142,21 +153,21 @@ def test_not_ect_traffic_is_never_ce_marked_but_still_trimmed(spray):
     out = burst_through_bottleneck(spray, arriving, UP_A, UP_B)
 
     forms = classify(out, inners, tc)
-    assert "trim" in forms and forms[-1] == "trim"
+    assert_follows_depth(forms, ce_at=1)
     assert set(forms) == {"plain", "trim"}  # with Not-ECT the "ce" form is the plain one
     assert marks(spray, UP_B) == (0, forms.count("trim"))  # nothing to mark: Not-ECT
 
 
 def burst_behind_a_full_queue(device, frames: list[bytes], in_port: int, out_port: int) -> list[bytes]:
-    """Queue 0 of out_port served at 50 packets/s, the trim class's queue (priority 1) at once: the
+    """Queue 0 of out_port served at DRAIN_PPS packets/s, the trim class's queue (priority 1) at once: the
     frames sent at once, what comes out in arrival order."""
     runtime = Bmv2Runtime(ns=device.switch.ns)
-    runtime.set_queue_rate(50, out_port, 0)
+    runtime.set_queue_rate(DRAIN_PPS, out_port, 0)
     runtime.set_queue_rate(1_000_000, out_port, 1)
     try:
         for f in frames:
             device.switch.send(in_port, f)
-        got = device.switch.receive(timeout=len(frames) / 50 + 2.0, count=len(frames))
+        got = device.switch.receive(timeout=len(frames) / DRAIN_PPS + 2.0, count=len(frames))
     finally:
         runtime.set_queue_rate(1_000_000, out_port)
     assert {p for p, _ in got} <= {out_port}
@@ -264,8 +275,8 @@ def test_eecmp_marks_and_trims_ipv4_roce_with_true_lengths_and_checksum(ecmp):
         by_psn[match[0][0]] = match[0][1]
     assert len(out) == BURST and sorted(by_psn) == list(range(BURST))
     forms = [by_psn[psn] for psn in range(BURST)]
-    assert forms == sorted(forms, key=["plain", "ce", "trim"].index)
-    assert forms[0] == "plain" and "ce" in forms and forms[-1] == "trim"
+    assert_follows_depth(forms)
+    assert "ce" in forms
 
 
 def test_the_runtime_cli_names_a_command_the_switch_refuses(spray):
@@ -363,14 +374,15 @@ def test_a_runtime_session_sets_the_queue_per_command_and_names_a_refusal(spray)
     tc = 0x68 | ECT0
     arriving, inners = transit_frames(tc)
     with Bmv2Runtime(ns=spray.switch.ns).session() as cli:
-        cli.run(f"set_queue_rate 50 {UP_B}")
+        cli.run(f"set_queue_rate {DRAIN_PPS} {UP_B}")
         try:
             for f in arriving:
                 spray.switch.send(UP_A, f)
-            out = [f for _, f in spray.switch.receive(timeout=BURST / 50 + 2.0, count=BURST)]
+            out = [f for _, f in spray.switch.receive(timeout=BURST / DRAIN_PPS + 2.0, count=BURST)]
         finally:
             cli.run(f"set_queue_rate 1000000 {UP_B}")
         forms = classify(out, inners, tc)
-        assert len(out) == BURST and forms[0] == "plain" and forms[-1] == "trim"
+        assert len(out) == BURST
+        assert_follows_depth(forms)
         with pytest.raises(RuntimeCliError, match="set_queue_rate abc: .*Bad format for rate_pps"):
             cli.run("set_queue_rate abc")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from mininet_labs import roce
+from mininet_labs.switch import free_port_base
 from tests.kernel.mininet_labs.kernel.test_lab import _exchange, _frames
 
 HOP_LIMIT = 14 + 7  # Ethernet header, then the IPv6 hop limit byte
@@ -29,7 +30,7 @@ def test_bmv2_and_kernel_deliver_the_same_bytes(kernel_ready: None, tmp_path: Pa
     why = prerequisites()
     if why:
         pytest.skip(why)
-    model = default_topology(grpc_base_port=52000 + os.getpid() % 1000)
+    model = default_topology(grpc_base_port=free_port_base(8))
     (tmp_path / "b").mkdir()
     (tmp_path / "k").mkdir()
     with Lab(model, tmp_path / "bmv2", tag=f"d{os.getpid() % 10000}") as bmv2:
