@@ -19,6 +19,7 @@ from controller.model import tlsconfig as tlsconf
 Role = Literal["t0", "t1"]
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+_NETNS = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")  # a file name under /run/netns, as `ip netns add` makes it
 CPU_PORT = 255
 MAX_PORT = 510  # bmv2 ports are bit<9>; 511 is its drop port
 
@@ -49,6 +50,7 @@ class Switch:
     uplinks: tuple[int, ...] = ()
     downlinks: tuple[int, ...] = ()
     tls: tlsconf.TlsConfig | None = None  # None: plaintext P4Runtime
+    netns: str | None = None  # a Linux network namespace: the kernel data plane, programmed over netlink; None: P4Runtime
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +179,16 @@ class Topology:
         return g
 
 
+def netns_problem(value: Any) -> str | None:
+    """Why `value` is not a network namespace name (1-255 letters, digits, '.', '_', '-'; not '.' or '..'), or None."""
+    if not isinstance(value, str):
+        return f"expected a network namespace name (a string), got {limits.type_name(value)}"
+    if not _NETNS.match(value) or value in (".", ".."):
+        return (f"{value[:80]!r} is not a network namespace name (1-255 letters, digits, '.', '_' or '-', "
+                "as 'ip netns list' shows them)")
+    return None
+
+
 def _index(s: Switch) -> int:
     return s.index
 
@@ -253,6 +265,8 @@ def to_dict(topo: Topology) -> dict[str, Any]:
                              "device_id": s.device_id, "grpc": s.grpc_addr, "mac": s.mac}
         if s.tls is not None:
             d["tls"] = tlsconf.to_doc(s.tls)
+        if s.netns is not None:
+            d["netns"] = s.netns
         if s.role == "t0":
             d["hosts"] = {h: {"port": p, "mac": topo.host_mac(s, k)}
                           for k, (h, p) in enumerate(zip(s.host_names, s.host_ports))}
@@ -312,6 +326,10 @@ class _Loader:
             problem = limits.address_problem(rec["grpc"])
             if problem:
                 out.append(f"switch {name}: grpc: {problem}")
+        if "netns" in rec:
+            problem = netns_problem(rec["netns"])
+            if problem:
+                out.append(f"switch {name}: netns: {problem}")
         for key in ("hosts", "uplinks", "downlinks"):
             value = rec.get(key)
             if value is not None and not isinstance(value, dict):
@@ -388,6 +406,7 @@ class _Loader:
         index = self._indices(raw)
         self._unique(raw, "device_id", lambda n, r: r.get("device_id", r["_order"] + 1), "device id")
         self._unique(raw, "grpc", lambda n, r: r.get("grpc", f"127.0.0.1:{50001 + r['_order']}"), "gRPC address")
+        self._unique({n: r for n, r in raw.items() if "netns" in r}, "netns", lambda n, r: r["netns"], "network namespace")
         used: dict[tuple[str, int], str] = {}  # (switch, port) -> what it faces
         links: dict[tuple[str, str], dict[str, int]] = {}
         host_nics: dict[str, dict[int, list[str]]] = {}
@@ -529,5 +548,6 @@ class _Loader:
             out.append(Switch(name=name, role=role, plane=plane, index=i,
                               device_id=int(rec.get("device_id", rec["_order"] + 1)),
                               grpc_addr=str(rec.get("grpc", f"127.0.0.1:{50001 + rec['_order']}")),
-                              mac=str(rec.get("mac") or switch_mac(plane, role, i)), tls=rec["_tls"], **kw))
+                              mac=str(rec.get("mac") or switch_mac(plane, role, i)), tls=rec["_tls"],
+                              netns=rec.get("netns"), **kw))
         return out
