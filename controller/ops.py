@@ -12,6 +12,7 @@ from typing import Any, Literal
 from controller.model import congestion, limits, yamlload
 from controller import failover, routes
 from controller.runtime.codec import canonical
+from controller.plan.delta import Changes
 from controller.plan.entries import Entity
 from controller.runtime.fabric_client import FabricClient
 from controller.failover import Failure, FailoverError, HostPortDown, LinkDown, SwitchDown
@@ -25,7 +26,7 @@ from controller.runtime.p4rt import (
     describe,
     election_int,
 )
-from controller.runtime.reconcile import Delta, apply, diff
+from controller.runtime.reconcile import apply, diff
 from controller.files.safefile import UnsafeFile
 from controller.routes import Fabric, Options, Program
 from controller.model.sids import SidError, SidPlan
@@ -293,7 +294,7 @@ class Outcome:
     """What happened on one switch: the delta (applied, or only found) and pipeline action, or an error."""
 
     name: str
-    delta: Delta | None = None
+    delta: Changes[Any] | None = None  # a P4Runtime Delta (entities) or the kernel's RouteDelta (routes)
     pipeline: str = "kept"  # kept | pushed | would push
     primary: bool = True
     error: str | None = None

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from controller.ops import Outcome, Push
 from controller.routes import Fabric
 from controller.model.topology import Switch
+
+# Called once per switch as it finishes: (switch name, its result or None, its error or None).
+Progress = Callable[[str, Any, BaseException | None], None]
 
 
 @dataclass
@@ -29,6 +34,24 @@ class SwitchSync:
         return self.ok and not (self.inserts or self.modifies or self.deletes)
 
 
+class Batch(Protocol):
+    """Many switches of one southbound, their plan checked and made ready (`Southbound.prepare`): run it to read
+    each switch back and write the difference (dry_run: only find it); show the delta's items for people."""
+
+    names: list[str]
+
+    def run(self, *, dry_run: bool, push: Push, progress: Progress | None = None) -> dict[str, Outcome]:
+        """One Outcome per switch (its delta, or its error); one switch failing does not stop the others."""
+        ...
+
+    def text(self, item: Any) -> str:
+        """One line for an item of a delta (a P4 entity, a route)."""
+        ...
+
+    def to_json(self, item: Any) -> Any:
+        ...
+
+
 @runtime_checkable
 class Southbound(Protocol):
     """One data plane's way to program switches from the plan. Implementations: netlink (Linux routes in a
@@ -48,4 +71,9 @@ class Southbound(Protocol):
     def apply_failure(self, old: Fabric, new: Fabric, sw: Switch) -> SwitchSync:
         """Go from the plan of `old` to that of `new` (a failure recorded or restored) with only the difference,
         without reading the switch first."""
+        ...
+
+    def prepare(self, fabric: Fabric, switches: Sequence[Switch]) -> Batch:
+        """The switches' plans under `fabric`, checked before any switch is contacted: controller.ops.OpError (one
+        line naming the switch and what its data plane cannot do) when one cannot hold its plan."""
         ...

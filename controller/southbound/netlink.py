@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pyroute2 import IPRoute
@@ -19,10 +20,11 @@ from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REPLACE,
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl import RTM_DELROUTE, RTM_GETROUTE, RTM_NEWROUTE
 
+from controller import ops
 from controller.routes import Fabric
 from controller.model.sids import fmt_v6
 from controller.southbound import seg6nl
-from controller.southbound.base import SwitchSync
+from controller.southbound.base import Progress, SwitchSync
 from controller.southbound.kroutes import (
     MAIN_TABLE,
     Behaviour,
@@ -159,6 +161,35 @@ class NetlinkSwitch:
             self._call(lambda: self.ipr.nlm_request_batch(chunk))
 
 
+@dataclass
+class NetlinkBatch:
+    """Switches of the kernel data plane with their routes planned (`NetlinkSouthbound.prepare`); `run` reads each
+    back and writes the difference, one namespace after another (each answers at once)."""
+
+    southbound: NetlinkSouthbound
+    names: list[str]
+    switches: list[Switch]
+    routes: dict[str, list[Route]]
+
+    def run(self, *, dry_run: bool, push: ops.Push = "never", progress: Progress | None = None
+            ) -> dict[str, ops.Outcome]:
+        """`push` is P4Runtime's (a pipeline): a namespace has none, so it is ignored."""
+        out: dict[str, ops.Outcome] = {}
+        for sw in self.switches:
+            sync = self.southbound._sync(sw, lambda: self.routes[sw.name], dry_run)
+            out[sw.name] = (ops.Outcome(sw.name, sync.detail["delta"]) if sync.ok
+                            else ops.Outcome(sw.name, error=sync.error, code=ops.SWITCH_ERROR))
+            if progress is not None:
+                progress(sw.name, out[sw.name], None)
+        return out
+
+    def text(self, item: Any) -> str:
+        return item.text() if isinstance(item, Route) else str(item)
+
+    def to_json(self, item: Any) -> Any:
+        return {"route": self.text(item)}
+
+
 class NetlinkSouthbound:
     """The kernel data plane's southbound: `netns_of(switch name)` names each switch's namespace."""
 
@@ -183,6 +214,18 @@ class NetlinkSouthbound:
             return SwitchSync(sw.name, error=str(e) if str(e).startswith(sw.name) else f"{sw.name}: {e}")
         return SwitchSync(sw.name, len(delta.inserts), len(delta.modifies), len(delta.deletes),
                           detail={"delta": delta})
+
+    def prepare(self, fabric: Fabric, switches: Sequence[Switch]) -> NetlinkBatch:
+        """Each switch's routes under `fabric`; OpError naming the first switch whose plan the kernel cannot carry
+        (kroutes.check_options: pins, ECN and trimming thresholds, another program)."""
+        routes: dict[str, list[Route]] = {}
+        for sw in switches:
+            try:
+                routes[sw.name] = switch_routes(fabric, sw)
+            except KernelPlanError as e:
+                raise ops.OpError(f"{sw.name} is on the kernel data plane (namespace {self.netns_of(sw.name)}): {e}",
+                                  ops.BAD_INPUT) from None
+        return NetlinkBatch(self, [s.name for s in switches], list(switches), routes)
 
     def install(self, fabric: Fabric, sw: Switch, *, dry_run: bool = False) -> SwitchSync:
         return self._sync(sw, lambda: switch_routes(fabric, sw), dry_run)

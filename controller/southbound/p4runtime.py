@@ -1,15 +1,58 @@
 """The P4Runtime southbound: a thin adapter giving today's calls (ops.encode, ops.sync: arbitration, pipeline,
-reconcile with read-back) the southbound interface, one switch at a time."""
+reconcile with read-back) the southbound interface, one switch at a time or many in parallel (`prepare`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
 from controller import ops
+from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, Value
 from controller.runtime.p4info import P4Info
-from controller.plan.fabricplan import plan as make_plan
+from controller.runtime.p4rt import describe, show_value
+from controller.plan.fabricplan import entity_to_json, plan as make_plan
 from controller.routes import Fabric
-from controller.southbound.base import SwitchSync
+from controller.southbound.base import Progress, SwitchSync
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import Switch, Topology
+
+
+def show_entity(e: Entity) -> str:
+    """One line for an entity: what identifies it, then what it does."""
+    def call(action: str | None, params: tuple[tuple[str, Value], ...]) -> str:
+        return f"{(action or '?').rsplit('.', 1)[-1]}({', '.join(f'{n}={show_value(v)}' for n, v in params)})"
+
+    if isinstance(e, TableEntry):
+        if e.group_id is not None:
+            return f"{describe(e)} -> group {e.group_id}"
+        if e.member_id is not None:
+            return f"{describe(e)} -> member {e.member_id}"
+        return f"{describe(e)} -> {call(e.action, e.params)}"
+    if isinstance(e, ActionProfileMember):
+        return f"{describe(e)} -> {call(e.action, e.params)}"
+    assert isinstance(e, ActionProfileGroup)
+    return f"{describe(e)}: members {', '.join(map(str, e.members)) or 'none'}"
+
+
+@dataclass
+class P4Batch:
+    """P4Runtime switches with their plan encoded against the P4Info (ops.encode); `run` is ops.sync: in parallel."""
+
+    southbound: P4RuntimeSouthbound
+    names: list[str]
+    encoded: ops.Encoded
+
+    def run(self, *, dry_run: bool, push: ops.Push, progress: Progress | None = None) -> dict[str, ops.Outcome]:
+        sb = self.southbound
+        return ops.sync(sb.topo, self.encoded, sb.artifacts, sb.p4info, election_id=sb.election_id,
+                        timeout=sb.timeout, dry_run=dry_run, push=push, progress=progress)
+
+    def text(self, item: Any) -> str:
+        return show_entity(self.encoded.shown(item))
+
+    def to_json(self, item: Any) -> Any:
+        return entity_to_json(self.encoded.shown(item))
 
 
 class P4RuntimeSouthbound:
@@ -18,15 +61,17 @@ class P4RuntimeSouthbound:
     kind = "p4runtime"
 
     def __init__(self, topo: Topology, program: str = "srv6_spray", *, election_id: int = 1, timeout: float = 10.0,
-                 push: ops.Push = "missing") -> None:
+                 push: ops.Push = "missing", artifacts: Artifacts | None = None, p4info: P4Info | None = None) -> None:
         self.topo, self.election_id, self.timeout, self.push = topo, election_id, timeout, push
-        self.artifacts = Artifacts.of(program)
-        self.p4info = P4Info.load(self.artifacts.p4info)
+        self.artifacts = Artifacts.of(program) if artifacts is None else artifacts
+        self.p4info = P4Info.load(self.artifacts.p4info) if p4info is None else p4info
+
+    def prepare(self, fabric: Fabric, switches: Sequence[Switch]) -> P4Batch:
+        names = [s.name for s in switches]
+        return P4Batch(self, names, ops.encode(make_plan(fabric), names, self.p4info, str(self.artifacts.p4info)))
 
     def install(self, fabric: Fabric, sw: Switch, *, dry_run: bool = False) -> SwitchSync:
-        encoded = ops.encode(make_plan(fabric), [sw.name], self.p4info, str(self.artifacts.p4info))
-        outcome = ops.sync(self.topo, encoded, self.artifacts, self.p4info, election_id=self.election_id,
-                           timeout=self.timeout, dry_run=dry_run, push=self.push)[sw.name]
+        outcome = self.prepare(fabric, [sw]).run(dry_run=dry_run, push=self.push)[sw.name]
         if not outcome.ok or outcome.delta is None:
             return SwitchSync(sw.name, error=outcome.error or f"{sw.name}: no result")
         d = outcome.delta
