@@ -21,12 +21,12 @@ from controller.model import congestion
 from controller import ops
 from fabricctl import options
 from controller.runtime import tls
-from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, Value
 from controller.failover import Failure, failure_to_json
 from controller.ops import OpError, Outcome
 from controller.runtime.p4info import P4Info, P4InfoError
-from controller.runtime.p4rt import describe, show_value
-from controller.plan.fabricplan import Plan, entity_to_json, plan as make_plan
+from controller.plan.fabricplan import Plan, plan as make_plan
+from controller.southbound.fleet import Fleet, Prepared
+from controller.southbound.p4runtime import show_entity  # noqa: F401  (its earlier home; tests import it here)
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import Topology
 
@@ -164,6 +164,11 @@ class Env:
                               ops.TOOLCHAIN) from None
         return self._p4info
 
+    def fleet(self) -> Fleet:
+        """Each switch's southbound, chosen from its topology record (a network namespace: netlink; else P4Runtime)."""
+        return Fleet(self.topo(), self.program, election_id=self.election_id, timeout=self.timeout,
+                     p4info=lambda: (self.artifacts(), self.p4info()))
+
     def plan(self, failures: Iterable[Failure]) -> Plan:
         return make_plan(ops.fabric(self.topo(), self.program, failures))  # type: ignore[arg-type]
 
@@ -216,12 +221,9 @@ def _sorted(failures: Iterable[Failure]) -> list[Failure]:
     return sorted(failures, key=lambda f: (type(f).__name__, str(f)))
 
 
-def _sync(env: Env, encoded: ops.Encoded, p4info: P4Info, *, dry_run: bool, push: ops.Push, label: str,
-          show: bool) -> list[Outcome]:
-    with _progress(label, len(encoded.desired), show) as tick:
-        found = ops.sync(env.topo(), encoded, env.artifacts(), p4info, election_id=env.election_id,
-                         timeout=env.timeout, dry_run=dry_run, push=push, progress=tick)
-    return list(found.values())
+def _sync(prepared: Prepared, *, dry_run: bool, push: ops.Push, label: str, show: bool) -> list[Outcome]:
+    with _progress(label, len(prepared.names), show) as tick:
+        return prepared.run(dry_run=dry_run, push=push, progress=tick)
 
 
 @contextmanager
@@ -236,7 +238,7 @@ def _progress(label: str, total: int, show: bool) -> Iterator[Callable[[str, Any
         yield lambda name, result, error: bar.update(1, name)
 
 
-def _report(verb: str, outcomes: Sequence[Outcome], encoded: ops.Encoded, *, dry_run: bool, as_json: bool,
+def _report(verb: str, outcomes: Sequence[Outcome], prepared: Prepared, *, dry_run: bool, as_json: bool,
             skipped: Sequence[str] = (), extra: Mapping[str, Any] | None = None, retry: str = "") -> None:
     """Print each switch's result (errors on stderr) and the summary; exit with the outcomes' code."""
     good = [o for o in outcomes if o.ok]
@@ -244,7 +246,7 @@ def _report(verb: str, outcomes: Sequence[Outcome], encoded: ops.Encoded, *, dry
     code = ops.exit_code(outcomes)
     if as_json:
         _print_json({**(extra or {}), "dry_run": dry_run,
-                     "switches": {o.name: _outcome_json(o, encoded, dry_run) for o in outcomes},
+                     "switches": {o.name: _outcome_json(o, prepared, dry_run) for o in outcomes},
                      "skipped": list(skipped), "ok": len(good), "failed": len(bad)})
         raise click.exceptions.Exit(code)
     for o in outcomes:
@@ -261,7 +263,7 @@ def _report(verb: str, outcomes: Sequence[Outcome], encoded: ops.Encoded, *, dry
         if dry_run:
             for mark, items in (("+", o.delta.inserts), ("~", o.delta.modifies), ("-", o.delta.deletes)):
                 for e in items:
-                    click.echo(f"  {mark} {show_entity(encoded.shown(e))}")
+                    click.echo(f"  {mark} {prepared.text(o.name, e)}")
     for n in skipped:
         click.echo(f"{n}: skipped (recorded down)")
     failed = f" ({', '.join(o.name for o in bad)})" if bad else ""
@@ -270,30 +272,13 @@ def _report(verb: str, outcomes: Sequence[Outcome], encoded: ops.Encoded, *, dry
     raise click.exceptions.Exit(code)
 
 
-def _outcome_json(o: Outcome, encoded: ops.Encoded, dry_run: bool) -> dict[str, Any]:
+def _outcome_json(o: Outcome, prepared: Prepared, dry_run: bool) -> dict[str, Any]:
     if not o.ok:
         return {"ok": False, "error": o.error, "exit_code": o.code}
     assert o.delta is not None
     doc: dict[str, Any] = {"ok": True, "pipeline": o.pipeline, "primary": o.primary, "inserts": len(o.delta.inserts),
                            "modifies": len(o.delta.modifies), "deletes": len(o.delta.deletes)}
     if dry_run:
-        doc["delta"] = {kind: [entity_to_json(encoded.shown(e)) for e in getattr(o.delta, kind)]
+        doc["delta"] = {kind: [prepared.to_json(o.name, e) for e in getattr(o.delta, kind)]
                         for kind in ("inserts", "modifies", "deletes")}
     return doc
-
-
-def show_entity(e: Entity) -> str:
-    """One line for an entity: what identifies it, then what it does."""
-    def call(action: str | None, params: tuple[tuple[str, Value], ...]) -> str:
-        return f"{(action or '?').rsplit('.', 1)[-1]}({', '.join(f'{n}={show_value(v)}' for n, v in params)})"
-
-    if isinstance(e, TableEntry):
-        if e.group_id is not None:
-            return f"{describe(e)} -> group {e.group_id}"
-        if e.member_id is not None:
-            return f"{describe(e)} -> member {e.member_id}"
-        return f"{describe(e)} -> {call(e.action, e.params)}"
-    if isinstance(e, ActionProfileMember):
-        return f"{describe(e)} -> {call(e.action, e.params)}"
-    assert isinstance(e, ActionProfileGroup)
-    return f"{describe(e)}: members {', '.join(map(str, e.members)) or 'none'}"

@@ -10,7 +10,6 @@ import click
 from controller import failover, ops
 from controller.failover import Failure, failure_to_json
 from controller.ops import OpError
-from controller.plan.fabricplan import plan as make_plan
 from controller.service import handoff
 from controller.state.statefile import DETECTOR, OPERATOR
 from controller.state.statelock import StateLocked
@@ -206,10 +205,9 @@ def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool
         controller = None
     change = ops.failure_change(t, env.program, old, new)  # type: ignore[arg-type]
     new_fabric, touched = change.fabric, change.touched
-    encoded = None
-    if not no_apply and touched and controller is None:
-        p4info = env.p4info()
-        encoded = ops.encode(make_plan(new_fabric), touched, p4info, str(env.artifacts().p4info))
+    prepared = None
+    if not no_apply and touched and controller is None:  # every plan checked before the record changes
+        prepared = env.fleet().prepare(new_fabric, touched)
     saved_rev = store.save(new, {failure: OPERATOR} if claimed else None, expect=rev)  # Conflict: read again
     saved_ns = time.monotonic_ns()
     lost = [str(u) for u in failover.unreachable(new_fabric)]
@@ -225,7 +223,7 @@ def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool
         return handoff.Handoff(env.state_path() if not env.store_url else None, controller, saved_ns, new - old,
                                old - new, lambda f: ops.describe_failure(t, f),
                                read=store.read_view if env.store_url else None, saved_rev=saved_rev), doc
-    if no_apply or encoded is None:
+    if no_apply or prepared is None:
         if as_json:
             _print_json({**doc, "applied": False})
         elif controller is not None:
@@ -234,7 +232,7 @@ def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool
             click.echo(f"not applied: {_n(len(touched), 'switch')} to reconcile "
                        f"({', '.join(touched[:6])}{', ...' if len(touched) > 6 else ''}); run 'fabricctl install'")
         return None
-    outcomes = _sync(env, encoded, env.p4info(), dry_run=False, push="never", label=base["change"], show=not as_json)
-    _report("apply", outcomes, encoded, dry_run=False, as_json=as_json, extra={**doc, "applied": True},
+    outcomes = _sync(prepared, dry_run=False, push="never", label=base["change"], show=not as_json)
+    _report("apply", outcomes, prepared, dry_run=False, as_json=as_json, extra={**doc, "applied": True},
             retry="; the failure set is recorded: 'fabricctl install' retries them")
     return None

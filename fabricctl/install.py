@@ -28,6 +28,8 @@ def install(env: Env, switch_names: tuple[str, ...], dry_run: bool, force_pipeli
     Each switch is reconciled: what it lacks is inserted, what differs modified, what the plan
     does not have deleted; a switch already matching is not written. A switch with no pipeline
     gets the program's; one running another P4Info is refused (exit 4) unless --force-pipeline.
+    A switch whose topology record names a network namespace (`netns:`) is on the kernel data
+    plane: its routes are read back and written over netlink (docs/kernel.md).
     Switches recorded down in the state file are skipped. The switches run in parallel; each
     one's result or first error is reported, and one failing does not stop the others.
 
@@ -49,8 +51,7 @@ def install(env: Env, switch_names: tuple[str, ...], dry_run: bool, force_pipeli
     else:
         names = [s.name for s in t.switches if s.name not in down]
         skipped = [s.name for s in t.switches if s.name in down]
-    p4info = env.p4info()
-    encoded = ops.encode(env.plan(failures), names, p4info, str(env.artifacts().p4info))
-    outcomes = _sync(env, encoded, p4info, dry_run=dry_run, push="force" if force_pipeline else "missing",
+    prepared = env.fleet().prepare(ops.fabric(t, env.program, failures), names)  # type: ignore[arg-type]
+    outcomes = _sync(prepared, dry_run=dry_run, push="force" if force_pipeline else "missing",
                      label="install", show=not as_json)
-    _report("install", outcomes, encoded, dry_run=dry_run, as_json=as_json, skipped=skipped)
+    _report("install", outcomes, prepared, dry_run=dry_run, as_json=as_json, skipped=skipped)

@@ -14,6 +14,7 @@ from controller.ops import BAD_INPUT, OpError
 from controller.service.detect import Thresholds
 from controller.service.events import read
 from controller.service.runner import EVENTS_NAME, Config, FabricService
+from controller.southbound.fleet import require_p4runtime
 
 
 @click.command("run")
@@ -95,6 +96,8 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
     if probe_timeout < period:
         raise OpError(f"--probe-timeout ({probe_timeout:g} ms) must be at least --period ({period:g} ms)", BAD_INPUT)
     topo = env.topo()
+    require_p4runtime(topo, [s.name for s in topo.switches], "fabricctl run (it detects failures with P4 probes "
+                      "and counters)")
     state = env.state_path()
     try:
         thresholds = Thresholds(k, m, window, gray_loss, max_damping)

@@ -8,6 +8,7 @@ import subprocess
 import click
 
 from controller import ops
+from controller.southbound.fleet import require_p4runtime
 from controller.runtime import shellenv, tls
 from controller.ops import OpError
 from fabricctl.common import (
@@ -39,6 +40,7 @@ def shell(env: Env, name: str, push_pipeline: bool, print_command: bool) -> None
       fabricctl shell p0-t0-0 --print-command
     """
     (sw,) = ops.switches(env.topo(), [name])
+    require_p4runtime(env.topo(), [sw.name], "the P4Runtime shell")
     art = env.artifacts()
     p4info = env.p4info()
     try:

@@ -9,8 +9,7 @@ import click
 
 from controller import failover, ops
 from controller.ops import Outcome
-from controller.plan.fabricplan import plan as make_plan
-from controller.runtime.reconcile import Delta
+from controller.plan.delta import Changes
 from controller.service import status as service_status
 from controller.state.statefile import DETECTOR
 from fabricctl.common import (
@@ -34,7 +33,8 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
     """Compare each switch with its plan; list failures and unreachable destinations per plane.
 
     Per switch: entities missing (in the plan, not on the switch), extra (on the switch, not in
-    the plan) and differing (same key, other action or members). Reading needs no primary role.
+    the plan) and differing (same key, other action or members); on a switch of the kernel data
+    plane (`netns:` in its record) the same for its routes, keyed by prefix. Reading needs no primary role.
     Exit 1 if a switch could not be read, 4 on a pipeline mismatch; being out of sync is exit 0.
 
     \b
@@ -61,13 +61,10 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
     lost = failover.unreachable(fab)
     per_plane = {p: [str(u) for u in lost if u.plane == p] for p in range(t.planes)}
     outcomes: dict[str, Outcome] = {}
-    encoded = None
     if not offline:
         contact = [n for n in chosen if n not in down]
-        p4info = env.p4info()
-        encoded = ops.encode(make_plan(fab), contact, p4info, str(env.artifacts().p4info))
-        outcomes = {o.name: o for o in _sync(env, encoded, p4info, dry_run=True, push="never",
-                                             label="status", show=not as_json)}
+        prepared = env.fleet().prepare(fab, contact)
+        outcomes = {o.name: o for o in _sync(prepared, dry_run=True, push="never", label="status", show=not as_json)}
     code = ops.exit_code(outcomes.values())
     if as_json:
         _print_json({"topology": t.name, "program": env.program, "state": where,
@@ -111,5 +108,5 @@ def _status_json(name: str, outcomes: Mapping[str, Outcome]) -> dict[str, Any]:
         return {"down": True}
     if not o.ok:
         return {"error": o.error, "exit_code": o.code}
-    d: Delta = o.delta  # type: ignore[assignment]
+    d: Changes[Any] = o.delta  # type: ignore[assignment]
     return {"missing": len(d.inserts), "extra": len(d.deletes), "differing": len(d.modifies), "in_sync": not d}

@@ -48,11 +48,12 @@ def topo_show(env: Env, switch_names: tuple[str, ...], as_json: bool) -> None:
         _print_json(doc)
         return
     click.echo(_summary(t))
-    rows = [("switch", "role", "plane", "index", "device", "grpc", "mac", "ports")]
+    rows = [("switch", "role", "plane", "index", "device", "grpc | netns", "mac", "ports")]
     for s in chosen:
         ports = (f"{len(s.host_ports)} hosts, {len(s.uplinks)} uplinks" if s.role == "t0"
                  else f"{len(s.downlinks)} downlinks")
-        rows.append((s.name, s.role, str(s.plane), str(s.index), str(s.device_id), s.grpc_addr, s.mac, ports))
+        rows.append((s.name, s.role, str(s.plane), str(s.index), str(s.device_id),
+                     s.grpc_addr if s.netns is None else f"netns {s.netns}", s.mac, ports))
     _table(rows)
     if switch_names:
         for s in chosen:

@@ -14,6 +14,7 @@ What the kernel cannot do (docs/kernel.md) raises LabError saying so.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -125,6 +126,12 @@ class KernelLabState:
         return state
 
 
+def in_namespaces(model: Topology, lab: str) -> Topology:
+    """The topology with every switch in the lab's namespace for it (`netns:`, the kernel data plane)."""
+    switches = tuple(dataclasses.replace(s, netns=netns.ns_name(lab, s.name)) for s in model.switches)
+    return dataclasses.replace(model, switches=switches, _by_name={}, _t0=(), _t1=())
+
+
 def is_kernel_lab(lab_dir: str | Path) -> bool:
     return (Path(lab_dir) / STATE_NAME).exists()
 
@@ -149,6 +156,9 @@ class KernelLab(Lab):
                  program: str = "srv6_spray", timeout: float = 10.0) -> None:
         super().__init__(model, lab_dir, program=program, timeout=timeout)
         self.name = netns.check_lab_name(name or self.dir.name)
+        # each switch's record names its namespace (topology `netns:`): fabricctl on the lab's topology.yaml
+        # programs it over netlink (controller.southbound.fleet)
+        self.model = in_namespaces(model, self.name)
         self.kstate = KernelLabState(str(self.dir), str(self.topology_path), self.name)
         self.southbound = NetlinkSouthbound(self.netns_of, timeout)
 
