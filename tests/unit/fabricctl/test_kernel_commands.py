@@ -1,0 +1,85 @@
+"""fabricctl on a topology whose switches name network namespaces (the kernel data plane): what the kernel cannot do
+is refused in one line, naming the switch, before any switch is contacted or anything recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from controller.failover import load_state
+from fabricctl.main import cli
+from tests.unit.controller.southbound.test_fleet import ALL_NS, _doc
+
+
+@pytest.fixture
+def kernel_topo(tmp_path: Path) -> Path:
+    """The two-plane lab, every switch in a namespace that does not exist (nothing may be contacted)."""
+    path = tmp_path / "topology.yaml"
+    path.write_text(yaml.safe_dump(_doc({n: f"sf-none-{n}" for n in ALL_NS}), sort_keys=False))
+    return path
+
+
+def run(*args: str) -> Result:
+    return CliRunner(env={"FABRIC_TOPOLOGY": None}).invoke(cli, list(args), prog_name="fabricctl")
+
+
+def test_run_refuses_a_kernel_topology_naming_why(kernel_topo: Path) -> None:
+    r = run("--topology", str(kernel_topo), "run", "--duration", "1")
+    assert r.exit_code == 2
+    assert r.stderr == ("error: fabricctl run (it detects failures with P4 probes and counters) needs P4Runtime "
+                        "switches: p0-t1-0 is on the kernel data plane (network namespace sf-none-p0-t1-0), "
+                        "programmed over netlink (docs/kernel.md)\n")
+    assert not (kernel_topo.parent / ".fabric-state.json").exists()
+
+
+def test_the_shell_refuses_a_switch_in_a_namespace(kernel_topo: Path) -> None:
+    r = run("--topology", str(kernel_topo), "shell", "p0-t0-1", "--print-command")
+    assert r.exit_code == 2
+    assert r.stderr == ("error: the P4Runtime shell needs P4Runtime switches: p0-t0-1 is on the kernel data plane "
+                        "(network namespace sf-none-p0-t0-1), programmed over netlink (docs/kernel.md)\n")
+
+
+ECN_REFUSED = ("error: p0-t1-0 is on the kernel data plane (namespace sf-none-p0-t1-0): ECN marking and trimming "
+               "thresholds are P4 egress features: the kernel data plane has neither\n")
+
+
+@pytest.mark.parametrize("command", [["install"], ["status"], ["install", "--dry-run"]])
+def test_ecn_thresholds_are_refused_before_any_switch(kernel_topo: Path, command: list[str]) -> None:
+    """The namespaces do not exist: contacting one would say 'cannot open namespace' instead."""
+    r = run("--topology", str(kernel_topo), "--ecn-qdepth", "10", *command)
+    assert (r.exit_code, r.stderr) == (2, ECN_REFUSED)
+
+
+def test_a_failure_the_kernel_cannot_apply_is_not_recorded(kernel_topo: Path) -> None:
+    r = run("--topology", str(kernel_topo), "--trim-qdepth", "20", "fail", "link", "p0-t0-0", "p0-t1-1")
+    assert r.exit_code == 2
+    assert r.stderr == ("error: p0-t1-1 is on the kernel data plane (namespace sf-none-p0-t1-1): ECN marking and "
+                        "trimming thresholds are P4 egress features: the kernel data plane has neither\n")
+    assert load_state(kernel_topo.parent / ".fabric-state.json") == frozenset()  # nothing recorded
+
+
+def test_another_program_is_refused(kernel_topo: Path) -> None:
+    r = run("--topology", str(kernel_topo), "--program", "eecmp_qp_hash", "install", "p0-t0-0")
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: p0-t0-0 is on the kernel data plane (namespace sf-none-p0-t0-0): the kernel "
+                               "data plane runs srv6_spray's plan, not eecmp_qp_hash")
+
+
+def test_a_bad_namespace_in_the_topology_is_one_line_exit_3(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(_doc({"p0-t0-0": "sf/../../etc"}), sort_keys=False))
+    r = run("--topology", str(path), "install")
+    assert r.exit_code == 3
+    assert r.stderr.splitlines()[0].startswith(
+        f"error: topology {path} is invalid: switch p0-t0-0: netns: 'sf/../../etc' is not a network namespace name")
+    assert len(r.stderr.splitlines()) == 1
+
+
+def test_topo_show_names_each_switch_namespace(kernel_topo: Path) -> None:
+    r = run("--topology", str(kernel_topo), "topo", "show")
+    assert r.exit_code == 0
+    row = next(line for line in r.stdout.splitlines() if line.startswith("p0-t0-1 "))
+    assert "netns sf-none-p0-t0-1" in row
