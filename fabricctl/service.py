@@ -15,6 +15,7 @@ from controller.service.detect import Thresholds
 from controller.service.events import read
 from controller.service.runner import EVENTS_NAME, Config, FabricService
 from controller.southbound.fleet import require_p4runtime
+from fabricctl.kernel_run import all_kernel, refuse_p4_options, run_kernel
 
 
 @click.command("run")
@@ -78,6 +79,10 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
             web_listen: str | None, web_allow_remote: bool, lease_ttl: int) -> None:
     """Run the controller: hold the fabric at its plan and heal it by itself.
 
+    On a topology whose switches all name a network namespace (the kernel data plane), there
+    are no P4 probes: a port that loses carrier fails its link (or host port) and the switches
+    are reconciled over netlink; carrier back restores it (only --events and --duration apply).
+
     Keeps one P4Runtime stream per switch (reconnecting with backoff), is primary where its
     --election-id is the highest (else a hot backup that takes over when the primary goes), pushes
     the pipeline where a switch has none, installs the plan of the recorded failures, then probes
@@ -96,8 +101,12 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
     if probe_timeout < period:
         raise OpError(f"--probe-timeout ({probe_timeout:g} ms) must be at least --period ({period:g} ms)", BAD_INPUT)
     topo = env.topo()
-    require_p4runtime(topo, [s.name for s in topo.switches], "fabricctl run (it detects failures with P4 probes "
-                      "and counters)")
+    if all_kernel(topo):  # every switch in a namespace: carrier is the signal (fabricctl/kernel_run.py)
+        refuse_p4_options(click.get_current_context())
+        run_kernel(env, topo, duration, events_file)
+        return
+    require_p4runtime(topo, [s.name for s in topo.switches], "fabricctl run on a fabric mixing data planes (not "
+                      "done: P4 probes on some switches, carrier on the others)")
     state = env.state_path()
     try:
         thresholds = Thresholds(k, m, window, gray_loss, max_damping)

@@ -26,13 +26,23 @@ def run(*args: str) -> Result:
     return CliRunner(env={"FABRIC_TOPOLOGY": None}).invoke(cli, list(args), prog_name="fabricctl")
 
 
-def test_run_refuses_a_kernel_topology_naming_why(kernel_topo: Path) -> None:
-    r = run("--topology", str(kernel_topo), "run", "--duration", "1")
+def test_run_on_a_kernel_topology_refuses_the_p4_options_by_name(kernel_topo: Path) -> None:
+    r = run("--topology", str(kernel_topo), "run", "--period", "20", "--duration", "1")
     assert r.exit_code == 2
-    assert r.stderr == ("error: fabricctl run (it detects failures with P4 probes and counters) needs P4Runtime "
-                        "switches: p0-t1-0 is on the kernel data plane (network namespace sf-none-p0-t1-0), "
-                        "programmed over netlink (docs/kernel.md)\n")
+    assert r.stderr == ("error: --period is an option of the P4 service (probes, P4Runtime sessions): on the kernel "
+                        "data plane 'fabricctl run' heals on carrier (docs/kernel.md)\n")
     assert not (kernel_topo.parent / ".fabric-state.json").exists()
+    assert not (kernel_topo.parent / "fabric-events.jsonl").exists()
+
+
+def test_run_refuses_a_fabric_mixing_data_planes(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.yaml"
+    path.write_text(yaml.safe_dump(_doc({"p1-t0-0": "sf-none-p1-t0-0"}), sort_keys=False))
+    r = run("--topology", str(path), "run", "--duration", "1")
+    assert r.exit_code == 2
+    assert r.stderr == ("error: fabricctl run on a fabric mixing data planes (not done: P4 probes on some switches, "
+                        "carrier on the others) needs P4Runtime switches: p1-t0-0 is on the kernel data plane "
+                        "(network namespace sf-none-p1-t0-0), programmed over netlink (docs/kernel.md)\n")
 
 
 def test_the_shell_refuses_a_switch_in_a_namespace(kernel_topo: Path) -> None:

@@ -1,0 +1,71 @@
+"""`fabricctl run` on a kernel lab's topology.yaml: a port that loses carrier fails its link in the record (as the
+detector's) and its nexthops leave the routes while traffic passes; carrier back restores them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from controller.failover import LinkDown, load_origins
+from controller.southbound.kroutes import Nexthop, intf, link_local, pulled_nexthops
+from controller.state.statefile import DETECTOR
+from tests.paths import REPO
+
+
+def _until(what: str, ok: Callable[[], bool], limit: float = 15.0) -> None:
+    """Wait for `ok` (a deadline for a hung controller, not a timing claim)."""
+    end = time.monotonic() + limit
+    while not ok():
+        assert time.monotonic() < end, f"not within {limit} s: {what}"
+        time.sleep(0.05)
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def test_carrier_lost_fails_the_link_and_carrier_back_restores_it(lab: Any) -> None:
+    topo = lab.model
+    leaf0, spine1 = topo.switch("p0-t0-0"), topo.switch("p0-t1-1")
+    ns, dev = lab.netns_of(leaf0.name), intf(leaf0.uplinks[spine1.index])
+    events = lab.dir / "fabric-events.jsonl"
+    events.unlink(missing_ok=True)
+    healthy = {s.name: lab.routes(s.name) for s in topo.switches}
+    run = subprocess.Popen([sys.executable, "-m", "fabricctl", "--topology", str(lab.topology_path), "run",
+                            "--duration", "120"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _until("the controller started", lambda: any(e["kind"] == "started" for e in _events(events)))
+        subprocess.run(["ip", "-n", ns, "link", "set", dev, "down"], check=True)
+        _until("the link recorded down", lambda: load_origins(lab.failure_state_path)
+               == {LinkDown("p0-t0-0", "p0-t1-1"): DETECTOR})
+        _until("the reconcile applied", lambda: any(e["kind"] == "applied" for e in _events(events)))
+        pulled = pulled_nexthops(healthy[leaf0.name], lab.routes(leaf0.name))
+        assert pulled == {"fd00:0:1::/64": (Nexthop(dev, link_local(spine1.mac), "fcbb:bb00:2:401:fff::"),),
+                          "fcbb:bb00:2::/48": (Nexthop(dev, link_local(spine1.mac)),)}
+        assert all(lab.routes(s.name) == healthy[s.name] for s in topo.switches if s.plane == 1)
+        report = lab.traffic(qps=8, messages=16, rate=0)
+        assert report.ok, report.problems()
+        assert report.totals()["received"] == report.totals()["sent"] > 0
+        subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], check=True)
+        _until("the link restored", lambda: load_origins(lab.failure_state_path) == {})
+        _until("the routes back", lambda: {s.name: lab.routes(s.name) for s in topo.switches} == healthy)
+    finally:
+        subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], capture_output=True)
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=30)
+    assert run.returncode == 0, err
+    assert out.splitlines()[0] == "down: link p0-t0-0 -- p0-t1-1 (carrier lost)"
+    assert out.splitlines()[1].startswith("applied in ") and "3 switches reconciled (p0-t1-1, p0-t0-0, p0-t0-1)" in out
+    assert "up: link p0-t0-0 -- p0-t1-1 (carrier back)" in out.splitlines()
+    kinds = [e["kind"] for e in _events(events)]
+    assert kinds[0] == "started" and kinds[-1] == "stopped"
+    assert kinds.count("link_down") == 1 and kinds.count("link_up") == 1
+    assert {(e["switch"], e["port"], e["up"]) for e in _events(events) if e["kind"] == "carrier"} == {
+        (leaf0.name, leaf0.uplinks[spine1.index], False), (spine1.name, spine1.downlinks[leaf0.index], False),
+        (leaf0.name, leaf0.uplinks[spine1.index], True), (spine1.name, spine1.downlinks[leaf0.index], True)}
