@@ -20,7 +20,7 @@ from controller.state.statelock import StateLocked
 from controller.failover import FailoverError
 from controller.model.topology import Topology
 
-KEPT = {"events_file", "duration", "nice"}  # what run's options mean on the kernel data plane too
+KEPT = {"events_file", "duration"}  # what run's options mean on the kernel data plane too
 
 
 def all_kernel(topo: Topology) -> bool:
