@@ -120,10 +120,14 @@ def check_options(f: Fabric) -> None:
                               "neither")
 
 
+LOCAL_DEV = "sr0"  # every switch namespace's device for its seg6local routes: a veth pair of its own, always up
+
+
 def local_dev(sw: Switch) -> str:
-    """The device a switch's seg6local routes hang off: its first fabric port (any of its ports would do)."""
-    ports = (*sw.uplinks, *sw.downlinks, *sw.host_ports)
-    return intf(ports[0]) if ports else "lo"
+    """The device a switch's seg6local routes hang off: `sr0`, which no fault takes down. Not a fabric port: IPv6
+    removes a device's routes when it goes down, so End, End.DT6 and End.DX6 on an uplink would leave with it (and
+    not lo: IPv6 makes a route via lo a reject route)."""
+    return LOCAL_DEV
 
 
 def switch_routes(f: Fabric, sw: Switch) -> list[Route]:

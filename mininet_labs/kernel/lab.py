@@ -31,7 +31,7 @@ from controller import ops
 from controller.ops import Outcome
 from controller.routes import Fabric
 from controller.files.safefile import UnsafeFile, read_text, write_atomic
-from controller.southbound.kroutes import intf, link_local
+from controller.southbound.kroutes import LOCAL_DEV, intf, link_local
 from controller.southbound.netlink import NetlinkSouthbound
 from controller.state.statefile import parse_json
 from controller.model.topology import Topology, load, to_dict
@@ -58,6 +58,9 @@ SWITCH_SYSCTLS = ("net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.forwa
                   "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
                   "net.ipv6.conf.all.seg6_enabled=1", "net.ipv6.conf.default.seg6_enabled=1",
                   "net.ipv6.conf.default.router_solicitations=0", "net.ipv6.conf.default.accept_ra=0")
+# the seg6local routes' device (kroutes.local_dev): a veth pair inside the switch, up whatever its ports do
+LOCAL_DEV_LINES = (f"link add {LOCAL_DEV} type veth peer name {LOCAL_DEV}p", f"link set {LOCAL_DEV}p up",
+                   f"link set {LOCAL_DEV} up")
 UNSUPPORTED = "the kernel data plane has no {what} (docs/kernel.md: what it cannot do)"
 
 
@@ -242,7 +245,7 @@ class KernelLab(Lab):
         for p in range(self.model.planes):
             spines, leaves = self.model.t1s(p), self.model.t0s(p)
             for leaf in leaves:
-                lines = ["link set lo up"]
+                lines = ["link set lo up", *LOCAL_DEV_LINES]
                 for port in (*leaf.host_ports, *leaf.uplinks):
                     lines.append(f"link set {intf(port)} address {leaf.mac} mtu {MTU} up")
                 for k, port in enumerate(leaf.host_ports):
@@ -255,7 +258,7 @@ class KernelLab(Lab):
                 lines.append(f"sr tunsrc set {sids.local_sid_text(un, sids.dt6_usid(p))}")
                 scripts[self.netns_of(leaf.name)] = (SWITCH_SYSCTLS, "\n".join(lines) + "\n")
             for spine in spines:
-                lines = ["link set lo up"]
+                lines = ["link set lo up", *LOCAL_DEV_LINES]
                 for i, port in enumerate(spine.downlinks):
                     lines.append(f"link set {intf(port)} address {spine.mac} mtu {MTU} up")
                     lines.append(f"neigh replace {link_local(leaves[i].mac)} lladdr {leaves[i].mac} "

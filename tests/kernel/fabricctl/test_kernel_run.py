@@ -69,3 +69,49 @@ def test_carrier_lost_fails_the_link_and_carrier_back_restores_it(lab: Any) -> N
     assert {(e["switch"], e["port"], e["up"]) for e in _events(events) if e["kind"] == "carrier"} == {
         (leaf0.name, leaf0.uplinks[spine1.index], False), (spine1.name, spine1.downlinks[leaf0.index], False),
         (leaf0.name, leaf0.uplinks[spine1.index], True), (spine1.name, spine1.downlinks[leaf0.index], True)}
+
+
+def test_the_operator_holds_its_failures_and_a_dead_link_restored_by_hand_is_recorded_again(lab: Any) -> None:
+    from controller.service.carrierheal import RECHECK_S
+    from controller.state.statefile import OPERATOR
+
+    topo = lab.model
+    leaf, spine = topo.switch("p0-t0-1"), topo.switch("p0-t1-0")
+    ns, dev = lab.netns_of(leaf.name), intf(leaf.uplinks[spine.index])
+    healthy = {s.name: lab.routes(s.name) for s in topo.switches}
+    events = lab.dir / "fabric-events.jsonl"
+    events.unlink(missing_ok=True)
+    ctl = [sys.executable, "-m", "fabricctl", "--topology", str(lab.topology_path)]
+    run = subprocess.Popen([*ctl, "run", "--duration", "120"], cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    held, dead = LinkDown("p1-t0-0", "p1-t1-0"), LinkDown("p0-t0-1", "p0-t1-0")
+    try:
+        _until("the controller started", lambda: any(e["kind"] == "started" for e in _events(events)))
+        out = subprocess.run([*ctl, "fail", "link", "p1-t0-0", "p1-t1-0"], cwd=REPO, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        subprocess.run(["ip", "-n", ns, "link", "set", dev, "down"], check=True)
+        _until("the dead link recorded", lambda: load_origins(lab.failure_state_path) == {held: OPERATOR, dead: DETECTOR})
+        out = subprocess.run([*ctl, "restore", "link", "p0-t0-1", "p0-t1-0"], cwd=REPO, capture_output=True, text=True)
+        # recorded, but the leaf's kernel refuses a nexthop out of a port that is down: that switch's error
+        assert out.returncode == 1 and out.stderr == "error: p0-t0-1: the kernel refused: (100, 'Network is down')\n"
+        assert "recorded: restore link p0-t0-1 -- p0-t1-0; 1 failure in" in out.stdout
+        _until("the dead link recorded again", lambda: sum(e["kind"] == "link_down" for e in _events(events)) == 2)
+        assert load_origins(lab.failure_state_path) == {held: OPERATOR, dead: DETECTOR}
+        # the leaf's first uplink is down: its End.DT6/End.DX6 (on sr0, not on a port) still take traffic in
+        report = lab.traffic(qps=8, messages=16, rate=0)
+        assert report.ok, report.problems()
+        assert report.totals()["received"] == report.totals()["sent"] > 0
+        assert {r.local.action for r in lab.routes(leaf.name) if r.local} == {"End", "End.DT6", "End.DX6"}
+        subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], check=True)
+        _until("the dead link restored", lambda: load_origins(lab.failure_state_path) == {held: OPERATOR})
+        time.sleep(2 * RECHECK_S)  # two rechecks of the record: the operator's failure is still held
+        assert load_origins(lab.failure_state_path) == {held: OPERATOR}
+        pulled = pulled_nexthops(healthy["p1-t0-0"], lab.routes("p1-t0-0"))
+        assert set(pulled) == {"fd00:1:1::/64", "fcbb:bb00:1001::/48"}  # the held link's nexthops stay pulled
+    finally:
+        subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], capture_output=True)
+        run.send_signal(signal.SIGTERM)
+        out_run, err_run = run.communicate(timeout=30)
+        subprocess.run([*ctl, "restore", "all"], cwd=REPO, capture_output=True)
+    assert run.returncode == 0, out_run + err_run
+    assert {s.name: lab.routes(s.name) for s in topo.switches} == healthy

@@ -22,10 +22,10 @@ def test_leaf_routes_are_the_plan_carriers() -> None:
     assert _texts(ops.fabric(TOPO, "srv6_spray"), "p1-t0-0") == [
         "fcbb:bb00:1001::/48 via fe80::5f:1ff:fe01:0 dev eth3",
         "fcbb:bb00:1002::/48 via fe80::5f:1ff:fe01:1 dev eth4",
-        "fcbb:bb00:1400:1c00::/64 encap seg6local action End.DX6 nh6 fd00:1::1 dev eth3",
-        "fcbb:bb00:1400:1c01::/64 encap seg6local action End.DX6 nh6 fd00:1::2 dev eth3",
-        "fcbb:bb00:1400:1fff::/64 encap seg6local action End.DT6 table main dev eth3",
-        "fcbb:bb00:1400::/48 encap seg6local action End flavors next-csid lblen 32 nflen 16 dev eth3",
+        "fcbb:bb00:1400:1c00::/64 encap seg6local action End.DX6 nh6 fd00:1::1 dev sr0",
+        "fcbb:bb00:1400:1c01::/64 encap seg6local action End.DX6 nh6 fd00:1::2 dev sr0",
+        "fcbb:bb00:1400:1fff::/64 encap seg6local action End.DT6 table main dev sr0",
+        "fcbb:bb00:1400::/48 encap seg6local action End flavors next-csid lblen 32 nflen 16 dev sr0",
         "blackhole fcbb:bb00::/32",
         "fd00:1:1::/64 nexthop encap seg6 mode encap.red segs fcbb:bb00:1001:1401:1fff:: via fe80::5f:1ff:fe01:0 "
         "dev eth3 nexthop encap seg6 mode encap.red segs fcbb:bb00:1002:1401:1fff:: via fe80::5f:1ff:fe01:1 dev eth4",
@@ -36,7 +36,7 @@ def test_leaf_routes_are_the_plan_carriers() -> None:
 
 def test_spine_routes_shift_and_route_leaf_uns() -> None:
     assert _texts(ops.fabric(TOPO, "srv6_spray"), "p0-t1-1") == [
-        "fcbb:bb00:2::/48 encap seg6local action End flavors next-csid lblen 32 nflen 16 dev eth1",
+        "fcbb:bb00:2::/48 encap seg6local action End flavors next-csid lblen 32 nflen 16 dev sr0",
         "fcbb:bb00:400::/48 via fe80::5f:ff:fe00:0 dev eth1",
         "fcbb:bb00:401::/48 via fe80::5f:ff:fe00:1 dev eth2",
         "blackhole fcbb:bb00::/32",
