@@ -79,6 +79,7 @@ class QpSent:
     packets: int
     messages: int
     per_plane: dict[int, int] = field(default_factory=dict)
+    last_ns: int = 0  # CLOCK_MONOTONIC when its last packet was built (the send time in that packet's tag)
 
 
 @dataclass
@@ -139,7 +140,8 @@ def plan_packets(spec: SendSpec, topo: Topology, *, live: Callable[[], Sequence[
                     if usable and plane not in usable:
                         plane = usable[(sent_packets if spec.plane_mode == "packet" else k) % len(usable)]
                 src, peer = mine[plane], theirs[plane]
-                tag = Tag(spec.host, q.qp, m, i, plane, counts[k], q.start_psn, time.monotonic_ns()).pack()
+                q.last_ns = time.monotonic_ns()
+                tag = Tag(spec.host, q.qp, m, i, plane, counts[k], q.start_psn, q.last_ns).pack()
                 reth = struct.pack("!QII", 0x1000 * m, 0x1234, spec.message_size) if opcode in RETH_OPCODES else b""
                 payload = (reth + tag).ljust(spec.mtu if i < per_msg - 1 else _last_len(spec), b"\x00")
                 sport = spec.sport if spec.sport is not None else 0xC000 | (q.qp & 0x3FFF)

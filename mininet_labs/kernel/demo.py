@@ -13,6 +13,7 @@ from typing import Any
 
 from controller.failover import LinkDown
 from mininet_labs.lab import Lab, LabError, default_topology
+from mininet_labs.trafficrun import TrafficReport
 
 LINK = ("p0-t0-0", "p0-t1-1")  # plane 0: the QPs of plane 1 must not notice
 
@@ -74,6 +75,16 @@ def _all_pairs(lab: Lab, check: Any, when: str) -> None:
           f"{t['icrc_bad']} bad ICRC" + ("" if report.ok else f"; {report.problems()[0]}"))
 
 
+def never_recovered(report: TrafficReport, reconciled_ns: int) -> list[tuple[str, str, int]]:
+    """(sender, receiver, QP) of each QP that received nothing after a loss begun before the controller reconciled,
+    although its sender still sent on it after that. A QP whose last packet went into the cut before the reconcile
+    lost its tail in the cut: a loss, not a failure to recover; a loss begun after the reconcile is not the cut's."""
+    last_sent = {(s.host, q.dst, q.qp): q.last_ns for s in report.sent.values() for q in s.qps}
+    return [(q.sender, host, q.qp) for host, r in report.received.items() for q in r.qps
+            if last_sent.get((q.sender, host, q.qp), 0) > reconciled_ns
+            and any(g.before is None and (g.last_before_ns or 0) < reconciled_ns for g in q.gaps)]
+
+
 def _scenario(lab: Lab, check: Any, rate: float, seconds: float) -> None:
     _all_pairs(lab, check, "before")
     fail_at, restore_at = 0.4 * seconds, 0.75 * seconds
@@ -107,14 +118,13 @@ def _scenario(lab: Lab, check: Any, rate: float, seconds: float) -> None:
     check("plane 1 QPs", lost1 == 0 and bool(plane1), f"{len(plane1)} QPs, {lost1} packets lost")
     hit = [q for q in plane0 if q.lost]
     windows = [q.loss_window_ms for q in hit if q.loss_window_ms is not None]
-    # never recovered: a QP whose last packet arrived before the controller had reconciled (a loss at the very end
-    # of the run, long after, is a loss but not a failure to recover)
-    open_gaps = [q for q in plane0 if any(g.before is None and (g.last_before_ns or 0) < reconciled_ns for g in q.gaps)]
+    open_gaps = never_recovered(report, reconciled_ns)
     lost0 = sum(q.lost for q in plane0)
     window = f"loss window max {max(windows):.1f} ms" if windows else "no loss window"
     check("plane 0 QPs recover", not open_gaps and bool(plane0),
           f"{len(plane0)} QPs, {len(hit)} crossed the cut and lost {lost0} packets; {window}; "
-          f"{len(open_gaps)} never recovered", loss_window_ms=max(windows) if windows else 0.0, lost=lost0)
+          f"{len(open_gaps)} never recovered" + (" (first: {} -> {} QP {})".format(*open_gaps[0]) if open_gaps else ""),
+          loss_window_ms=max(windows) if windows else 0.0, lost=lost0)
     outcomes = lab.install(dry_run=True, push="never")
     in_sync = [n for n, o in outcomes.items() if o.ok and not o.delta]
     check("plan after restore", len(in_sync) == len(outcomes),

@@ -36,7 +36,7 @@ from controller.southbound.netlink import NetlinkSouthbound
 from controller.state.statefile import parse_json
 from controller.model.topology import Topology, load, to_dict
 from mininet_labs import traffic as tr
-from mininet_labs.kernel import netns
+from mininet_labs.kernel import boundary, netns
 from mininet_labs.lab import (
     CONFIG_NAME,
     DEFAULT_DIR,
@@ -242,6 +242,7 @@ class KernelLab(Lab):
         the bmv2 lab's host script in every host."""
         sids = ops.sid_plan(self.model)
         scripts: dict[str, tuple[Sequence[str], str]] = {}
+        rules: dict[str, str] = {}  # the SR-domain boundary at each leaf's host ports (boundary.py)
         for p in range(self.model.planes):
             spines, leaves = self.model.t1s(p), self.model.t0s(p)
             for leaf in leaves:
@@ -256,6 +257,10 @@ class KernelLab(Lab):
                                  f"dev {intf(port)} nud permanent")
                 un = sids.t0_usid(p, leaf.index)
                 lines.append(f"sr tunsrc set {sids.local_sid_text(un, sids.dt6_usid(p))}")
+                firsts = ([sids.t1_usid(p, s.index) for s in spines] + [un]) if self.model.host_source_routing else []
+                rules[self.netns_of(leaf.name)] = boundary.ruleset(
+                    [boundary.HostPort(intf(port), sids.host_v6_text(p, leaf.index, k))
+                     for k, port in enumerate(leaf.host_ports) if k < len(leaf.host_names)], sids, first_usids=firsts)
                 scripts[self.netns_of(leaf.name)] = (SWITCH_SYSCTLS, "\n".join(lines) + "\n")
             for spine in spines:
                 lines = ["link set lo up", *LOCAL_DEV_LINES]
@@ -273,7 +278,7 @@ class KernelLab(Lab):
             script = host_script(nics) + "\n" + "\n".join(f"ip link set {n.intf} mtu {MTU}" for n in nics)
             procs.append((h, h.popen(["sh", "-ec", "ip link set lo up\n" + script], stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)))
-        netns.run_scripts(scripts)
+        netns.run_scripts(scripts, nft=rules)
         for h, proc in procs:
             out, _ = proc.communicate(timeout=60)
             if proc.returncode != 0:
@@ -330,6 +335,10 @@ class KernelLab(Lab):
                 out[link.get_attr("IFLA_IFNAME")] = {"tx_packets": st.get("tx_packets", 0),
                                                       "rx_packets": st.get("rx_packets", 0)}
             return out
+
+    def drops(self, name: str) -> dict[str, int]:
+        """Packets a leaf's SR-domain boundary dropped, per reason (boundary.REASONS); {} for a spine."""
+        return boundary.drops(netns.exec_argv(self.netns_of(name), []))
 
     def client(self, election_id: int | None = None, connect: bool = True) -> Any:
         raise LabError(UNSUPPORTED.format(what="P4Runtime (its switches are programmed over netlink)"))

@@ -89,15 +89,20 @@ def make_veths(veths: Sequence[Veth]) -> None:
                     raise NetnsError(f"cannot create veth {v.ns_a}:{v.a} -- {v.ns_b}:{v.b}: {e}") from None
 
 
-def run_scripts(scripts: Mapping[str, tuple[Sequence[str], str]], timeout: float = 60.0) -> None:
-    """Per namespace, a sysctl argument list and an `ip -batch` text, run in parallel; NetnsError naming the first
-    namespace whose commands failed."""
+def run_scripts(scripts: Mapping[str, tuple[Sequence[str], str]], timeout: float = 60.0,
+                nft: Mapping[str, str] | None = None) -> None:
+    """Per namespace, a sysctl argument list and an `ip -batch` text (then an `nft -f` script where `nft` has one),
+    run in parallel; NetnsError naming the first namespace whose commands failed."""
     procs = []
     with tempfile.TemporaryDirectory(prefix="sf-kernel-lab-") as tmp:
         for ns, (sysctls, batch) in scripts.items():
             path = Path(tmp) / f"{ns}.ip"
             path.write_text(batch)
             cmd = (f"sysctl -qw {' '.join(sysctls)} && " if sysctls else "") + f"ip -batch {path}"
+            if nft and ns in nft:
+                rules = Path(tmp) / f"{ns}.nft"
+                rules.write_text(nft[ns])
+                cmd += f" && nft -f {rules}"
             procs.append((ns, subprocess.Popen(["ip", "netns", "exec", ns, "sh", "-ec", cmd], stdout=subprocess.PIPE,
                                                stderr=subprocess.STDOUT, text=True)))
         for ns, proc in procs:

@@ -2,6 +2,7 @@
 
     python3 tests/kernel/wire.py send FRAMES.json          # [{"intf": ..., "frame": hex}, ...]
     python3 tests/kernel/wire.py capture OUT.json READY SECONDS INTF...
+    python3 tests/kernel/wire.py capture-ip OUT.json READY SECONDS INTF...   # every IPv6 frame but ICMPv6
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def send(path: str) -> None:
         time.sleep(0.0005)
 
 
-def capture(out: str, ready: str, seconds: float, intfs: list[str]) -> None:
+def capture(out: str, ready: str, seconds: float, intfs: list[str], roce_only: bool = True) -> None:
     socks = []
     for i in intfs:
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -51,6 +52,8 @@ def capture(out: str, ready: str, seconds: float, intfs: list[str]) -> None:
                     if addr[2] != PACKET_OUTGOING and len(data) > 58 and data[12:14] == b"\x86\xdd" and data[20] == 17 \
                             and int.from_bytes(data[56:58], "big") == ROCE_PORT:
                         got.append({"intf": i, "frame": data.hex()})
+                    elif not roce_only and addr[2] != PACKET_OUTGOING and data[12:14] == b"\x86\xdd" and data[20] != 58:
+                        got.append({"intf": i, "frame": data.hex()})
     Path(out).write_text(json.dumps(got))
 
 
@@ -58,4 +61,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "send":
         send(sys.argv[2])
     else:
-        capture(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5:])
+        capture(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5:], roce_only=sys.argv[1] == "capture")

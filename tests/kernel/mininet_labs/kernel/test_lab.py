@@ -38,14 +38,15 @@ def _frames(lab: Any, src: str, dsts: list[str], sports: range, qp: int = 0x111)
     return out
 
 
-def _exchange(lab: Any, tmp: Path, frames: dict[str, list[dict[str, str]]], seconds: float = 2.0
-              ) -> dict[str, list[dict[str, str]]]:
-    """Capture on every host's NICs while each source sends its frames; what each host received."""
+def _exchange(lab: Any, tmp: Path, frames: dict[str, list[dict[str, str]]], seconds: float = 2.0, *,
+              roce_only: bool = True) -> dict[str, list[dict[str, str]]]:
+    """Capture on every host's NICs while each source sends its frames; what each host received (RoCEv2 only, or
+    every IPv6 frame but ICMPv6)."""
     caps = {}
     for h in lab.hosts:
         ready = tmp / f"{h}.ready"
-        caps[h] = lab.host(h).popen([sys.executable, WIRE, "capture", str(tmp / f"{h}.json"), str(ready), str(seconds),
-                                     *(n.intf for n in lab.host(h).nics)])
+        caps[h] = lab.host(h).popen([sys.executable, WIRE, "capture" if roce_only else "capture-ip", str(tmp / f"{h}.json"),
+                                     str(ready), str(seconds), *(n.intf for n in lab.host(h).nics)])
     end = time.monotonic() + 10
     while not all((tmp / f"{h}.ready").exists() for h in lab.hosts):
         assert time.monotonic() < end, "capture did not start"
@@ -185,35 +186,3 @@ def test_southbound_failure_delta_pulls_the_segments_without_reading_first(lab: 
     back = lab.southbound.apply_failure(failed, healthy, leaf1)
     assert back.ok and back.modifies == 1 and back.detail["pulled"] == {}
     assert lab.routes(leaf1.name) == switch_routes(healthy, leaf1)
-
-
-def test_endpoint_mode_host_written_carriers_reach_the_host(lab: Any, tmp_path: Path) -> None:
-    """A host writes the outer header itself (an EV's carrier, End.DT6 at the far leaf, and the same path ending in
-    the far host's End.DX6): the leaf routes the carrier's first locator, the spine shifts, the far leaf decapsulates
-    and the host gets the inner RoCEv2 packet, hop limit one lower (the leaf forwards it after the decap)."""
-    from scapy.layers.inet6 import IPv6
-    from scapy.layers.l2 import Ether
-
-    from controller.plan import evs
-    from controller.model.sids import fmt_v6
-
-    fabric = ops.fabric(lab.model, "srv6_spray")
-    ev = evs.host_evs(fabric, "h0", ["h2"])["h2"][1]  # plane 0, spine 1
-    assert (ev.plane, ev.spine) == (0, 1)
-    sids = fabric.sids
-    dx6 = fmt_v6(sids.carrier((sids.t1_usid(0, 1), sids.t0_usid(0, 1), sids.dx6_usid(0, 0))))
-    me, peer = lab.host("h0").nic(0), lab.host("h2").nic(0)
-    items, inners = [], []
-    for n, carrier in enumerate((ev.carrier, dx6)):
-        inner = roce.roce_v6(me.v6, peer.v6, 0x222, n, sport=50500 + n, payload=f"ev {carrier}".encode().ljust(64, b"."))
-        outer = Ether(src=me.mac, dst=me.gateway_mac) / IPv6(src=me.v6, dst=carrier, nh=41, hlim=64) / inner[IPv6]
-        items.append({"intf": me.intf, "frame": bytes(outer).hex(), "dst": "h2"})
-        inners.append(bytes(inner))
-    got = _exchange(lab, tmp_path, {"h0": items})
-    rx = [bytes.fromhex(g["frame"]) for g in got["h2"]]
-    for inner in inners:
-        ip = bytearray(inner[14:])
-        ip[7] -= 1
-        want = frames.mac_bytes(peer.mac) + frames.mac_bytes(peer.gateway_mac) + inner[12:14] + bytes(ip)
-        assert rx.count(want) == 1, want[:64].hex()
-    assert len(rx) == 2
