@@ -108,19 +108,24 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
                     carrier_events=carrier_events)
     env.p4info()  # exit 5 with a hint when the artifacts are missing
     env.failures()  # exit 2 on an unreadable state file, before anything starts
-    if getattr(env, "store_url", None):
-        if web_listen is not None:
-            raise OpError("--web is not available with --store etcd:// yet: run 'fabricctl web' beside it "
-                          "on the leader's machine", BAD_INPUT)
-        _run_led(env, topo, state, config, lease_ttl, duration)
-        return
     web = None
     if web_listen is not None:  # bound before anything starts, so a busy port is one line and nothing half-done
-        from controller.service.web.view import Sources
-        from fabricctl.web import open_server
+        from fabricctl.web import open_server, view_sources
 
-        web = open_server(Sources(topo, env.program, state.absolute(), events_file and events_file.absolute()),
-                          web_listen, web_allow_remote, "--web")
+        web = open_server(view_sources(env, None if env.store_url else events_file), web_listen, web_allow_remote,
+                          "--web")
+    if getattr(env, "store_url", None):  # the view then reads the fabric's store: any controller shows the leader's
+        if web is not None:
+            from fabricctl.web import announce
+
+            web.start()
+            click.echo(announce(web), err=True)
+        try:
+            _run_led(env, topo, state, config, lease_ttl, duration)
+        finally:
+            if web is not None:
+                web.close()
+        return
     try:
         service = FabricService(topo, env.program, state, config)
     except OSError as e:

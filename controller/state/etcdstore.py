@@ -29,8 +29,9 @@ from etcd3gw.client import Etcd3Client
 
 from controller.state import statefile
 from controller.failover import Failure
-from controller.state.store import Conflict, EtcdUrl, Record, Store, StoreError, StoreUnavailable
+from controller.state.store import Conflict, EtcdUrl, Record, Store, StoreError, StoreUnavailable, Unreachable
 from controller.state.statefile import OPERATOR, Origin
+from controller.model.topology import Topology
 
 ROOT = "/srv6-fabric/"
 T = TypeVar("T")
@@ -81,7 +82,7 @@ class EtcdClient:
             return out
         reached = [w for w in why if "refused" not in w and "Failed to establish" not in w]
         if not reached:
-            raise StoreUnavailable(f"{self.url}: no member answers ({why[0]})")
+            raise Unreachable(f"{self.url}: no member answers ({why[0]})")
         raise StoreUnavailable(f"{self.url}: no quorum: {len(reached)} of {n} members reachable, none commits "
                                f"({reached[0]})")
 
@@ -219,6 +220,46 @@ class EtcdStore(Store):
             except ValueError:
                 continue
         return out, last
+
+    def last_known(self, topo: Topology) -> tuple[Record, str | None]:
+        """Without a quorum: the record as a member that answers last committed it, and why it cannot change."""
+        try:
+            return self.recorded(topo), None
+        except Unreachable:
+            raise
+        except StoreUnavailable as e:
+            problem = (f"{e}; the record cannot change and the leader holds the tables as they are until a quorum "
+                       "returns")
+            return self.checked(topo, self.load_stale()), problem
+
+    def events_where(self) -> str:
+        return f"{self}events/"
+
+    def events_since(self, after: int | None, limit: int = 100, page: int = 1000
+                     ) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+        """Cursors are etcd revisions: each event's create revision; after the last page, the revision the
+        range was read at (every event created later has a higher one)."""
+        prefix = self.key("events/")
+        fields: dict[str, Any] = {"key": b64(prefix), "range_end": b64(range_end(prefix)), "sort_target": 2}  # CREATE
+        if after is None:  # the last `limit`: newest first, then turned round
+            fields.update(sort_order=2, limit=limit)
+        else:
+            fields.update(sort_order=1, limit=page, min_create_revision=after + 1)
+        result = self.client.post("/kv/range", fields)
+        kvs = result.get("kvs", [])
+        if after is None:
+            kvs.reverse()
+        out = []
+        for kv in kvs:
+            try:
+                doc = json.loads(base64.b64decode(kv.get("value", "")))
+            except ValueError:
+                doc = None
+            if isinstance(doc, dict):
+                out.append((int(kv["create_revision"]), doc))
+        full = after is not None and len(kvs) == page  # more may follow: go on from the last one read
+        cursor = int(kvs[-1]["create_revision"]) if full else int(result["header"]["revision"])
+        return out, cursor
 
     def health(self) -> str | None:
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,10 @@ class StoreError(ValueError):
 
 class StoreUnavailable(StoreError):
     """The store does not answer, or answers without a quorum: nothing can be changed now."""
+
+
+class Unreachable(StoreUnavailable):
+    """No member of the store answers at all (a wrong address, or every member down)."""
 
 
 class Conflict(StoreError):
@@ -95,11 +99,15 @@ class Store(ABC):
     def recorded_rev(self, topo: Topology) -> tuple[Record, int]:
         """The record checked against the topology (StoreError naming the store otherwise)."""
         record, rev = self.load_rev()
+        return self.checked(topo, record), rev
+
+    def checked(self, topo: Topology, record: Record) -> Record:
+        """`record` if every failure in it names what the topology has (StoreError naming the store otherwise)."""
         try:
             health(topo, record)
         except FailoverError as e:
             raise StoreError(f"{self.where}: {e} ('fabricctl restore all' clears it)") from None
-        return record, rev
+        return record
 
     def recorded(self, topo: Topology) -> Record:
         return self.recorded_rev(topo)[0]
@@ -122,6 +130,25 @@ class Store(ABC):
     @abstractmethod
     def read_view(self) -> dict[str, Any] | None:
         """The running controller's view (None: none runs)."""
+
+    def last_known(self, topo: Topology) -> tuple[Record, str | None]:
+        """The record checked against the topology, and why the store cannot take changes now (None: it
+        can). A store without a quorum gives what a member last committed, with the reason; StoreError
+        when nothing can be read."""
+        return self.recorded(topo), None
+
+    @abstractmethod
+    def events_since(self, after: int | None, limit: int = 100) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+        """The controllers' events after cursor `after` (None: the last `limit`), oldest first, each with
+        the cursor after it, and the cursor to go on from (cursors are ints that only grow)."""
+
+    @abstractmethod
+    def events_where(self) -> str:
+        """Where the events are read (a cursor holds only for the same place)."""
+
+    def change_token(self) -> Hashable | None:
+        """Something that changes whenever the record or the view may have (None: unknown, read again)."""
+        return None
 
     def health(self) -> str | None:
         """Why the store cannot take changes now, in one line (None: it can)."""
