@@ -7,12 +7,14 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import select
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -204,11 +206,20 @@ def test_view_without_quorum_shows_the_last_record_and_why_then_recovers(cluster
     assert snap["failures"] == [{"what": "switch p1-t1-0", "by": "operator"}]
 
 
-def test_run_web_on_etcd_serves_the_same_view(cluster: EtcdCluster):
+def unserved_lab(tmp_path: Path) -> Path:
+    """The lab topology (same fabric name) with its switches at unix sockets nobody serves: a `run` in a
+    test touches no switch of any lab on this machine, and its files stay in the test's directory."""
+    text = re.sub(r'"127\.0\.0\.1:500(\d\d)"', lambda m: f'"unix:{tmp_path}/s{m.group(1)}.sock"', LAB.read_text())
+    (tmp_path / "lab.yaml").write_text(text)
+    return tmp_path / "lab.yaml"
+
+
+def test_run_web_on_etcd_serves_the_same_view(cluster: EtcdCluster, tmp_path: Path):
     assert fabricctl(cluster.url, "fail", "link", "p0-t0-0", "p0-t1-1", "--no-apply").returncode == 0
     port = free_ports(1)[0]
-    proc = subprocess.Popen([sys.executable, "-m", "fabricctl", "--topology", str(LAB), "--store", cluster.url,
-                             "run", "--web", f"127.0.0.1:{port}", "--duration", "120", "--no-probe"],
+    proc = subprocess.Popen([sys.executable, "-m", "fabricctl", "--topology", str(unserved_lab(tmp_path)),
+                             "--store", cluster.url, "run", "--web", f"127.0.0.1:{port}", "--duration", "120",
+                             "--no-probe", "--nice", "0", "--counters-every", "0"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
     try:
@@ -248,12 +259,14 @@ def test_events_follow_prints_what_controllers_put_in_etcd(cluster: EtcdCluster)
     ("etcd://127.0.0.1:99999", 2, "error: store 'etcd://127.0.0.1:99999': port 99999 is not 1..65535"),
     ("etcd://no host:2379", 2, "error: store 'etcd://no host:2379': 'no host:2379' is not HOST:PORT"),
 ])
-def test_bad_store_url_is_one_line_and_starts_nothing(url: str, code: int, says: str):
+def test_bad_store_url_is_one_line_and_starts_nothing(url: str, code: int, says: str, tmp_path: Path):
+    topo = str(unserved_lab(tmp_path))
     for argv in (["web", "--listen", "127.0.0.1:0", "--duration", "5"],
                  ["run", "--web", "127.0.0.1:0", "--duration", "5"]):
-        r = fabricctl(url, *argv)
+        r = fabricctl(url, "--topology", topo, *argv)
         assert (r.returncode, r.stdout) == (code, ""), (argv, r)
         assert r.stderr.splitlines() == [r.stderr.strip()] and r.stderr.startswith(says), (argv, r.stderr)
+    assert os.listdir(tmp_path) == ["lab.yaml"]  # no events, state or lock file made
 
 
 def test_store_nobody_answers_for_is_one_line(cluster: EtcdCluster):
