@@ -218,18 +218,32 @@ def _run_led(env: Any, topo: Any, state: Path, config: Config, ttl: int, duratio
 
 
 def _store_events(store: Any, follow: bool, kinds: tuple[str, ...], as_json: bool) -> None:
+    """Every event in the store, page by page, then (--follow) each new one; while the store cannot be read
+    a follower says so once on stderr and goes on when it can (without --follow: the error, exit 1)."""
     import time
 
-    after = 0
+    from controller.state.store import StoreUnavailable
+
+    after, waiting = 0, False
     try:
         while True:
-            events, after = store.events(after)
-            for event in events:
+            try:
+                events, after = store.events_since(after)
+            except StoreUnavailable as e:
+                if not follow:
+                    raise
+                if not waiting:
+                    click.echo(f"waiting for the store: {e}", err=True)
+                waiting = True
+                time.sleep(1.0)
+                continue
+            waiting = False
+            for _, event in events:
                 if not kinds or event.get("kind") in kinds:
                     click.echo(json.dumps(event) if as_json else _line(event))
-            if not follow:
-                return
-            if not events:
+            if not events:  # caught up
+                if not follow:
+                    return
                 time.sleep(0.2)
     except KeyboardInterrupt:
         pass

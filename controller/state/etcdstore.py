@@ -207,20 +207,6 @@ class EtcdStore(Store):
         """The leader's view, under its lease (it goes when the leader does)."""
         self.client.put(self.key("view"), json.dumps(doc, default=str), lease=lease)
 
-    def events(self, after: int = 0, limit: int = 1000) -> tuple[list[dict[str, Any]], int]:
-        """The events created after revision `after` (oldest first) and the last revision seen."""
-        fields: dict[str, Any] = {"sort_order": 1, "sort_target": 2, "limit": limit}  # ascending create revision
-        if after:
-            fields["min_create_revision"] = after + 1
-        out, last = [], after
-        for kv in self.client.get_prefix(self.key("events/"), **fields):
-            last = max(last, int(kv["create_revision"]))
-            try:
-                out.append(json.loads(kv["value"]))
-            except ValueError:
-                continue
-        return out, last
-
     def last_known(self, topo: Topology) -> tuple[Record, str | None]:
         """Without a quorum: the record as a member that answers last committed it, and why it cannot change."""
         try:

@@ -276,3 +276,16 @@ def test_store_nobody_answers_for_is_one_line(cluster: EtcdCluster):
     assert r.stderr.strip() == f"error: etcd://127.0.0.1:{dead}: no member answers (127.0.0.1:{dead} connection refused)"
     r = fabricctl(cluster.url, "web", "--events", "x.jsonl", "--listen", "127.0.0.1:0", "--duration", "5")
     assert r.returncode == 2 and r.stderr.strip().startswith("error: --events names an events file: with --store")
+
+
+def test_events_without_follow_prints_every_event_past_one_page(cluster: EtcdCluster):
+    sink = EventSink(EtcdStore(parse_url(cluster.url), FABRIC))
+    for n in range(1003):  # the store reads 1000 a page
+        sink({"t": 1700000000.0 + n, "kind": "link_down" if n % 2 else "link_up", "n": n})
+    sink.close(timeout=60)
+    assert sink.dropped == 0
+    r = fabricctl(cluster.url, "events", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(line)["n"] for line in r.stdout.splitlines()] == list(range(1003))
+    r = fabricctl(cluster.url, "events", "--kind", "link_up", "--json")
+    assert [json.loads(line)["n"] for line in r.stdout.splitlines()] == list(range(0, 1003, 2))
