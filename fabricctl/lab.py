@@ -131,9 +131,14 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
     if (warning := nonblocking_warning(find_binary("simple_switch_grpc"))) is not None:
         click.echo(warning, err=True)
     opts = dict(tag=tag, pcap=pcap, log_level=log_level, tls=tls, **_global(ctx))
+    store = getattr(ctx.find_root().obj, "store_url", None)  # the plan installed is the store's record
+    if store:
+        from controller.state.store import parse_url
+
+        parse_url(store)  # a bad URL: one line, nothing started
     try:
         if run_cli:
-            running = Lab(model, lab_dir, **opts)  # type: ignore[arg-type]
+            running = _with_store(Lab(model, lab_dir, **opts))  # type: ignore[arg-type]
             try:
                 running.up(install=not no_install)
                 _print_up(running, as_json)
@@ -141,7 +146,8 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
             finally:
                 running.down()
             return
-        attached = start_headless(model, lab_dir, install=not no_install, **opts)  # type: ignore[arg-type]
+        attached = _with_store(start_headless(model, lab_dir, install=not no_install, store=store,  # type: ignore[arg-type]
+                                              **opts))
     except LabError as e:
         raise _lab_error(e) from None
     _print_up(attached, as_json)
@@ -371,11 +377,23 @@ def _attach(lab_dir: Path) -> Any:
     from mininet_labs.lab import Lab, LabError
 
     if kernel_lab.is_kernel(lab_dir):
-        return kernel_lab.attach(lab_dir)
+        return _with_store(kernel_lab.attach(lab_dir))
     try:
-        return Lab.attach(lab_dir)
+        return _with_store(Lab.attach(lab_dir))
     except LabError as e:
         raise OpError(str(e), ops.SWITCH_ERROR) from None
+
+
+def _with_store(running: Any) -> Any:
+    """The lab with the record kept where fabricctl's --store (FABRIC_STORE) says: its failures, fail and
+    restore then read and change that store, as `fabricctl fail/restore` do (default: the lab's state file)."""
+    ctx = click.get_current_context(silent=True)
+    url = getattr(ctx.find_root().obj, "store_url", None) if ctx is not None else None
+    if url:
+        from controller.state.backends import open_store
+
+        running.store = open_store(url, None, running.model.name, timeout=getattr(ctx.find_root().obj, "timeout", 5.0))
+    return running
 
 
 def _run_scenario(lab_dir: Path, run: Any, seconds: float, fail_at: float, restore_at: float, rate: float, qps: int,
