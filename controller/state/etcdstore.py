@@ -24,12 +24,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+import requests
 from etcd3gw import exceptions as etcd_errors
 from etcd3gw.client import Etcd3Client
 
 from controller.state import statefile
 from controller.failover import Failure
-from controller.state.store import Conflict, EtcdUrl, Record, Store, StoreError, StoreUnavailable, Unreachable
+from controller.state.store import Conflict, EtcdTls, EtcdUrl, Record, Store, StoreError, StoreUnavailable, Unreachable
 from controller.state.statefile import OPERATOR, Origin
 from controller.model.topology import Topology
 
@@ -48,6 +49,24 @@ def range_end(prefix: str) -> str:
     return bytes(raw).decode()
 
 
+class TlsSession(requests.Session):
+    """HTTPS with the CA file and client certificate of an etcd+https URL. requests lets REQUESTS_CA_BUNDLE
+    and CURL_CA_BUNDLE override a session's CA file; here the one given stays (no CA given: the system's)."""
+
+    def __init__(self, tls: EtcdTls) -> None:
+        super().__init__()
+        if tls.ca is not None:
+            self.verify = tls.ca
+        if tls.cert is not None and tls.key is not None:
+            self.cert = (tls.cert, tls.key)
+
+    def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
+        out = super().merge_environment_settings(url, proxies, stream, verify, cert)
+        if verify is None and isinstance(self.verify, str):
+            out["verify"] = self.verify
+        return out
+
+
 class EtcdClient:
     """The cluster's endpoints, one etcd3gw client each; a call goes to the last one that answered,
     then the others. `timeout` bounds each HTTP request (a member without quorum answers a
@@ -55,7 +74,10 @@ class EtcdClient:
 
     def __init__(self, url: EtcdUrl, timeout: float = 2.0) -> None:
         self.url = url
-        self.clients = [Etcd3Client(host=h, port=p, timeout=timeout, api_path="/v3/") for h, p in url.endpoints]
+        tls = url.tls
+        self.clients = [Etcd3Client(host=h, port=p, timeout=timeout, api_path="/v3/",
+                                    **({"protocol": "https", "session": TlsSession(tls)} if tls is not None else {}))
+                        for h, p in url.endpoints]
         self._current = 0
         self._lock = threading.Lock()
 
@@ -80,7 +102,8 @@ class EtcdClient:
                 raise StoreError(f"{self.url}: {text}") from None
             self._current = i
             return out
-        reached = [w for w in why if "refused" not in w and "Failed to establish" not in w]
+        reached = [w for w in why if "refused" not in w and "Failed to establish" not in w and "TLS" not in w
+                   and "closed the connection" not in w]  # a member we cannot talk to is not one that answers
         if not reached:
             raise Unreachable(f"{self.url}: no member answers ({why[0]})")
         raise StoreUnavailable(f"{self.url}: no quorum: {len(reached)} of {n} members reachable, none commits "
@@ -121,9 +144,29 @@ def _short(e: BaseException) -> str:
     text = " ".join(str(text).split())
     if "Connection refused" in text:
         return "connection refused"
+    tls = _tls_failure(text)
+    if tls:
+        return tls
     if "timed out" in text.lower() and "Read timed out" in text:
         return "timed out"
     return text[:120]
+
+
+def _tls_failure(text: str) -> str:
+    """A TLS handshake's failure in one line with what to give ('' if `text` is not one)."""
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        why = text.split("certificate verify failed:", 1)[-1].split("(_ssl", 1)[0].strip(" ')")
+        return f"TLS: its certificate is not trusted ({why}; give the CA that signed it: ?ca=FILE)"
+    if "WRONG_VERSION_NUMBER" in text or "wrong version number" in text:
+        return "TLS: it does not speak TLS (a plain member: use etcd://)"
+    if "SSLEOFError" in text or "alert certificate required" in text or "EOF occurred" in text:
+        return ("TLS: it ended the handshake (it wants a client certificate signed by its trusted CA: "
+                "?cert=FILE&key=FILE)")
+    if "SSLError" in text:
+        return "TLS: " + text.split("SSLError(", 1)[1].rstrip(")")[:100]
+    if "RemoteDisconnected" in text:
+        return "it closed the connection without an answer (a TLS member? use etcd+https://)"
+    return ""
 
 
 class EtcdStore(Store):
