@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -50,8 +51,9 @@ def attach(lab_dir: Path) -> Any:
 
 
 def up(model: Any, lab_dir: Path, tag: str, install: bool, as_json: bool, program: str, why: str,
-       unsupported: dict[str, bool]) -> None:
-    """Start a kernel lab of `model` and print what `lab up` prints for bmv2."""
+       unsupported: dict[str, bool], store: Any = None) -> None:
+    """Start a kernel lab of `model` and print what `lab up` prints for bmv2 (`store`: where the record whose
+    plan is installed lives, None: the lab's state file)."""
     from mininet_labs.kernel.lab import KernelLab, size_problem
     from mininet_labs.lab import LabError
 
@@ -63,7 +65,9 @@ def up(model: Any, lab_dir: Path, tag: str, install: bool, as_json: bool, progra
         raise OpError(f"{asked[0]} needs the bmv2 data plane: the kernel data plane has no bmv2 process "
                       "(docs/kernel.md); use --dataplane bmv2 where simple_switch_grpc is installed")
     try:
-        running = KernelLab(model, lab_dir, name=tag or None, program=program).up(install=install)
+        lab = KernelLab(model, lab_dir, name=tag or None, program=program)
+        lab.store = store
+        running = lab.up(install=install)
     except LabError as e:
         raise OpError(str(e), ops.TOOLCHAIN if "root" in str(e) or "not found" in str(e) else ops.SWITCH_ERROR) from None
     if as_json:
@@ -99,8 +103,8 @@ def down(lab_dir: Path, as_json: bool) -> None:
                       ops.SWITCH_ERROR)
 
 
-def status(lab_dir: Path, check: bool, as_json: bool) -> None:
-    running = attach(lab_dir)
+def status(lab_dir: Path, check: bool, as_json: bool, prepare: Callable[[Any], Any] = lambda lab: lab) -> None:
+    running = prepare(attach(lab_dir))  # prepare: e.g. the record kept in fabricctl's --store
     doc = running.status()
     if check:
         outcomes = running.install(dry_run=True)

@@ -123,7 +123,7 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
     kind, why = kernel_lab.choose(dataplane)
     if kind == "kernel":
         return kernel_lab.up(model, lab_dir, tag, not no_install, as_json, _global(ctx)["program"], why,
-                             {"--pcap": pcap, "--tls": tls, "--cli": run_cli})
+                             {"--pcap": pcap, "--tls": tls, "--cli": run_cli}, _store_for(model.name))
     too_big = size_problem(model)
     if too_big:
         raise OpError(too_big)
@@ -131,9 +131,11 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
     if (warning := nonblocking_warning(find_binary("simple_switch_grpc"))) is not None:
         click.echo(warning, err=True)
     opts = dict(tag=tag, pcap=pcap, log_level=log_level, tls=tls, **_global(ctx))
+    _store_for(model.name)  # a bad --store URL: one line, nothing started
+    store = getattr(ctx.find_root().obj, "store_url", None)  # the plan installed is the store's record
     try:
         if run_cli:
-            running = Lab(model, lab_dir, **opts)  # type: ignore[arg-type]
+            running = _with_store(Lab(model, lab_dir, **opts))  # type: ignore[arg-type]
             try:
                 running.up(install=not no_install)
                 _print_up(running, as_json)
@@ -141,7 +143,8 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
             finally:
                 running.down()
             return
-        attached = start_headless(model, lab_dir, install=not no_install, **opts)  # type: ignore[arg-type]
+        attached = _with_store(start_headless(model, lab_dir, install=not no_install, store=store,  # type: ignore[arg-type]
+                                              **opts))
     except LabError as e:
         raise _lab_error(e) from None
     _print_up(attached, as_json)
@@ -217,7 +220,7 @@ def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> Non
       fabricctl lab status --check --json
     """
     if kernel_lab.is_kernel(lab_dir):
-        return kernel_lab.status(lab_dir, check, as_json)
+        return kernel_lab.status(lab_dir, check, as_json, _with_store)
     running = _attach(lab_dir)
     doc = running.status()
     if check:
@@ -371,11 +374,30 @@ def _attach(lab_dir: Path) -> Any:
     from mininet_labs.lab import Lab, LabError
 
     if kernel_lab.is_kernel(lab_dir):
-        return kernel_lab.attach(lab_dir)
+        return _with_store(kernel_lab.attach(lab_dir))
     try:
-        return Lab.attach(lab_dir)
+        return _with_store(Lab.attach(lab_dir))
     except LabError as e:
         raise OpError(str(e), ops.SWITCH_ERROR) from None
+
+
+def _with_store(running: Any) -> Any:
+    """The lab with the record kept where fabricctl's --store (FABRIC_STORE) says: its failures, fail and
+    restore then read and change that store, as `fabricctl fail/restore` do (default: the lab's state file)."""
+    running.store = _store_for(running.model.name)
+    return running
+
+
+def _store_for(fabric: str) -> Any:
+    """The store --store names for this fabric (StoreError, one line, on a bad URL), None: the lab's state file."""
+    ctx = click.get_current_context(silent=True)
+    env = ctx.find_root().obj if ctx is not None else None
+    url = getattr(env, "store_url", None)
+    if not url:
+        return None
+    from controller.state.backends import open_store
+
+    return open_store(url, None, fabric, timeout=getattr(env, "timeout", 5.0))
 
 
 def _run_scenario(lab_dir: Path, run: Any, seconds: float, fail_at: float, restore_at: float, rate: float, qps: int,

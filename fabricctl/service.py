@@ -120,19 +120,24 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
                     carrier_events=carrier_events)
     env.p4info()  # exit 5 with a hint when the artifacts are missing
     env.failures()  # exit 2 on an unreadable state file, before anything starts
-    if getattr(env, "store_url", None):
-        if web_listen is not None:
-            raise OpError("--web is not available with --store etcd:// yet: run 'fabricctl web' beside it "
-                          "on the leader's machine", BAD_INPUT)
-        _run_led(env, topo, state, config, lease_ttl, duration)
-        return
     web = None
     if web_listen is not None:  # bound before anything starts, so a busy port is one line and nothing half-done
-        from controller.service.web.view import Sources
-        from fabricctl.web import open_server
+        from fabricctl.web import open_server, view_sources
 
-        web = open_server(Sources(topo, env.program, state.absolute(), events_file and events_file.absolute()),
-                          web_listen, web_allow_remote, "--web")
+        web = open_server(view_sources(env, None if env.store_url else events_file), web_listen, web_allow_remote,
+                          "--web")
+    if getattr(env, "store_url", None):  # the view then reads the fabric's store: any controller shows the leader's
+        if web is not None:
+            from fabricctl.web import announce
+
+            web.start()
+            click.echo(announce(web), err=True)
+        try:
+            _run_led(env, topo, state, config, lease_ttl, duration)
+        finally:
+            if web is not None:
+                web.close()
+        return
     try:
         service = FabricService(topo, env.program, state, config)
     except OSError as e:
@@ -225,18 +230,32 @@ def _run_led(env: Any, topo: Any, state: Path, config: Config, ttl: int, duratio
 
 
 def _store_events(store: Any, follow: bool, kinds: tuple[str, ...], as_json: bool) -> None:
+    """Every event in the store, page by page, then (--follow) each new one; while the store cannot be read
+    a follower says so once on stderr and goes on when it can (without --follow: the error, exit 1)."""
     import time
 
-    after = 0
+    from controller.state.store import StoreUnavailable
+
+    after, waiting = 0, False
     try:
         while True:
-            events, after = store.events(after)
-            for event in events:
+            try:
+                events, after = store.events_since(after)
+            except StoreUnavailable as e:
+                if not follow:
+                    raise
+                if not waiting:
+                    click.echo(f"waiting for the store: {e}", err=True)
+                waiting = True
+                time.sleep(1.0)
+                continue
+            waiting = False
+            for _, event in events:
                 if not kinds or event.get("kind") in kinds:
                     click.echo(json.dumps(event) if as_json else _line(event))
-            if not follow:
-                return
-            if not events:
+            if not events:  # caught up
+                if not follow:
+                    return
                 time.sleep(0.2)
     except KeyboardInterrupt:
         pass

@@ -14,7 +14,7 @@ from controller.failover import Failure
 from controller.ops import BAD_INPUT, OpError
 from controller.state.etcdstore import EtcdStore
 from controller.state.filestore import FileStore
-from controller.state.store import Record, Store, StoreUnavailable
+from controller.state.store import Record, Store
 from controller.model.topology import Topology
 
 
@@ -22,14 +22,8 @@ def store_status(store: Store, topo: Topology) -> tuple[Record, str | None, dict
     """The record, why the store cannot take changes (None: it can) and the leader's view, for
     `fabricctl status`. Without a quorum the record is read from a member that still answers
     (serializable: what it last committed), and the problem is said in one line."""
-    try:
-        return store.recorded(topo), None, store.read_view()
-    except StoreUnavailable as e:
-        problem = (f"{e}; the record cannot change and the leader holds the tables as they are until a quorum "
-                   "returns")
-        if not isinstance(store, EtcdStore):
-            raise
-        return store.load_stale(), problem, None
+    record, problem = store.last_known(topo)
+    return record, problem, None if problem else store.read_view()
 
 
 def _etcd(env: Any) -> EtcdStore:

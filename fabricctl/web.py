@@ -14,6 +14,8 @@ from controller.ops import BAD_INPUT, OpError
 from controller.service.web.server import ListenError, WebServer, parse_listen
 from controller.service.runner import EVENTS_NAME
 from controller.service.web.view import Sources
+from controller.state.backends import open_store
+from controller.state.store import StoreError, Unreachable
 
 DEFAULT_LISTEN = "127.0.0.1:9400"
 
@@ -34,22 +36,30 @@ def web(env: Any, listen: str, allow_remote: bool, events_file: Path | None, dur
     One page: the fabric drawn plane by plane, each link and host port up or failed (and who
     recorded the failure: operator or detector), the running controller's probe health and per-path
     packet rates, what the failures make unreachable, and the controller's events as they happen.
-    It reads the state file, the status file 'fabricctl run' publishes beside it and its events
-    file; it writes nothing and needs no switch.
+    It reads the fabric's store: the state file, the status file 'fabricctl run' publishes beside
+    it and its events file, or with --store etcd://... the record, the leader's view and every
+    controller's events in etcd. It writes nothing and needs no switch.
 
     \b
     Examples:
       fabricctl web                            # http://127.0.0.1:9400/
       fabricctl web --listen 127.0.0.1:0       # any free port (printed)
       fabricctl web --listen 0.0.0.0:9400 --allow-remote
+      fabricctl --store etcd://10.0.0.1:2379,10.0.0.2:2379 web
     """
-    topo = env.topo()
-    state = env.state_path()
-    if not state.parent.is_dir():
-        raise OpError(f"no state directory {state.parent} (the state file {state.name} lives there: "
-                      "give --state or --topology)", BAD_INPUT)
-    server = open_server(Sources(topo, env.program, state.absolute(), events_file and events_file.absolute()),
-                         listen, allow_remote)
+    if env.store_url and events_file is not None:
+        raise OpError("--events names an events file: with --store etcd:// the view reads every controller's "
+                      "events from etcd", BAD_INPUT)
+    sources = view_sources(env, events_file)
+    if sources.store is not None:
+        try:  # a store nobody answers for is a wrong address (a store without quorum is shown, with why)
+            sources.store.last_known(sources.topo)
+        except Unreachable:
+            sources.store.close()
+            raise
+        except StoreError:  # a record that cannot be read: the page says why
+            pass
+    server = open_server(sources, listen, allow_remote)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -63,6 +73,20 @@ def web(env: Any, listen: str, allow_remote: bool, events_file: Path | None, dur
         stop.wait(duration if duration > 0 else None)
     finally:
         server.close()
+
+
+def view_sources(env: Any, events_file: Path | None) -> Sources:
+    """What the view reads: the configured store (--store etcd://..., a client of its own), else the state
+    file with the status and events files beside it (OpError with one line when its directory is missing)."""
+    topo = env.topo()
+    state = env.state_path()
+    if env.store_url:
+        return Sources(topo, env.program, state.absolute(), None,
+                       open_store(env.store_url, None, topo.name, timeout=env.timeout))
+    if not state.parent.is_dir():
+        raise OpError(f"no state directory {state.parent} (the state file {state.name} lives there: "
+                      "give --state or --topology)", BAD_INPUT)
+    return Sources(topo, env.program, state.absolute(), events_file and events_file.absolute())
 
 
 def open_server(sources: Sources, listen: str, allow_remote: bool, option: str = "--listen") -> WebServer:

@@ -26,6 +26,10 @@ def serve(lab_dir: Path) -> int:
     lab = Lab(load(lab_dir / TOPOLOGY_NAME), lab_dir, program=config["program"], tag=config["tag"],
               pcap=config["pcap"], log_level=config["log_level"], election_id=config["election_id"],
               timeout=config["timeout"], tls=config.get("tls", False))
+    if config.get("store"):  # fabricctl --store etcd://...: the record the plan is installed from lives there
+        from controller.state.backends import open_store
+
+        lab.store = open_store(config["store"], None, lab.model.name, timeout=config["timeout"])
     stop = {"now": False}
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -56,7 +60,7 @@ def serve(lab_dir: Path) -> int:
 
 def start_headless(model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, program: str = "srv6_spray", tag: str = "",
                    pcap: bool = False, log_level: str = "warn", election_id: int = 1, timeout: float = 10.0,
-                   install: bool = True, wait: float = 300.0, tls: bool = False) -> Lab:
+                   install: bool = True, wait: float = 300.0, tls: bool = False, store: str | None = None) -> Lab:
     """Start a lab in a background process (it outlives this one) and wait until it is ready;
     the attached Lab, or LabError with the background process's error."""
     lab_dir = Path(lab_dir).resolve()
@@ -73,7 +77,7 @@ def start_headless(model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, progra
     write_lab_file(lab_dir, TOPOLOGY_NAME, yaml.safe_dump(to_dict(model), sort_keys=False))
     write_lab_file(lab_dir, CONFIG_NAME, json.dumps({
         "program": program, "tag": tag, "pcap": pcap, "log_level": log_level, "election_id": election_id,
-        "timeout": timeout, "install": install, "tls": tls}) + "\n")
+        "timeout": timeout, "install": install, "tls": tls, "store": store}) + "\n")
     env = with_repo_path({**os.environ, ENV_MARK: str(lab_dir)})
     with open(lab_dir / "lab.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "mininet_labs.headless", "serve", str(lab_dir)], env=env,

@@ -11,6 +11,7 @@ from typing import Any
 from controller import ops
 from controller.failover import Failure, FailoverError, failure_to_json, save_state
 from controller.state.statelock import state_lock
+from controller.state.store import Conflict, Store, StoreError
 from controller.runtime.fabric_client import FabricClient
 from controller.ops import Outcome
 from controller.runtime.p4info import P4Info
@@ -38,8 +39,19 @@ class FailoverResult:
                 "changed": {n: len(o.delta) if o.delta is not None else None for n, o in self.outcomes.items()}}
 
 
+CONFLICT_RETRIES = 50  # read-compute-save rounds on a store another writer changes meanwhile (fabricctl's)
+Change = Callable[[frozenset[Failure]], frozenset[Failure]]  # the recorded set -> the new one
+
+
 class FailoverMixin:
-    """A lab's switches through the controller: P4Runtime clients, the plan installed, failures recorded and handed off to a running `fabricctl run`."""
+    """A lab's switches through the controller: P4Runtime clients, the plan installed, failures recorded and handed off to a running `fabricctl run`.
+
+    `store`: where the record lives when it is not the lab's state file (an etcd store, as `fabricctl
+    --store etcd://...` gives): failures() reads it, and fail/restore/set_failures change it as
+    `fabricctl fail/restore` do (a transaction comparing the revision read, then the leader applies it,
+    or the lab writes the switches when no controller leads)."""
+
+    store: Store | None = None  # None: the lab's state file
 
     def client(self, election_id: int | None = None, connect: bool = True) -> FabricClient:
         """A FabricClient with a connection to every switch, each with the program's P4Info; unless
@@ -78,6 +90,11 @@ class FailoverMixin:
 
     def failures(self) -> frozenset[Failure]:
         """The failure set fabricctl keeps for this lab (empty when none is recorded)."""
+        if self.store is not None:
+            try:
+                return frozenset(self.store.recorded(self.model))
+            except StoreError as e:
+                raise LabError(str(e)) from None
         return ops.load_failures(self.model, self.failure_state_path)
 
     def install(self, failures: Iterable[Failure] | None = None, *, push: ops.Push = "missing",
@@ -104,12 +121,18 @@ class FailoverMixin:
         run` with a higher election id than the lab's is primary on that file, it is the one that
         writes: the change is recorded and this waits (up to the lab's timeout) for the controller's
         word, as the command does (`via` names the controller; LabError if it did not apply it)."""
+        return self._change(lambda _old: frozenset(failures))
+
+    def _change(self, compute: Change) -> FailoverResult:
+        """Record compute(recorded set) and apply it (set_failures), in the lab's state file or its store."""
+        if self.store is not None:
+            return self._change_in_store(self.store, compute)
         t0 = time.monotonic()
         outcomes: dict[str, Outcome] = {}
         passed: handoff.Handoff | None = None
         with state_lock(self.failure_state_path):  # the rule of fabricctl fail/restore: record, then apply
             old = self.failures()
-            change = ops.failure_change(self.model, self.program, old, failures, self.options)  # type: ignore[arg-type]
+            change = ops.failure_change(self.model, self.program, old, compute(old), self.options)  # type: ignore[arg-type]
             controller = handoff.running(self.failure_state_path)
             if controller is not None and self.election_id > controller.election_id:
                 controller = None  # the lab writes itself, deposing the controller there (a higher id wins)
@@ -122,6 +145,40 @@ class FailoverMixin:
                                          old - change.new, lambda f: ops.describe_failure(self.model, f))
             elif change.touched:
                 outcomes = self._sync(change.fabric, change.touched, push="never")
+        return self._finish(change, outcomes, passed, t0)
+
+    def _change_in_store(self, store: Store, compute: Change) -> FailoverResult:
+        """Read-compute-save on the store (its revision compared: a concurrent writer makes us read again),
+        then hand the change to the leader publishing its view there, or write the switches ourselves."""
+        t0 = time.monotonic()
+        outcomes: dict[str, Outcome] = {}
+        passed: handoff.Handoff | None = None
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                record, rev = store.recorded_rev(self.model)
+                old = frozenset(record)
+                change = ops.failure_change(self.model, self.program, old, compute(old), self.options)  # type: ignore[arg-type]
+                controller = handoff.primary_in(store.read_view())
+                if controller is not None and self.election_id > controller.election_id:
+                    controller = None  # the lab writes itself, deposing the leader there (a higher id wins)
+                saved_rev = store.save(change.new, expect=rev) if change.new != old else rev
+                break
+            except Conflict:
+                if attempt == CONFLICT_RETRIES - 1:
+                    raise LabError(f"{store.where}: the record kept changing ({CONFLICT_RETRIES} tries)") from None
+                time.sleep(0.01 * (attempt + 1))
+            except StoreError as e:
+                raise LabError(str(e)) from None
+        if controller is not None and change.new != old:
+            passed = handoff.Handoff(None, controller, time.monotonic_ns(), change.new - old, old - change.new,
+                                     lambda f: ops.describe_failure(self.model, f), read=store.read_view,
+                                     saved_rev=saved_rev)
+        elif controller is None and change.touched:
+            outcomes = self._sync(change.fabric, change.touched, push="never")
+        return self._finish(change, outcomes, passed, t0)
+
+    def _finish(self, change: Any, outcomes: dict[str, Outcome], passed: handoff.Handoff | None,
+                t0: float) -> FailoverResult:
         if passed is not None:  # outside the lock: the controller takes it to read the record
             out = passed.wait(self.timeout)
             if not out.ok:
@@ -134,8 +191,8 @@ class FailoverMixin:
         return result
 
     def fail(self, failure: Failure) -> FailoverResult:
-        return self.set_failures(self.failures() | {failure})
+        return self._change(lambda old: old | {failure})
 
     def restore(self, failure: Failure | None = None) -> FailoverResult:
         """Remove one failure from the record (None: all) and reconcile what it touches."""
-        return self.set_failures(frozenset() if failure is None else self.failures() - {failure})
+        return self._change(lambda old: frozenset() if failure is None else old - {failure})

@@ -35,10 +35,10 @@ from controller.failover import failure_to_json
 from controller.state.statefile import DETECTOR
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import Topology
+from controller.state.eventfile import EVENTS_NAME  # the default events file (importers take it from here too)
 from controller.state.filestore import FileStore
 from controller.state.store import Store, StoreError
 
-EVENTS_NAME = "fabric-events.jsonl"
 log = logging.getLogger("controller.service")
 
 

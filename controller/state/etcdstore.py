@@ -24,13 +24,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+import requests
 from etcd3gw import exceptions as etcd_errors
 from etcd3gw.client import Etcd3Client
 
 from controller.state import statefile
 from controller.failover import Failure
-from controller.state.store import Conflict, EtcdUrl, Record, Store, StoreError, StoreUnavailable
+from controller.state.store import Conflict, EtcdTls, EtcdUrl, Record, Store, StoreError, StoreUnavailable, Unreachable
 from controller.state.statefile import OPERATOR, Origin
+from controller.model.topology import Topology
 
 ROOT = "/srv6-fabric/"
 T = TypeVar("T")
@@ -47,6 +49,24 @@ def range_end(prefix: str) -> str:
     return bytes(raw).decode()
 
 
+class TlsSession(requests.Session):
+    """HTTPS with the CA file and client certificate of an etcd+https URL. requests lets REQUESTS_CA_BUNDLE
+    and CURL_CA_BUNDLE override a session's CA file; here the one given stays (no CA given: the system's)."""
+
+    def __init__(self, tls: EtcdTls) -> None:
+        super().__init__()
+        if tls.ca is not None:
+            self.verify = tls.ca
+        if tls.cert is not None and tls.key is not None:
+            self.cert = (tls.cert, tls.key)
+
+    def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
+        out = super().merge_environment_settings(url, proxies, stream, verify, cert)
+        if verify is None and isinstance(self.verify, str):
+            out["verify"] = self.verify
+        return out
+
+
 class EtcdClient:
     """The cluster's endpoints, one etcd3gw client each; a call goes to the last one that answered,
     then the others. `timeout` bounds each HTTP request (a member without quorum answers a
@@ -54,7 +74,10 @@ class EtcdClient:
 
     def __init__(self, url: EtcdUrl, timeout: float = 2.0) -> None:
         self.url = url
-        self.clients = [Etcd3Client(host=h, port=p, timeout=timeout, api_path="/v3/") for h, p in url.endpoints]
+        tls = url.tls
+        self.clients = [Etcd3Client(host=h, port=p, timeout=timeout, api_path="/v3/",
+                                    **({"protocol": "https", "session": TlsSession(tls)} if tls is not None else {}))
+                        for h, p in url.endpoints]
         self._current = 0
         self._lock = threading.Lock()
 
@@ -79,9 +102,10 @@ class EtcdClient:
                 raise StoreError(f"{self.url}: {text}") from None
             self._current = i
             return out
-        reached = [w for w in why if "refused" not in w and "Failed to establish" not in w]
+        reached = [w for w in why if "refused" not in w and "Failed to establish" not in w and "TLS" not in w
+                   and "closed the connection" not in w]  # a member we cannot talk to is not one that answers
         if not reached:
-            raise StoreUnavailable(f"{self.url}: no member answers ({why[0]})")
+            raise Unreachable(f"{self.url}: no member answers ({why[0]})")
         raise StoreUnavailable(f"{self.url}: no quorum: {len(reached)} of {n} members reachable, none commits "
                                f"({reached[0]})")
 
@@ -120,9 +144,29 @@ def _short(e: BaseException) -> str:
     text = " ".join(str(text).split())
     if "Connection refused" in text:
         return "connection refused"
+    tls = _tls_failure(text)
+    if tls:
+        return tls
     if "timed out" in text.lower() and "Read timed out" in text:
         return "timed out"
     return text[:120]
+
+
+def _tls_failure(text: str) -> str:
+    """A TLS handshake's failure in one line with what to give ('' if `text` is not one)."""
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        why = text.split("certificate verify failed:", 1)[-1].split("(_ssl", 1)[0].strip(" ')")
+        return f"TLS: its certificate is not trusted ({why}; give the CA that signed it: ?ca=FILE)"
+    if "WRONG_VERSION_NUMBER" in text or "wrong version number" in text:
+        return "TLS: it does not speak TLS (a plain member: use etcd://)"
+    if "SSLEOFError" in text or "alert certificate required" in text or "EOF occurred" in text:
+        return ("TLS: it ended the handshake (it wants a client certificate signed by its trusted CA: "
+                "?cert=FILE&key=FILE)")
+    if "SSLError" in text:
+        return "TLS: " + text.split("SSLError(", 1)[1].rstrip(")")[:100]
+    if "RemoteDisconnected" in text:
+        return "it closed the connection without an answer (a TLS member? use etcd+https://)"
+    return ""
 
 
 class EtcdStore(Store):
@@ -206,19 +250,45 @@ class EtcdStore(Store):
         """The leader's view, under its lease (it goes when the leader does)."""
         self.client.put(self.key("view"), json.dumps(doc, default=str), lease=lease)
 
-    def events(self, after: int = 0, limit: int = 1000) -> tuple[list[dict[str, Any]], int]:
-        """The events created after revision `after` (oldest first) and the last revision seen."""
-        fields: dict[str, Any] = {"sort_order": 1, "sort_target": 2, "limit": limit}  # ascending create revision
-        if after:
-            fields["min_create_revision"] = after + 1
-        out, last = [], after
-        for kv in self.client.get_prefix(self.key("events/"), **fields):
-            last = max(last, int(kv["create_revision"]))
+    def last_known(self, topo: Topology) -> tuple[Record, str | None]:
+        """Without a quorum: the record as a member that answers last committed it, and why it cannot change."""
+        try:
+            return self.recorded(topo), None
+        except Unreachable:
+            raise
+        except StoreUnavailable as e:
+            problem = (f"{e}; the record cannot change and the leader holds the tables as they are until a quorum "
+                       "returns")
+            return self.checked(topo, self.load_stale()), problem
+
+    def events_where(self) -> str:
+        return f"{self}events/"
+
+    def events_since(self, after: int | None, limit: int = 100, page: int = 1000
+                     ) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+        """Cursors are etcd revisions: each event's create revision; after the last page, the revision the
+        range was read at (every event created later has a higher one)."""
+        prefix = self.key("events/")
+        fields: dict[str, Any] = {"key": b64(prefix), "range_end": b64(range_end(prefix)), "sort_target": 2}  # CREATE
+        if after is None:  # the last `limit`: newest first, then turned round
+            fields.update(sort_order=2, limit=limit)
+        else:
+            fields.update(sort_order=1, limit=page, min_create_revision=after + 1)
+        result = self.client.post("/kv/range", fields)
+        kvs = result.get("kvs", [])
+        if after is None:
+            kvs.reverse()
+        out = []
+        for kv in kvs:
             try:
-                out.append(json.loads(kv["value"]))
+                doc = json.loads(base64.b64decode(kv.get("value", "")))
             except ValueError:
-                continue
-        return out, last
+                doc = None
+            if isinstance(doc, dict):
+                out.append((int(kv["create_revision"]), doc))
+        full = after is not None and len(kvs) == page  # more may follow: go on from the last one read
+        cursor = int(kvs[-1]["create_revision"]) if full else int(result["header"]["revision"])
+        return out, cursor
 
     def health(self) -> str | None:
         try:

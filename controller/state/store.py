@@ -11,11 +11,13 @@ again and recomputes), so concurrent writers never lose or resurrect a failure.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from controller.failover import Failure, FailoverError, health
 from controller.state.statefile import Origin
@@ -34,26 +36,67 @@ class StoreUnavailable(StoreError):
     """The store does not answer, or answers without a quorum: nothing can be changed now."""
 
 
+class Unreachable(StoreUnavailable):
+    """No member of the store answers at all (a wrong address, or every member down)."""
+
+
 class Conflict(StoreError):
     """Another writer changed the record since it was read: read again and recompute."""
 
 
 @dataclass(frozen=True)
+class EtcdTls:
+    """TLS to etcd: the CA file that signed the members' certificates (None: the system's), and a client
+    certificate and its key (both or neither; etcd with --client-cert-auth needs them)."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+
+@dataclass(frozen=True)
 class EtcdUrl:
-    """`etcd://HOST:PORT[,HOST:PORT...]`: the cluster's client endpoints, tried in turn."""
+    """`etcd://HOST:PORT[,HOST:PORT...]`, or `etcd+https://...?ca=FILE&cert=FILE&key=FILE`: the cluster's
+    client endpoints, tried in turn, and the TLS files (None: plain HTTP)."""
 
     endpoints: tuple[tuple[str, int], ...]
+    tls: EtcdTls | None = None
 
     def __str__(self) -> str:
-        return "etcd://" + ",".join(f"{h}:{p}" for h, p in self.endpoints)
+        return ("etcd+https://" if self.tls else "etcd://") + ",".join(f"{h}:{p}" for h, p in self.endpoints)
+
+
+TLS_KEYS = ("ca", "cert", "key")
+
+
+def _tls(url: str, query: str) -> EtcdTls:
+    """The ?ca=&cert=&key= of an etcd+https URL, each a readable file (StoreError naming the first that is not)."""
+    files: dict[str, str] = {}
+    for part in filter(None, query.split("&")):
+        name, sep, value = part.partition("=")
+        value = unquote(value)
+        if name not in TLS_KEYS or not sep or not value:
+            raise StoreError(f"store {url!r}: {part!r}: expected ca=FILE, cert=FILE or key=FILE")
+        if not os.path.isfile(value) or not os.access(value, os.R_OK):
+            raise StoreError(f"store {url!r}: {name} file {value!r} is not a readable file")
+        files[name] = value
+    if ("cert" in files) != ("key" in files):
+        raise StoreError(f"store {url!r}: cert and key go together (the client certificate and its key)")
+    return EtcdTls(**files)
 
 
 def parse_url(url: str) -> EtcdUrl:
-    """An etcd store URL; StoreError (one line) if it is not etcd://HOST[:PORT][,HOST[:PORT]...]."""
+    """An etcd store URL; StoreError (one line) if it is not etcd://HOST[:PORT][,HOST[:PORT]...] or
+    etcd+https://HOST[:PORT][,...][?ca=FILE&cert=FILE&key=FILE]."""
     text = url.strip()
-    if not text.startswith("etcd://"):
-        raise StoreError(f"store {url!r}: expected etcd://HOST:PORT[,HOST:PORT...] (the state file is the default)")
-    rest = text[len("etcd://"):].rstrip("/")
+    scheme = next((s for s in ("etcd://", "etcd+https://") if text.startswith(s)), None)
+    if scheme is None:
+        raise StoreError(f"store {url!r}: expected etcd://HOST:PORT[,HOST:PORT...] or etcd+https://HOST:PORT[,...]"
+                         "?ca=FILE&cert=FILE&key=FILE (the state file is the default)")
+    rest, _, query = text[len(scheme):].partition("?")
+    rest = rest.rstrip("/")
+    if query and scheme == "etcd://":
+        raise StoreError(f"store {url!r}: ?{query}: ca, cert and key are for etcd+https://")
     endpoints = []
     for part in rest.split(","):
         m = _HOST.match(part.strip())
@@ -63,7 +106,7 @@ def parse_url(url: str) -> EtcdUrl:
         if not 1 <= port <= 65535:
             raise StoreError(f"store {url!r}: port {port} is not 1..65535")
         endpoints.append((m.group(1).strip("[]"), port))
-    return EtcdUrl(tuple(endpoints))
+    return EtcdUrl(tuple(endpoints), _tls(url, query) if scheme == "etcd+https://" else None)
 
 
 class Store(ABC):
@@ -95,11 +138,15 @@ class Store(ABC):
     def recorded_rev(self, topo: Topology) -> tuple[Record, int]:
         """The record checked against the topology (StoreError naming the store otherwise)."""
         record, rev = self.load_rev()
+        return self.checked(topo, record), rev
+
+    def checked(self, topo: Topology, record: Record) -> Record:
+        """`record` if every failure in it names what the topology has (StoreError naming the store otherwise)."""
         try:
             health(topo, record)
         except FailoverError as e:
             raise StoreError(f"{self.where}: {e} ('fabricctl restore all' clears it)") from None
-        return record, rev
+        return record
 
     def recorded(self, topo: Topology) -> Record:
         return self.recorded_rev(topo)[0]
@@ -122,6 +169,25 @@ class Store(ABC):
     @abstractmethod
     def read_view(self) -> dict[str, Any] | None:
         """The running controller's view (None: none runs)."""
+
+    def last_known(self, topo: Topology) -> tuple[Record, str | None]:
+        """The record checked against the topology, and why the store cannot take changes now (None: it
+        can). A store without a quorum gives what a member last committed, with the reason; StoreError
+        when nothing can be read."""
+        return self.recorded(topo), None
+
+    @abstractmethod
+    def events_since(self, after: int | None, limit: int = 100) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+        """The controllers' events after cursor `after` (None: the last `limit`), oldest first, each with
+        the cursor after it, and the cursor to go on from (cursors are ints that only grow)."""
+
+    @abstractmethod
+    def events_where(self) -> str:
+        """Where the events are read (a cursor holds only for the same place)."""
+
+    def change_token(self) -> Hashable | None:
+        """Something that changes whenever the record or the view may have (None: unknown, read again)."""
+        return None
 
     def health(self) -> str | None:
         """Why the store cannot take changes now, in one line (None: it can)."""

@@ -107,6 +107,7 @@ function render(snap) {
   renderController(snap);
   const fl = document.getElementById("failures"); fl.replaceChildren();
   if (snap.state_error) fl.appendChild(html("li", snap.state_error, "bad"));
+  if (snap.store_problem) fl.appendChild(html("li", `store: ${snap.store_problem}`, "bad"));
   if (!snap.failures.length && !snap.state_error) fl.appendChild(html("li", "none", "ok"));
   for (const f of snap.failures) {
     const li = html("li", `${f.what} `); li.appendChild(html("span", f.by, `by by-${f.by}-tag`)); fl.appendChild(li);
@@ -124,11 +125,11 @@ function renderController(snap) {
   const box = document.getElementById("controller"); box.replaceChildren();
   const c = snap.controller;
   if (!c) {
-    box.appendChild(html("span", `no controller running on ${snap.state_file} (no live status file): showing the recorded failures only; probe health and path rates need 'fabricctl run'`, "bad"));
+    box.appendChild(html("span", `no controller running on ${snap.state_file} (no live controller's view there): showing the recorded failures only; probe health and path rates need 'fabricctl run'`, "bad"));
     return;
   }
   const n = Object.keys(c.switches).length;
-  box.appendChild(html("span", `controller pid ${c.pid}, election id ${c.election_id}: primary on ${c.primary_on}/${n}, backup on ${c.backup_on}, down on ${c.down_on}` +
+  box.appendChild(html("span", `controller ${c.host ? "leader " + c.host + " " : ""}pid ${c.pid}, election id ${c.election_id}: primary on ${c.primary_on}/${n}, backup on ${c.backup_on}, down on ${c.down_on}` +
     (c.age_s !== null ? `; status ${c.age_s.toFixed(1)} s old` : "") +
     (c.probe_timeout_ms ? `; probe timeout ${c.probe_timeout_ms} ms` : "") +
     (c.rss_kb ? `; RSS ${(c.rss_kb / 1024).toFixed(1)} MiB` : "") +

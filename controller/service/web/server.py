@@ -1,5 +1,5 @@
 """The live view's HTTP server (standard library, read-only): the page, its JSON and a server-sent event
-stream of the controller's events and of each change to the fabric's state."""
+stream of the controller's events and of each change to the fabric's state, read from the fabric's store."""
 
 from __future__ import annotations
 
@@ -12,18 +12,18 @@ from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from controller.service.web.view import Snapshots, Sources, mtime_key
+from controller.service.web.view import Snapshots, Sources
+from controller.state.store import StoreError
 
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"), "/app.js": ("app.js", "text/javascript; charset=utf-8"),
           "/style.css": ("style.css", "text/css; charset=utf-8")}
 BACKLOG = 100  # events a new stream starts with (the page's history)
 MAX_STREAMS = 32  # event streams open at once (each holds a thread)
 KEEPALIVE = 10.0  # seconds between comment lines on an idle stream
-POLL = 0.2  # seconds between looks at the state, status and events files
+POLL = 0.2  # seconds between looks at the store (the state, status and events files, or etcd)
 REBUILD = 2.0  # seconds after which the snapshot is rebuilt even if no file changed (a controller that died)
 HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'",
            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
@@ -66,53 +66,9 @@ def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
     return ("\n".join(out) + "\n\n").encode()
 
 
-def backlog_offset(path: Path, lines: int = BACKLOG) -> int:
-    """The byte offset where the last `lines` whole lines of a file begin (0 for a short or absent file; a
-    torn last line, not ended yet, is not one of them)."""
-    try:
-        with open(path, "rb") as f:
-            pos, found = f.seek(0, 2), 0
-            while pos > 0:
-                step = min(65536, pos)
-                pos -= step
-                f.seek(pos)
-                chunk = f.read(step)
-                for i in range(len(chunk) - 1, -1, -1):
-                    if chunk[i] == 0x0A:  # the first ends the last whole line; the (lines+1)-th precedes the first wanted
-                        found += 1
-                        if found == lines + 1:
-                            return pos + i + 1
-            return 0
-    except OSError:
-        return 0
-
-
-def new_events(path: Path, offset: int, limit: int = 1 << 20) -> tuple[list[tuple[int, dict[str, Any]]], int]:
-    """The whole JSON lines of a file from `offset` (each with the offset after it), and the next offset.
-    A torn last line waits; a file that shrank (a new one) is read from its start."""
-    try:
-        with open(path, "rb") as f:
-            size = f.seek(0, 2)
-            if size < offset:
-                offset = 0
-            f.seek(offset)
-            chunk = f.read(min(size - offset, limit))
-    except OSError:
-        return [], offset
-    out, pos = [], offset
-    for line in chunk.split(b"\n")[:-1]:  # the part after the last newline is not whole yet
-        pos += len(line) + 1
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict):
-            out.append((pos, doc))
-    return out, pos
-
-
 class Hub:
-    """The latest snapshot and its version; one thread rebuilds it when the state or status file changes."""
+    """The latest snapshot and its version; one thread rebuilds it when the store's record or view changes (a
+    store that cannot tell cheaply, etcd, is read every POLL)."""
 
     def __init__(self, snapshots: Snapshots) -> None:
         self.snapshots = snapshots
@@ -133,11 +89,11 @@ class Hub:
         self._thread.join(timeout=5)
 
     def _loop(self) -> None:
-        src = self.snapshots.sources
+        store = self.snapshots.store
         built = time.monotonic()
         while not self.stopping.wait(POLL):
-            key = mtime_key(src.state, src.status)
-            if key == self._key and time.monotonic() - built < REBUILD:
+            key = store.change_token()
+            if key is not None and key == self._key and time.monotonic() - built < REBUILD:
                 continue
             self._key, built = key, time.monotonic()
             snap = self.snapshots.snapshot()
@@ -222,8 +178,7 @@ class Handler(BaseHTTPRequestHandler):
             except ValueError:
                 self._send(HTTPStatus.BAD_REQUEST, b"last: expected a number\n", "text/plain; charset=utf-8", body)
                 return
-            path = Path(self.server.hub.snapshots.snapshot()["events_file"])
-            events, _ = new_events(path, backlog_offset(path, last)) if last else ([], 0)
+            events, _ = read_events(self.server.hub, None, last) if last else ([], 0)
             self._json([e for _, e in events], body)
         elif url.path == "/events":
             self._stream(body)
@@ -254,24 +209,32 @@ class Handler(BaseHTTPRequestHandler):
             self.server.streams.release()
 
 
+def read_events(hub: Hub, after: int | None, limit: int = BACKLOG) -> tuple[list[tuple[int, dict[str, Any]]], int | None]:
+    """The store's events after cursor `after` (None: the last `limit`); none while the store cannot be read."""
+    try:
+        return hub.snapshots.store.events_since(after, limit)
+    except StoreError:
+        return [], after
+
+
 def stream(hub: Hub, last_event_id: str | None = None, keepalive: float = KEEPALIVE) -> Iterator[bytes]:
     """The chunks of one event stream: a retry hint and the snapshot, then each controller event (`fabric`,
-    its id the events file's offset after it, so a reconnecting page resumes there) and each new snapshot."""
+    its id the store's cursor after it: the events file's offset, or the event's etcd revision, so a
+    reconnecting page resumes there) and each new snapshot."""
     with hub.changed:
         version, snap = hub.version, hub.latest
-    path = Path(snap["events_file"])
+    where = snap["events_file"]
     try:
-        offset = int(last_event_id) if last_event_id is not None else backlog_offset(path)
+        cursor: int | None = int(last_event_id) if last_event_id is not None else None
     except ValueError:
-        offset = backlog_offset(path)
+        cursor = None
     yield b"retry: 2000\n\n"
     yield sse("snapshot", snap)
     quiet_since = time.monotonic()
     while not hub.stopping.is_set():
-        if Path(snap["events_file"]) != path:  # another controller, another events file
-            path = Path(snap["events_file"])
-            offset = backlog_offset(path)
-        events, offset = new_events(path, offset)
+        if snap["events_file"] != where:  # another controller, another events file
+            where, cursor = snap["events_file"], None
+        events, cursor = read_events(hub, cursor)
         for pos, event in events:
             yield sse("fabric", event, str(pos))
         with hub.changed:

@@ -1,9 +1,9 @@
-"""What the live view shows, as JSON: the fabric's layout, and a snapshot of the recorded failures (state
-file), the running controller's view (status file) and what the failures make unreachable."""
+"""What the live view shows, as JSON: the fabric's layout, and a snapshot of the recorded failures, the running
+controller's view and what the failures make unreachable, all read from the fabric's store (controller.state:
+the state file and the status file beside it, or etcd)."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -12,11 +12,11 @@ from typing import Any
 
 from controller import failover, ops
 from controller.failover import Failure, HostPortDown, LinkDown, SwitchDown
-from controller.ops import OpError
 from controller.routes import Program
-from controller.service.runner import EVENTS_NAME
-from controller.service.status import read_status, status_path
+from controller.service.status import status_path
+from controller.state.filestore import FileStore
 from controller.state.statefile import DETECTOR
+from controller.state.store import Store, StoreError
 from controller.model.topology import Topology
 
 UP, FAILED, DOWN = "up", "failed", "down"  # recorded failed (red); probes down, nothing recorded (orange)
@@ -24,17 +24,24 @@ UP, FAILED, DOWN = "up", "failed", "down"  # recorded failed (red); probes down,
 
 @dataclass(frozen=True)
 class Sources:
-    """Where the view reads: the topology, the program (for reachability), the state file, and the events file
-    (None: the one the running controller's status names, else fabric-events.jsonl beside the state file)."""
+    """Where the view reads: the topology, the program (for reachability), and the store: `store` (etcd: the
+    record, the leader's view and the events under the fabric's prefix), or by default the state file `state`
+    with the status file beside it and the events file `events` (None: the one the running controller's status
+    names, else fabric-events.jsonl beside the state file)."""
 
     topo: Topology
     program: Program
     state: Path
     events: Path | None = None
+    store: Store | None = None
 
     @property
     def status(self) -> Path:
         return status_path(self.state)
+
+    def open(self) -> Store:
+        """The store the view reads (the state file's unless one was given)."""
+        return self.store if self.store is not None else FileStore(self.state, self.events)
 
 
 def link_key(t0: str, t1: str) -> str:
@@ -105,7 +112,9 @@ def _controller(doc: dict[str, Any] | None, now: float) -> dict[str, Any] | None
     sessions = doc.get("sessions", {}) if isinstance(doc.get("sessions"), dict) else {}
     roles = [s.get("role") for s in sessions.values() if isinstance(s, dict)]
     updated = doc.get("updated")
-    return {"pid": doc.get("pid"), "election_id": doc.get("election_id"),
+    leader = doc.get("leader") if isinstance(doc.get("leader"), dict) else None  # etcd leadership
+    return {"pid": doc.get("pid"), "election_id": leader.get("election_id") if leader else doc.get("election_id"),
+            "host": leader.get("host") if leader else None,
             "primary_on": roles.count("primary"), "backup_on": roles.count("backup"), "down_on": roles.count("down"),
             "switches": {n: s.get("role") for n, s in sessions.items() if isinstance(s, dict)},
             "age_s": round(now - updated, 2) if isinstance(updated, (int, float)) else None,
@@ -118,6 +127,7 @@ class Snapshots:
 
     def __init__(self, sources: Sources) -> None:
         self.sources = sources
+        self.store = sources.open()
         self.layout = layout(sources.topo)
         self._base = ops.fabric(sources.topo, sources.program)
         self._unreachable: dict[frozenset[Failure], dict[str, list[str]]] = {}
@@ -141,15 +151,20 @@ class Snapshots:
             return self._snapshot()
 
     def _snapshot(self) -> dict[str, Any]:
-        src, topo, now = self.sources, self.sources.topo, time.time()
-        state_error = None
+        src, topo, store, now = self.sources, self.sources.topo, self.store, time.time()
+        state_error = store_problem = None
         try:
-            recorded = ops.load_recorded(topo, src.state) if src.state.exists() else {}
-        except OpError as e:
+            recorded, store_problem = store.last_known(topo)
+        except StoreError as e:
             recorded, state_error = {}, str(e)
-        status = read_status(src.state)
-        events = src.events or (Path(status["events"]) if status and isinstance(status.get("events"), str)
-                                else src.state.with_name(EVENTS_NAME))
+        try:
+            status = None if store_problem else store.read_view()
+        except StoreError:
+            status = None
+        try:
+            events = store.events_where()
+        except StoreError:
+            events = None
         probes = status.get("links", {}) if status and isinstance(status.get("links"), dict) else {}
         by_key = {k.split(" (", 1)[0]: v for k, v in probes.items()}
         down_switches = {f.name: by for f, by in recorded.items() if isinstance(f, SwitchDown)}
@@ -192,8 +207,8 @@ class Snapshots:
                     for s in topo.switches}
         paths = self._paths(status)
         return {
-            "time": now, "topology": topo.name, "program": src.program, "state_file": str(src.state),
-            "state_error": state_error, "events_file": str(events),
+            "time": now, "topology": topo.name, "program": src.program, "state_file": str(store),
+            "state_error": state_error, "store_problem": store_problem, "events_file": events,
             "controller": _controller(status, now),
             "failures": [{"what": ops.describe_failure(topo, f),
                           "by": "detector" if by == DETECTOR else "operator"} for f, by in sorted(recorded.items(), key=str)],
@@ -213,14 +228,3 @@ class Snapshots:
             return {"rows": [], "note": "no path counter read yet (the controller reads them every --counters-every s)"}
         return {"rows": self._rates.rows([r for r in rows if isinstance(r, dict)]), "note": ""}
 
-
-def mtime_key(*paths: Path) -> tuple[tuple[int, int], ...]:
-    """(mtime_ns, size) of each file, (0, -1) where absent: a change means the snapshot may have changed."""
-    out = []
-    for p in paths:
-        try:
-            st = os.stat(p)
-            out.append((st.st_mtime_ns, st.st_size))
-        except OSError:
-            out.append((0, -1))
-    return tuple(out)
