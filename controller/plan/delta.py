@@ -75,10 +75,24 @@ def sort_key(entity: Entity) -> Any:
 
 
 def _same(desired: Entity, actual: Entity) -> bool:
-    """Equal for the switch; a group's max_size 0 in the plan means \"whatever the switch has\"."""
-    if isinstance(desired, ActionProfileGroup) and isinstance(actual, ActionProfileGroup) and desired.max_size == 0:
-        return desired == dataclasses.replace(actual, max_size=0)
+    """Equal for the switch; a group's max_size 0 in the plan means \"whatever the switch has\"; a group's
+    watch ports as PI reads them back (pi_read_watch_ports)."""
+    if isinstance(desired, ActionProfileGroup) and isinstance(actual, ActionProfileGroup):
+        if desired.max_size == 0:
+            actual = dataclasses.replace(actual, max_size=0)
+        if actual.watch_ports != desired.watch_ports and actual.watch_ports in pi_read_watch_ports(desired):
+            actual = dataclasses.replace(actual, watch_ports=desired.watch_ports)
     return desired == actual
+
+
+def pi_read_watch_ports(group: ActionProfileGroup) -> set[tuple[tuple[int, int], ...]]:
+    """The watch ports PI (p4lang/PI up to f96af95 at least) may return for `group` on a read: every member with
+    the watch port of the group's member last in the switch's handle order (device_mgr.cpp keeps one WatchPort
+    across its loop over the members; patches/pi-group-read-watch-port.patch fixes it), when all are watched.
+    Which member is last depends on the order the members were written, so any of them."""
+    if not group.watch_ports or len(group.watch_ports) != len(group.members):
+        return set()
+    return {tuple((m, port) for m in group.members) for _, port in group.watch_ports}
 
 
 def _is_default(entity: Entity) -> bool:

@@ -117,3 +117,14 @@ def test_plan_json_keeps_watch_ports_and_a_switch_read_back_is_no_change() -> No
     bare = [ActionProfileGroup(g.profile, g.group_id, g.members, g.max_size) for g in desired]
     changes = diff(desired, bare)
     assert list(changes.modifies) == desired and not changes.inserts and not changes.deletes
+
+
+def test_pi_read_back_of_one_port_for_every_member_is_no_change_but_other_ports_are() -> None:
+    desired = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (2, 4), (3, 5)))
+    # stock PI returns every member with the watch port of the member last in its handle order
+    for port in (3, 4, 5):
+        read = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, ((1, port), (2, port), (3, port)))
+        assert not diff([desired], [read])
+    for watch in (((1, 6), (2, 6), (3, 6)), ((1, 3), (2, 4)), ((1, 3), (2, 3), (3, 4)), ()):
+        read = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, watch)
+        assert diff([desired], [read]).modifies == (desired,), watch
