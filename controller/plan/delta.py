@@ -48,7 +48,14 @@ class Changes(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class Delta(Changes[Entity]):
-    """What differs between plan and switch; each tuple sorted by kind (members, groups, entries), then key."""
+    """What differs between plan and switch; each tuple sorted by kind (members, groups, entries), then key.
+
+    `unwatch`: groups to modify before the others, as they are with the planned watch ports but no watch on the
+    members about to leave: PI (f96af95) throws (UNKNOWN "Unexpected error in RPC handling") when a MODIFY
+    takes a watched member out of a group (action_prof_mgr.cpp looks up the member it has just erased).
+    """
+
+    unwatch: tuple[ActionProfileGroup, ...] = ()
 
 
 _RANK = {ActionProfileMember: 0, ActionProfileGroup: 1, TableEntry: 2}
@@ -118,23 +125,43 @@ def diff(desired: Iterable[Entity], actual: Iterable[Entity]) -> Delta:
     want, have = _by_key(desired, "the plan"), _by_key(actual, "the switch")
     inserts: list[Entity] = []
     modifies: list[Entity] = []
+    unwatch: list[ActionProfileGroup] = []
     for key, entity in want.items():
         current = have.get(key)
         if current is None:
             (modifies if _is_default(entity) else inserts).append(entity)
         elif not _same(entity, current):
             modifies.append(entity)
+            if isinstance(entity, ActionProfileGroup) and isinstance(current, ActionProfileGroup):
+                first = _unwatched(entity, current)
+                if first is not None:
+                    unwatch.append(first)
     deletes = [e for k, e in have.items() if k not in want and not _is_default(e)]
-    return Delta(*(tuple(sorted(xs, key=sort_key)) for xs in (inserts, modifies, deletes)))
+    return Delta(*(tuple(sorted(xs, key=sort_key)) for xs in (inserts, modifies, deletes)),
+                 unwatch=tuple(sorted(unwatch, key=sort_key)))
+
+
+def _unwatched(desired: ActionProfileGroup, current: ActionProfileGroup) -> ActionProfileGroup | None:
+    """The group to write before `desired` when watched members of `current` leave it: all of `current`'s members,
+    the watch ports `desired` gives those that stay, none on those that leave; None when no watched member leaves."""
+    leaving = set(current.members) - set(desired.members)
+    if not leaving or not any(m in leaving for m, _ in current.watch_ports):
+        return None
+    members = set(current.members)
+    return ActionProfileGroup(desired.profile, desired.group_id, current.members, desired.max_size or current.max_size,
+                              tuple((m, port) for m, port in desired.watch_ports if m in members))
 
 
 def ordered_updates(delta: Delta) -> list[list[Update]]:
     """Update batches to write one after the other: each may need the previous ones done.
 
-    Inserts/modifies of members, then groups, then entries; then deletes of entries, groups, members.
+    Inserts/modifies of members, then groups (a group that loses watched members first without their watch:
+    Delta.unwatch), then entries; then deletes of entries, groups, members.
     """
     stages: list[list[Update]] = []
     for kind in (ActionProfileMember, ActionProfileGroup, TableEntry):
+        if kind is ActionProfileGroup and delta.unwatch:
+            stages.append([Update(UpdateType.MODIFY, g) for g in delta.unwatch])
         stages.append(
             [Update(UpdateType.INSERT, e) for e in delta.inserts if type(e) is kind]
             + [Update(UpdateType.MODIFY, e) for e in delta.modifies if type(e) is kind]

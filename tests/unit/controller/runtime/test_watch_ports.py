@@ -128,3 +128,29 @@ def test_pi_read_back_of_one_port_for_every_member_is_no_change_but_other_ports_
     for watch in (((1, 6), (2, 6), (3, 6)), ((1, 3), (2, 4)), ((1, 3), (2, 3), (3, 4)), ()):
         read = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, watch)
         assert diff([desired], [read]).modifies == (desired,), watch
+
+
+def test_a_group_losing_watched_members_is_first_written_with_them_unwatched() -> None:
+    from controller.plan.delta import ordered_updates
+
+    current = ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (2, 4), (3, 5)))
+    desired = ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 3), 3, ((1, 3), (3, 5)))
+    d = diff([desired], [current])
+    first = ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (3, 5)))
+    assert d.unwatch == (first,) and d.modifies == (desired,)
+    assert [[(u.type.name, u.entity) for u in batch] for batch in ordered_updates(d)] == [
+        [("MODIFY", first)], [("MODIFY", desired)]]
+    # a member joining, or leaving unwatched: one write
+    assert not diff([current], [desired]).unwatch
+    assert not diff([desired], [ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (3, 5)))]).unwatch
+
+
+def test_a_link_failure_delta_unwatches_the_leaving_member_first() -> None:
+    from controller.failover import delta
+
+    topo = build(1, 2, 2, 1)
+    healthy, failed = Fabric(topo), with_failures(Fabric(topo), [LinkDown("p0-t0-0", "p0-t1-1")])
+    leaf = topo.t0(0, 0)
+    d = delta(healthy, failed)["p0-t0-0"]
+    assert d.unwatch == (ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2), 2, ((1, leaf.uplinks[0]),)),)
+    assert ActionProfileGroup(SPRAY_SELECTOR, 1, (1,), 2, ((1, leaf.uplinks[0]),)) in d.modifies
