@@ -52,7 +52,8 @@ class Delta(Changes[Entity]):
 
     `unwatch`: groups to modify before the others, as they are with the planned watch ports but no watch on the
     members about to leave: PI (f96af95) throws (UNKNOWN "Unexpected error in RPC handling") when a MODIFY
-    takes a watched member out of a group (action_prof_mgr.cpp looks up the member it has just erased).
+    takes a watched member out of a group (action_prof_mgr.cpp looks up the member it has just erased;
+    patches/pi-watch-port.patch fixes it).
     """
 
     unwatch: tuple[ActionProfileGroup, ...] = ()
@@ -95,7 +96,7 @@ def _same(desired: Entity, actual: Entity) -> bool:
 def pi_read_watch_ports(group: ActionProfileGroup) -> set[tuple[tuple[int, int], ...]]:
     """The watch ports PI (p4lang/PI up to f96af95 at least) may return for `group` on a read: every member with
     the watch port of the group's member last in the switch's handle order (device_mgr.cpp keeps one WatchPort
-    across its loop over the members; patches/pi-group-read-watch-port.patch fixes it), when all are watched.
+    across its loop over the members; patches/pi-watch-port.patch fixes it), when all are watched.
     Which member is last depends on the order the members were written, so any of them."""
     if not group.watch_ports or len(group.watch_ports) != len(group.members):
         return set()

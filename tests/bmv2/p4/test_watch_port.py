@@ -59,7 +59,7 @@ def test_groups_are_read_back_with_their_watch_ports(spray, ecmp):
         (written,) = [canonical(e, p4info) for e in entities if isinstance(e, ActionProfileGroup)]
         assert written.watch_ports
         (read,) = device.conn.read_groups(profile)
-        # as written (PI with patches/pi-group-read-watch-port.patch), or as stock PI reads it: every
+        # as written (PI with patches/pi-watch-port.patch), or as stock PI reads it: every
         # member with one member's port; either way a reconcile sees no change
         assert (read.profile, read.group_id, read.members, read.max_size) == (
             written.profile, written.group_id, written.members, written.max_size)
