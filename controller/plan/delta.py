@@ -57,6 +57,10 @@ class Delta(Changes[Entity]):
     """
 
     unwatch: tuple[ActionProfileGroup, ...] = ()
+    # Stages of group modifies before those: a group whose members on the switch watch nothing while the plan
+    # gives them watch ports, one member at a time taken out and put back watched. PI (f96af95) refuses a
+    # MODIFY giving an active member a watch port (INTERNAL "error when activating member").
+    rewatch: tuple[tuple[ActionProfileGroup, ...], ...] = ()
 
 
 _RANK = {ActionProfileMember: 0, ActionProfileGroup: 1, TableEntry: 2}
@@ -127,6 +131,7 @@ def diff(desired: Iterable[Entity], actual: Iterable[Entity]) -> Delta:
     inserts: list[Entity] = []
     modifies: list[Entity] = []
     unwatch: list[ActionProfileGroup] = []
+    rewatch: list[list[ActionProfileGroup]] = []
     for key, entity in want.items():
         current = have.get(key)
         if current is None:
@@ -134,12 +139,39 @@ def diff(desired: Iterable[Entity], actual: Iterable[Entity]) -> Delta:
         elif not _same(entity, current):
             modifies.append(entity)
             if isinstance(entity, ActionProfileGroup) and isinstance(current, ActionProfileGroup):
+                steps = _rewatched(entity, current)
+                for k, g in enumerate(steps):
+                    if k == len(rewatch):
+                        rewatch.append([])
+                    rewatch[k].append(g)
+                if steps:
+                    current = steps[-1]
                 first = _unwatched(entity, current)
                 if first is not None:
                     unwatch.append(first)
     deletes = [e for k, e in have.items() if k not in want and not _is_default(e)]
     return Delta(*(tuple(sorted(xs, key=sort_key)) for xs in (inserts, modifies, deletes)),
-                 unwatch=tuple(sorted(unwatch, key=sort_key)))
+                 unwatch=tuple(sorted(unwatch, key=sort_key)),
+                 rewatch=tuple(tuple(sorted(stage, key=sort_key)) for stage in rewatch))
+
+
+def _rewatched(desired: ActionProfileGroup, current: ActionProfileGroup) -> list[ActionProfileGroup]:
+    """The groups to write, in turn, before `desired` when `current` watches nothing and members it keeps are
+    watched in `desired`: per such member, the group without it, then with it back and watched (members of
+    `current`, watch ports of `desired` for those done). Empty when there is nothing to give a watch to."""
+    want = dict(desired.watch_ports)
+    todo = [m for m in current.members if m in want]
+    if current.watch_ports or not todo:
+        return []
+    out: list[ActionProfileGroup] = []
+    done: list[tuple[int, int]] = []
+    size = desired.max_size or current.max_size
+    for m in todo:
+        out.append(ActionProfileGroup(current.profile, current.group_id,
+                                      tuple(x for x in current.members if x != m), size, tuple(done)))
+        done.append((m, want[m]))
+        out.append(ActionProfileGroup(current.profile, current.group_id, current.members, size, tuple(done)))
+    return out
 
 
 def _unwatched(desired: ActionProfileGroup, current: ActionProfileGroup) -> ActionProfileGroup | None:
@@ -156,13 +188,16 @@ def _unwatched(desired: ActionProfileGroup, current: ActionProfileGroup) -> Acti
 def ordered_updates(delta: Delta) -> list[list[Update]]:
     """Update batches to write one after the other: each may need the previous ones done.
 
-    Inserts/modifies of members, then groups (a group that loses watched members first without their watch:
-    Delta.unwatch), then entries; then deletes of entries, groups, members.
+    Inserts/modifies of members, then groups (a group gaining watch ports first one member at a time:
+    Delta.rewatch; one that loses watched members first without their watch: Delta.unwatch), then entries;
+    then deletes of entries, groups, members.
     """
     stages: list[list[Update]] = []
     for kind in (ActionProfileMember, ActionProfileGroup, TableEntry):
-        if kind is ActionProfileGroup and delta.unwatch:
-            stages.append([Update(UpdateType.MODIFY, g) for g in delta.unwatch])
+        if kind is ActionProfileGroup:
+            stages += [[Update(UpdateType.MODIFY, g) for g in stage] for stage in delta.rewatch]
+            if delta.unwatch:
+                stages.append([Update(UpdateType.MODIFY, g) for g in delta.unwatch])
         stages.append(
             [Update(UpdateType.INSERT, e) for e in delta.inserts if type(e) is kind]
             + [Update(UpdateType.MODIFY, e) for e in delta.modifies if type(e) is kind]

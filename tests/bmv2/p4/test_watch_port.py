@@ -129,3 +129,26 @@ def test_spray_member_on_a_lost_carrier_is_left_out_by_the_switch_and_used_again
     finally:
         carrier_down(spray, UP_A, False)
     wait_until(batch, lambda got: got == before)
+
+
+def test_groups_installed_without_watch_ports_are_given_them_by_a_reconcile(ecmp):
+    """A fabric installed before watch ports: PI refuses a MODIFY giving an active member a watch port, so the
+    reconcile takes each member out and puts it back watched; then the switch enforces them."""
+    from controller.runtime.reconcile import apply
+
+    unwatched = ecmp_entries(v4("10.1.0.0", 16), mode=QP)
+    ecmp.install(*unwatched)
+    planned = watched(unwatched, dict(enumerate(UPLINKS, 1)))
+    delta = apply(ecmp.conn, planned)
+    assert len(delta.rewatch) == 2 * len(UPLINKS) and [type(e) for e in delta.modifies] == [ActionProfileGroup]
+    assert not apply(ecmp.conn, planned)  # nothing left to write: the group as planned, as PI reads it
+    time.sleep(SETTLE)
+    batch, dead = _batch(ecmp, [roce_v4("10.0.0.1", "10.1.2.3", qp=qp, psn=0) for qp in range(1, 33)]), UPLINKS[2]
+    before = batch()
+    assert set(before) == set(UPLINKS)
+    try:
+        carrier_down(ecmp, dead, True)
+        wait_until(batch, lambda got: dead not in got and "lost" not in got)
+    finally:
+        carrier_down(ecmp, dead, False)
+    wait_until(batch, lambda got: got == before)

@@ -154,3 +154,20 @@ def test_a_link_failure_delta_unwatches_the_leaving_member_first() -> None:
     d = delta(healthy, failed)["p0-t0-0"]
     assert d.unwatch == (ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2), 2, ((1, leaf.uplinks[0]),)),)
     assert ActionProfileGroup(SPRAY_SELECTOR, 1, (1,), 2, ((1, leaf.uplinks[0]),)) in d.modifies
+
+
+def test_a_group_without_watch_ports_gets_them_one_member_at_a_time() -> None:
+    from controller.plan.delta import ordered_updates
+
+    current = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3)
+    desired = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2), 3, ((1, 3), (2, 4)))
+    d = diff([desired], [current])
+    # member 1 out, back watched; member 2 out, back watched; then the plan's group (member 3 out, unwatched)
+    steps = [((2, 3), ()), ((1, 2, 3), ((1, 3),)), ((1, 3), ((1, 3),)), ((1, 2, 3), ((1, 3), (2, 4)))]
+    assert [[(g.members, g.watch_ports) for g in stage] for stage in d.rewatch] == [[s] for s in steps]
+    assert not d.unwatch  # member 3 leaves unwatched
+    batches = ordered_updates(d)
+    assert [[(u.type.name, u.entity) for u in b] for b in batches] == [
+        *[[("MODIFY", g)] for (g,) in d.rewatch], [("MODIFY", desired)]]
+    # a group already watched: no steps
+    assert not diff([desired], [ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (2, 4), (3, 5)))]).rewatch
