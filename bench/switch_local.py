@@ -3,7 +3,7 @@ lab while no controller runs, and the leaf leaves that spray member out by itsel
 members, PI's watch-port enforcement fed by bmv2's port monitor). Per run, with RoCEv2 flowing from the leaf's
 hosts: carrier down -> the last packet the leaf sprays on that uplink (its own path counter, read in a tight
 loop), the packets sprayed onto the dead uplink meanwhile (lost), and carrier up -> the uplink used again.
-Baseline in the same lab and process: the controller path (`lab.fail`, the `fabricctl fail link` write,
+Also with a `fabricctl run` primary frozen by SIGSTOP. Baseline in the same lab and process: the controller path (`lab.fail`, the `fabricctl fail link` write,
 announced at once, no carrier change), measured the same way. Medians and spread over --runs.
 
     P4_TOOLCHAIN_BIN=/opt/p4-toolchain/bin flock /tmp/srv6-lab.lock .venv/bin/python bench/switch_local.py --runs 5
@@ -19,7 +19,9 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -127,6 +129,49 @@ def one_run(lab: Lab, args: argparse.Namespace, act: Callable[[], None], undo: C
         counter.close()
 
 
+class FrozenController:
+    """`fabricctl run` on the lab, primary on every switch, then stopped with SIGSTOP (a wedged controller)."""
+
+    def __init__(self, lab: Lab, workdir: Path) -> None:
+        self.events = workdir / "frozen-events.jsonl"
+        self.log = open(workdir / "frozen.log", "w")
+        root = Path(__file__).resolve().parent.parent
+        argv = [sys.executable, "-m", "fabricctl", "--topology", str(lab.topology_path), "--election-id", "10",
+                "run", "--counters-every", "0", "--events", str(self.events)]
+        self.proc = subprocess.Popen(argv, cwd=root, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "PYTHONPATH": str(root)})
+        names = {sw.name for sw in lab.model.switches}
+        end = time.monotonic() + 60
+        while True:
+            roles = {}
+            if self.events.exists():
+                for line in self.events.read_text().splitlines():
+                    try:
+                        e = json.loads(line)
+                    except ValueError:
+                        continue
+                    if e.get("kind") == "mastership":
+                        roles[e["switch"]] = e["role"]
+            if names == {n for n, r in roles.items() if r == "primary"}:
+                break
+            if self.proc.poll() is not None or time.monotonic() > end:
+                self.stop()
+                raise RuntimeError("fabricctl run did not become primary everywhere within 60 s")
+            time.sleep(0.05)
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -134,6 +179,8 @@ def main() -> int:
     ap.add_argument("--qps", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=5.0, help="traffic per run")
     ap.add_argument("--quiet", type=float, default=1.0, help="s without a packet on the uplink that ends a run")
+    ap.add_argument("--frozen-runs", type=int, default=3,
+                    help="switch-local runs with a `fabricctl run` primary frozen by SIGSTOP (after the others)")
     ap.add_argument("--t0", default="p0-t0-0")
     ap.add_argument("--t1", default="p0-t1-0")
     ap.add_argument("--grpc-base-port", type=int, default=51301)
@@ -142,7 +189,7 @@ def main() -> int:
     if why:
         print(json.dumps({"error": why}))
         return 2
-    local, controller = [], []
+    local, controller, frozen = [], [], []
     with tempfile.TemporaryDirectory(prefix="switch-local-") as d, \
             Lab(default_topology(grpc_base_port=args.grpc_base_port), d, tag="sl") as lab:
         leaf_end, _ = link_ends(lab.model, args.t0, args.t1, lab.tag)
@@ -152,6 +199,14 @@ def main() -> int:
             local.append(one_run(lab, args, lambda: lab._ip_link(leaf_end.intf, "down"),
                                  lambda: lab._ip_link(leaf_end.intf, "up")))
             controller.append(one_run(lab, args, lambda: lab.fail(link), lambda: lab.restore(link)))
+        if args.frozen_runs:  # last: a frozen primary refuses lab.fail's writes (its election id is higher)
+            frozen_ctl = FrozenController(lab, Path(d))
+            try:
+                for _ in range(args.frozen_runs):
+                    frozen.append(one_run(lab, args, lambda: lab._ip_link(leaf_end.intf, "down"),
+                                          lambda: lab._ip_link(leaf_end.intf, "up")))
+            finally:
+                frozen_ctl.stop()
     med_local = spread([r["stopped_by_ms"] for r in local])["median"]
     med_ctl = spread([r["stopped_by_ms"] for r in controller])["median"]
     doc = {
@@ -167,6 +222,13 @@ def main() -> int:
             "carrier_up_to_uplink_used_ms": spread([r["used_again_ms"] for r in local]),
             "lost_per_run_note": "lost counts also what was queued for the port when it went down",
             "per_run": local},
+        "switch_local_controller_frozen": {
+            "how": "the same, with a `fabricctl run` primary on every switch stopped by SIGSTOP before the cut",
+            "cut_to_last_packet_on_uplink_ms": spread([r["stopped_by_ms"] for r in frozen]),
+            "packets_onto_dead_uplink": spread([r["after_cut"] for r in frozen]),
+            "lost_per_run": [r["lost"] for r in frozen],
+            "carrier_up_to_uplink_used_ms": spread([r["used_again_ms"] for r in frozen]),
+            "per_run": frozen},
         "controller_baseline": {
             "how": ("lab.fail(LinkDown) at once (the fabricctl fail link write), no carrier change: what it sprays "
                     "on the uplink meanwhile still arrives; the time is the controller's record and table write"),
