@@ -171,3 +171,11 @@ def test_a_group_without_watch_ports_gets_them_one_member_at_a_time() -> None:
         *[[("MODIFY", g)] for (g,) in d.rewatch], [("MODIFY", desired)]]
     # a group already watched: no steps
     assert not diff([desired], [ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (2, 4), (3, 5)))]).rewatch
+
+
+def test_a_group_is_shown_with_each_members_watch_port() -> None:
+    from fabricctl.common import show_entity
+
+    line = show_entity(ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (3, 5))))
+    assert line.endswith(": members 1 (watch port 3), 2, 3 (watch port 5)")
+    assert show_entity(ActionProfileGroup(SPRAY_SELECTOR, 1, ())).endswith(": members none")
