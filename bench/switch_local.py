@@ -194,7 +194,7 @@ def main() -> int:
             Lab(default_topology(grpc_base_port=args.grpc_base_port), d, tag="sl") as lab:
         leaf_end, _ = link_ends(lab.model, args.t0, args.t1, lab.tag)
         link = LinkDown(args.t0, args.t1)
-        time.sleep(1.0)  # PI misses a carrier lost within ~0.5 s of the group's write (docs/faults.md)
+        time.sleep(1.0)  # bmv2's port monitor reports nothing before its first poll (docs/faults.md)
         for _ in range(args.runs):  # taking turns, so load drifts hit both alike
             local.append(one_run(lab, args, lambda: lab._ip_link(leaf_end.intf, "down"),
                                  lambda: lab._ip_link(leaf_end.intf, "up")))
