@@ -240,7 +240,7 @@ def _spray_uplink_members(f: Fabric, leaf: Switch) -> list[Entity]:
     live = f.live(p, leaf.index)
     out: list[Entity] = list(sh.via_spines(p, live))
     if live:
-        out.append(sh.group(SPRAY_SELECTOR, SHARED_GROUP, sh.member_ids(live), len(leaf.uplinks)))
+        out.append(sh.group(SPRAY_SELECTOR, SHARED_GROUP, sh.member_ids(live), leaf.uplinks))
     return out
 
 
@@ -273,7 +273,7 @@ def spray_leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
     if both == live:
         return f.shared.spray_dest(p, dst, None)
     gid = exception_group(dst)
-    group = f.shared.group(SPRAY_SELECTOR, gid, f.shared.member_ids(both), len(leaf.uplinks))
+    group = f.shared.group(SPRAY_SELECTOR, gid, f.shared.member_ids(both), leaf.uplinks)
     return (group, *f.shared.spray_dest(p, dst, gid))
 
 
@@ -357,7 +357,7 @@ def _ecmp_uplink_group(f: Fabric, leaf: Switch) -> list[Entity]:
     live = sorted(f.live(leaf.plane, leaf.index))
     if not live:
         return []
-    return [f.shared.group(ECMP_SELECTOR, SHARED_GROUP, tuple(j + 1 for j in live), len(leaf.uplinks)),
+    return [f.shared.group(ECMP_SELECTOR, SHARED_GROUP, tuple(j + 1 for j in live), leaf.uplinks),
             TableEntry(ECMP_ROUTES, _ecmp_plane_match(f, leaf.plane), group_id=SHARED_GROUP)]
 
 
@@ -378,7 +378,7 @@ def ecmp_leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
     if not both:
         return (f.shared.ecmp_dest(p, dst, None),)
     gid = exception_group(dst)
-    return (f.shared.group(ECMP_SELECTOR, gid, f.shared.member_ids(both), len(leaf.uplinks)),
+    return (f.shared.group(ECMP_SELECTOR, gid, f.shared.member_ids(both), leaf.uplinks),
             f.shared.ecmp_dest(p, dst, gid))
 
 

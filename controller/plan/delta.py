@@ -48,7 +48,19 @@ class Changes(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class Delta(Changes[Entity]):
-    """What differs between plan and switch; each tuple sorted by kind (members, groups, entries), then key."""
+    """What differs between plan and switch; each tuple sorted by kind (members, groups, entries), then key.
+
+    `unwatch`: groups to modify before the others, as they are with the planned watch ports but no watch on the
+    members about to leave: PI (f96af95) throws (UNKNOWN "Unexpected error in RPC handling") when a MODIFY
+    takes a watched member out of a group (action_prof_mgr.cpp looks up the member it has just erased;
+    patches/pi-watch-port.patch fixes it).
+    """
+
+    unwatch: tuple[ActionProfileGroup, ...] = ()
+    # Stages of group modifies before those: a group whose members on the switch watch nothing while the plan
+    # gives them watch ports, one member at a time taken out and put back watched. PI (f96af95) refuses a
+    # MODIFY giving an active member a watch port (INTERNAL "error when activating member").
+    rewatch: tuple[tuple[ActionProfileGroup, ...], ...] = ()
 
 
 _RANK = {ActionProfileMember: 0, ActionProfileGroup: 1, TableEntry: 2}
@@ -75,10 +87,24 @@ def sort_key(entity: Entity) -> Any:
 
 
 def _same(desired: Entity, actual: Entity) -> bool:
-    """Equal for the switch; a group's max_size 0 in the plan means \"whatever the switch has\"."""
-    if isinstance(desired, ActionProfileGroup) and isinstance(actual, ActionProfileGroup) and desired.max_size == 0:
-        return desired == dataclasses.replace(actual, max_size=0)
+    """Equal for the switch; a group's max_size 0 in the plan means \"whatever the switch has\"; a group's
+    watch ports as PI reads them back (pi_read_watch_ports)."""
+    if isinstance(desired, ActionProfileGroup) and isinstance(actual, ActionProfileGroup):
+        if desired.max_size == 0:
+            actual = dataclasses.replace(actual, max_size=0)
+        if actual.watch_ports != desired.watch_ports and actual.watch_ports in pi_read_watch_ports(desired):
+            actual = dataclasses.replace(actual, watch_ports=desired.watch_ports)
     return desired == actual
+
+
+def pi_read_watch_ports(group: ActionProfileGroup) -> set[tuple[tuple[int, int], ...]]:
+    """The watch ports PI (p4lang/PI up to f96af95 at least) may return for `group` on a read: every member with
+    the watch port of the group's member last in the switch's handle order (device_mgr.cpp keeps one WatchPort
+    across its loop over the members; patches/pi-watch-port.patch fixes it), when all are watched.
+    Which member is last depends on the order the members were written, so any of them."""
+    if not group.watch_ports or len(group.watch_ports) != len(group.members):
+        return set()
+    return {tuple((m, port) for m in group.members) for _, port in group.watch_ports}
 
 
 def _is_default(entity: Entity) -> bool:
@@ -104,23 +130,74 @@ def diff(desired: Iterable[Entity], actual: Iterable[Entity]) -> Delta:
     want, have = _by_key(desired, "the plan"), _by_key(actual, "the switch")
     inserts: list[Entity] = []
     modifies: list[Entity] = []
+    unwatch: list[ActionProfileGroup] = []
+    rewatch: list[list[ActionProfileGroup]] = []
     for key, entity in want.items():
         current = have.get(key)
         if current is None:
             (modifies if _is_default(entity) else inserts).append(entity)
         elif not _same(entity, current):
             modifies.append(entity)
+            if isinstance(entity, ActionProfileGroup) and isinstance(current, ActionProfileGroup):
+                steps = _rewatched(entity, current)
+                for k, g in enumerate(steps):
+                    if k == len(rewatch):
+                        rewatch.append([])
+                    rewatch[k].append(g)
+                if steps:
+                    current = steps[-1]
+                first = _unwatched(entity, current)
+                if first is not None:
+                    unwatch.append(first)
     deletes = [e for k, e in have.items() if k not in want and not _is_default(e)]
-    return Delta(*(tuple(sorted(xs, key=sort_key)) for xs in (inserts, modifies, deletes)))
+    return Delta(*(tuple(sorted(xs, key=sort_key)) for xs in (inserts, modifies, deletes)),
+                 unwatch=tuple(sorted(unwatch, key=sort_key)),
+                 rewatch=tuple(tuple(sorted(stage, key=sort_key)) for stage in rewatch))
+
+
+def _rewatched(desired: ActionProfileGroup, current: ActionProfileGroup) -> list[ActionProfileGroup]:
+    """The groups to write, in turn, before `desired` when `current` watches nothing and members it keeps are
+    watched in `desired`: per such member, the group without it, then with it back and watched (members of
+    `current`, watch ports of `desired` for those done). Empty when there is nothing to give a watch to."""
+    want = dict(desired.watch_ports)
+    todo = [m for m in current.members if m in want]
+    if current.watch_ports or not todo:
+        return []
+    out: list[ActionProfileGroup] = []
+    done: list[tuple[int, int]] = []
+    size = desired.max_size or current.max_size
+    for m in todo:
+        out.append(ActionProfileGroup(current.profile, current.group_id,
+                                      tuple(x for x in current.members if x != m), size, tuple(done)))
+        done.append((m, want[m]))
+        out.append(ActionProfileGroup(current.profile, current.group_id, current.members, size, tuple(done)))
+    return out
+
+
+def _unwatched(desired: ActionProfileGroup, current: ActionProfileGroup) -> ActionProfileGroup | None:
+    """The group to write before `desired` when watched members of `current` leave it: all of `current`'s members,
+    the watch ports `desired` gives those that stay, none on those that leave; None when no watched member leaves."""
+    leaving = set(current.members) - set(desired.members)
+    if not leaving or not any(m in leaving for m, _ in current.watch_ports):
+        return None
+    members = set(current.members)
+    return ActionProfileGroup(desired.profile, desired.group_id, current.members, desired.max_size or current.max_size,
+                              tuple((m, port) for m, port in desired.watch_ports if m in members))
 
 
 def ordered_updates(delta: Delta) -> list[list[Update]]:
     """Update batches to write one after the other: each may need the previous ones done.
 
-    Inserts/modifies of members, then groups, then entries; then deletes of entries, groups, members.
+    Inserts/modifies of members, then groups (a group gaining watch ports first one member at a time:
+    Delta.rewatch; one that loses watched members first without their watch: Delta.unwatch), then entries;
+    then deletes of entries, groups, members.
     """
     stages: list[list[Update]] = []
     for kind in (ActionProfileMember, ActionProfileGroup, TableEntry):
+        if kind is ActionProfileGroup:
+            stages += [[Update(UpdateType.MODIFY, g) for g in stage] for stage in delta.rewatch]
+            if delta.unwatch:
+                stages.append([Update(UpdateType.MODIFY, g) for g in delta.unwatch])
         stages.append(
             [Update(UpdateType.INSERT, e) for e in delta.inserts if type(e) is kind]
             + [Update(UpdateType.MODIFY, e) for e in delta.modifies if type(e) is kind]

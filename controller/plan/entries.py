@@ -77,12 +77,19 @@ class ActionProfileMember:
 
 @dataclass(slots=True, order=True, unsafe_hash=True)
 class ActionProfileGroup:
-    """A group of an action selector: the members the hash chooses between."""
+    """A group of an action selector: the members the hash chooses between.
+
+    `watch_ports` pairs a member id with the port its action sends to (P4Runtime
+    ActionProfileGroup.Member.watch_port): the switch leaves a member out of the choice while that
+    port is down, before any controller acts (PI's watch-port enforcement). Members not named there
+    are not watched.
+    """
 
     profile: str
     group_id: int
     members: tuple[int, ...] = ()
     max_size: int = 0
+    watch_ports: tuple[tuple[int, int], ...] = ()
 
     @property
     def key(self) -> tuple:

@@ -260,8 +260,11 @@ def entity_to_json(e: Entity) -> dict[str, Any]:
     if isinstance(e, ActionProfileMember):
         return {"kind": "member", "profile": e.profile, "member_id": e.member_id, "action": e.action,
                 "params": [list(p) for p in e.params]}
-    return {"kind": "group", "profile": e.profile, "group_id": e.group_id, "members": list(e.members),
-            "max_size": e.max_size}
+    d = {"kind": "group", "profile": e.profile, "group_id": e.group_id, "members": list(e.members),
+         "max_size": e.max_size}
+    if e.watch_ports:
+        d["watch_ports"] = [list(w) for w in e.watch_ports]
+    return d
 
 
 def entity_from_json(d: Mapping[str, Any]) -> Entity:
@@ -273,5 +276,6 @@ def entity_from_json(d: Mapping[str, Any]) -> Entity:
     if d["kind"] == "member":
         return ActionProfileMember(d["profile"], d["member_id"], d["action"], params)
     if d["kind"] == "group":
-        return ActionProfileGroup(d["profile"], d["group_id"], tuple(d["members"]), d.get("max_size", 0))
+        return ActionProfileGroup(d["profile"], d["group_id"], tuple(d["members"]), d.get("max_size", 0),
+                                  tuple((int(m), int(p)) for m, p in d.get("watch_ports", ())))
     raise ValueError(f"unknown entity kind {d['kind']!r}")

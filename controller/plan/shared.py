@@ -103,7 +103,7 @@ class Shared:
                                      DROP_USID_UNKNOWN)
         self.drop_member = ActionProfileMember(ECMP_SELECTOR, DROP_MEMBER, ECMP_DROP)
         self._members: dict[tuple[int, int], ActionProfileMember] = {}
-        self._groups: dict[tuple[str, int, tuple[int, ...], int], ActionProfileGroup] = {}
+        self._groups: dict[tuple[str, int, tuple[int, ...], tuple[int, ...]], ActionProfileGroup] = {}
         self._dest: dict[tuple[int, int, int], tuple[TableEntry, ...]] = {}
         self._aggregate: dict[int, tuple[TableEntry, ...]] = {}
         self._port_matches: dict[int, tuple[tuple[str, Exact], ...]] = {}
@@ -210,11 +210,14 @@ class Shared:
             ids = self._ids[spines] = tuple(sorted(j + 1 for j in spines))
         return ids
 
-    def group(self, profile: str, group_id: int, members: tuple[int, ...], max_size: int) -> ActionProfileGroup:
-        key = (profile, group_id, members, max_size)
+    def group(self, profile: str, group_id: int, members: tuple[int, ...], uplinks: tuple[int, ...]) -> ActionProfileGroup:
+        """A leaf's uplink group over `members` (spine j + 1), each member watching its uplink port
+        `uplinks[j]`, max_size the leaf's uplink count; cached, leaves with the same ports share it."""
+        key = (profile, group_id, members, uplinks)
         g = self._groups.get(key)
         if g is None:
-            g = self._groups[key] = ActionProfileGroup(profile, group_id, members, max_size)
+            g = self._groups[key] = ActionProfileGroup(profile, group_id, members, len(uplinks),
+                                                       tuple((m, uplinks[m - 1]) for m in members))
         return g
 
     def un_match(self, plane: int, spine: int) -> Lpm:

@@ -167,6 +167,7 @@ class _Lookups:
 _MATCH_KINDS = {"EXACT": Exact, "LPM": Lpm, "TERNARY": Ternary}
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _UINT32 = (0, (1 << 32) - 1)
+_WATCH_PORT = (1, (1 << 31) - 1)
 
 
 def scalar(value: object, bounds: tuple[int, int], what: str) -> int:
@@ -309,8 +310,26 @@ def canonical(entity: Entity, p4info: P4Info) -> Entity:
             scalar(entity.group_id, _UINT32, f"{what}: group_id"),
             members,
             scalar(entity.max_size, _INT32, f"{what}: max_size"),
+            _canonical_watch(entity.watch_ports, members, what) if entity.watch_ports else (),
         )
     raise TypeError(f"not an entity: {entity!r}")
+
+
+def _canonical_watch(watch_ports: tuple[tuple[int, int], ...], members: tuple[int, ...],
+                     what: str) -> tuple[tuple[int, int], ...]:
+    """A group's (member_id, watch port) pairs by member id, each member a member of the group and watched once.
+
+    Ports from 1 to 2**31 - 1: PI keeps a port as an int32 and takes 0 or less for "not watched", silently.
+    """
+    out: dict[int, int] = {}
+    for member_id, port in watch_ports:
+        member_id = scalar(member_id, _UINT32, f"{what}: watched member_id")
+        if member_id not in members:
+            raise ValueError(f"{what}: member {member_id} watches a port but is not in the group")
+        if member_id in out:
+            raise ValueError(f"{what}: member {member_id} watches two ports")
+        out[member_id] = scalar(port, _WATCH_PORT, f"{what}: watch port of member {member_id}")
+    return tuple(sorted(out.items()))
 
 
 # --- Entity messages ------------------------------------------------------------------------
@@ -365,8 +384,13 @@ def fill_entity(msg: p4runtime_pb2.Entity, entity: Entity, p4info: P4Info) -> No
         g.action_profile_id = p4info.action_profile(entity.profile).id
         g.group_id = entity.group_id
         g.max_size = entity.max_size
+        watch = dict(entity.watch_ports)
         for member_id in entity.members:
-            g.members.add(member_id=member_id, weight=1)
+            port = watch.get(member_id)
+            if port is None:
+                g.members.add(member_id=member_id, weight=1)
+            else:
+                g.members.add(member_id=member_id, weight=1, watch_port=int_bytes(port))
 
 
 def encode_entity(entity: Entity, p4info: P4Info) -> p4runtime_pb2.Entity:
@@ -454,8 +478,21 @@ def decode_entity(msg: p4runtime_pb2.Entity, p4info: P4Info) -> Entity:
             g.group_id,
             tuple(sorted({m.member_id for m in g.members})),
             g.max_size,
+            _decode_watch(g),
         )
     raise ValueError(f"unsupported entity kind {kind}")
+
+
+def _decode_watch(g: p4runtime_pb2.ActionProfileGroup) -> tuple[tuple[int, int], ...]:
+    """The (member_id, port) pairs of a group's watched members: watch_port (bytes), or the deprecated int32 watch."""
+    out = []
+    for m in g.members:
+        kind = m.WhichOneof("watch_kind")
+        if kind == "watch_port":
+            out.append((m.member_id, decode_value(m.watch_port)))
+        elif kind == "watch" and m.watch:
+            out.append((m.member_id, m.watch))
+    return tuple(sorted(out))
 
 
 # --- read requests ---------------------------------------------------------------------------

@@ -113,6 +113,7 @@ _APG_MEMBERS = _tag(pb.ActionProfileGroup, "members")
 _APG_MAX_SIZE = _tag(pb.ActionProfileGroup, "max_size")
 _MEMBER_ID = _tag(pb.ActionProfileGroup.Member, "member_id")
 _MEMBER_WEIGHT_1 = _tag(pb.ActionProfileGroup.Member, "weight") + varint(1)
+_MEMBER_WATCH_PORT = _tag(pb.ActionProfileGroup.Member, "watch_port")
 _UPDATE_TYPES = {name: _UPDATE_TYPE + varint(pb.Update.Type.Value(name)) for name in ("INSERT", "MODIFY", "DELETE")}
 del pb
 
@@ -199,7 +200,10 @@ def _member(m: ActionProfileMember, schema: _Schema, p4info: P4Info) -> bytes:
 
 def _group(g: ActionProfileGroup, schema: _Schema, p4info: P4Info) -> bytes:
     parts = [_uint(_APG_PROFILE_ID, schema.profile(p4info, g.profile)), _uint(_APG_GROUP_ID, g.group_id)]
-    parts += [_ld(_APG_MEMBERS, _uint(_MEMBER_ID, m) + _MEMBER_WEIGHT_1) for m in g.members]
+    watch = dict(g.watch_ports)
+    parts += [_ld(_APG_MEMBERS, _uint(_MEMBER_ID, m) + _MEMBER_WEIGHT_1
+                  + (_ld(_MEMBER_WATCH_PORT, int_bytes(watch[m])) if m in watch else b""))
+              for m in g.members]
     parts.append(_uint(_APG_MAX_SIZE, g.max_size))
     return _ld(_ENTITY_GROUP, b"".join(parts))
 

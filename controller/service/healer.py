@@ -253,7 +253,8 @@ class Healer:
 
     def _canonical(self, d: Delta) -> Delta:
         c = lambda xs: tuple(canonical(e, self.p4info) for e in xs)  # noqa: E731
-        return Delta(c(d.inserts), c(d.modifies), c(d.deletes))
+        return Delta(c(d.inserts), c(d.modifies), c(d.deletes), c(d.unwatch),  # type: ignore[arg-type]
+                     tuple(c(stage) for stage in d.rewatch))  # type: ignore[misc]
 
     def _full_reconcile(self, s: Session, failures: frozenset[Failure]) -> None:
         t0 = time.monotonic()

@@ -32,7 +32,9 @@ def show_entity(e: Entity) -> str:
     if isinstance(e, ActionProfileMember):
         return f"{describe(e)} -> {call(e.action, e.params)}"
     assert isinstance(e, ActionProfileGroup)
-    return f"{describe(e)}: members {', '.join(map(str, e.members)) or 'none'}"
+    watch = dict(e.watch_ports)
+    return f"{describe(e)}: members " + (", ".join(f"{m} (watch port {watch[m]})" if m in watch else str(m)
+                                                   for m in e.members) or "none")
 
 
 @dataclass

@@ -24,7 +24,8 @@ from controller import ops
 from controller.model import topology
 from fabricctl.common import show_entity
 from fabricctl.main import cli
-from controller.plan.entries import Entity, entity_key
+from controller.plan.delta import diff as delta_diff
+from controller.plan.entries import ActionProfileGroup, Entity, entity_key
 from controller.failover import Failure
 from controller.runtime.p4info import P4Info
 from controller.runtime.p4rt import SwitchConnection
@@ -189,9 +190,20 @@ def differences(got: Mapping[str, Iterable[Entity]], want: Mapping[str, Iterable
         if name not in got or name not in want:
             out.append(f"{name}: only in {'the switches' if name in got else 'the expectation'}")
             continue
-        have, need = Counter(got[name]), Counter(want[name])
+        have, need = Counter(_as_planned(got[name], want[name])), Counter(want[name])
         out += [f"{name}: extra {show_entity(e)}" for e in sorted(have - need, key=str)]
         out += [f"{name}: missing {show_entity(e)}" for e in sorted(need - have, key=str)]
+    return out
+
+
+def _as_planned(got: Iterable[Entity], want: Iterable[Entity]) -> list[Entity]:
+    """`got` with each group that is the planned one as the switch reads it back (PI returns one member's
+    watch port for all: controller.plan.delta.pi_read_watch_ports) replaced by the planned group."""
+    planned = {entity_key(e): e for e in want if isinstance(e, ActionProfileGroup)}
+    out: list[Entity] = []
+    for e in got:
+        p = planned.get(entity_key(e))
+        out.append(p if p is not None and p != e and not delta_diff([p], [e]) else e)
     return out
 
 

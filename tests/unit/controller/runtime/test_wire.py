@@ -145,8 +145,10 @@ def _member(rng: random.Random, p4info: P4Info, profile) -> ActionProfileMember:
 def _group(rng: random.Random, profile) -> ActionProfileGroup:
     size = rng.choice([0, 1, rng.randint(0, min(profile.max_group_size or 64, 64))])
     members = tuple(rng.choice([0, 1, rng.getrandbits(32), rng.randint(1, 8)]) for _ in range(size))  # repeats too
+    watched = [m for m in dict.fromkeys(members) if rng.randrange(2)]  # some members watch a port, some not
     return ActionProfileGroup(_name(rng, profile), rng.choice([0, rng.getrandbits(32)]), members,
-                              rng.choice([0, size, rng.randint(0, (1 << 31) - 1)]))
+                              rng.choice([0, size, rng.randint(0, (1 << 31) - 1)]),
+                              tuple((m, rng.choice([1, 255, 256, rng.randint(1, (1 << 31) - 1)])) for m in watched))
 
 
 def random_entities(rng: random.Random, p4info: P4Info, count: int) -> Iterator[Entity]:

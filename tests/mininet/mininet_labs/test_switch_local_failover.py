@@ -1,0 +1,99 @@
+"""Switch-local failover on the default lab with no controller running (nothing but the tables `lab up`
+installed): a leaf uplink loses carrier, bmv2's port monitor sees it, PI's watch-port enforcement leaves
+that spray member out, and every packet from the leaf's hosts is delivered over the other uplink; once
+the carrier is back the member is used again. Shown by the traffic and the leaf's own path counters."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import pytest
+
+from controller.plan.delta import pi_read_watch_ports
+from controller.plan.entries import ActionProfileGroup
+from controller.plan.p4names import SPRAY_SELECTOR
+from controller.programs.toolchain import find_binary
+from controller.programs.bmv2build import pcap_nonblocking
+from mininet_labs.topo import link_ends
+
+LEAF, SPINE = "p0-t0-0", "p0-t1-0"  # the uplink that loses carrier: spray path (= spine) 0 of the leaf
+PATH_PACKETS = "IngressPipe.headend.path_packets"
+# the leaf's hosts to the other leaf's, plane 0: every one of these flows is sprayed over the leaf's uplinks
+PAIRS = [("h0", "h2"), ("h1", "h3"), ("h0", "h3"), ("h1", "h2")]
+WITHIN = 60.0  # the longest any wait here may take (two cores shared with other labs); not asserted on
+
+
+def carrier(intf: str) -> str | None:
+    try:
+        return open(f"/sys/class/net/{intf}/carrier").read().strip()
+    except OSError:
+        return None
+
+
+def paths(lab: Any) -> list[int]:
+    """The leaf's spray path counters, by spine: what the switch itself says it sent on each uplink."""
+    with lab.reader() as r:
+        return [c.packets for c in r.switches[LEAF].read_counter(PATH_PACKETS)][:2]
+
+
+def run(lab: Any) -> tuple[Any, list[int]]:
+    """Traffic of PAIRS in plane 0; the report and how much each path counter grew meanwhile."""
+    before = paths(lab)
+    report = lab.traffic(PAIRS, qps=4, messages=8, planes=[0], timeout=90)
+    return report, [a - b for a, b in zip(paths(lab), before)]
+
+
+def until(what: str, attempt: Callable[[], tuple[Any, list[int]]], ok: Callable[[Any, list[int]], bool]) -> None:
+    """Repeat `attempt` (a traffic run) until its outcome is `ok`: what the switch noticed shows in the traffic."""
+    end = time.monotonic() + WITHIN
+    while True:
+        report, grown = attempt()
+        if ok(report, grown):
+            return
+        assert time.monotonic() < end, f"{what}: not seen in {WITHIN} s (last: {report.problems()}, paths {grown})"
+
+
+def sent(report: Any) -> int:
+    return sum(p.sent for p in report.pairs())
+
+
+def test_a_leaf_leaves_out_the_uplink_that_lost_carrier_by_itself_and_uses_it_again(lab: Any):
+    binary = find_binary("simple_switch_grpc")
+    if pcap_nonblocking(binary) is False:
+        pytest.skip(f"{binary} is built without patches/bmv2-bmi-nonblocking.patch: a lost carrier stalls "
+                    "the whole switch (docs/toolchain.md)")
+    leaf = lab.model.switch(LEAF)
+    leaf_end, spine_end = link_ends(lab.model, LEAF, SPINE, lab.tag)
+    assert leaf_end.port == leaf.uplinks[0]
+    with lab.reader() as r:
+        (group,) = [g for g in r.switches[LEAF].read_groups(SPRAY_SELECTOR) if isinstance(g, ActionProfileGroup)]
+    planned = ((1, leaf.uplinks[0]), (2, leaf.uplinks[1]))
+    assert group.members == (1, 2)
+    assert group.watch_ports in {planned, *pi_read_watch_ports(ActionProfileGroup(
+        group.profile, group.group_id, group.members, group.max_size, planned))}
+
+    report, grown = run(lab)
+    assert report.problems() == [] and sum(grown) == sent(report) and min(grown) > 0  # both uplinks in use
+
+    lab._ip_link(leaf_end.intf, "down")
+    try:
+        assert (carrier(leaf_end.intf), carrier(spine_end.intf)) == (None, "0")
+        # no controller: nobody writes. Once bmv2 has polled the port (every 200 ms), every packet of every
+        # pair is delivered, all of it sprayed on the other uplink
+        until("the dead uplink left out", lambda: run(lab), lambda rep, g: rep.problems() == [] and g[0] == 0)
+        report, grown = run(lab)
+        assert report.problems() == []
+        assert grown == [0, sent(report)]
+        with lab.reader() as r:  # the member is deactivated by the switch, not removed: the group as it was
+            assert r.switches[LEAF].read_groups(SPRAY_SELECTOR) == [group]
+    finally:
+        lab._ip_link(leaf_end.intf, "up")
+    end = time.monotonic() + WITHIN
+    while carrier(leaf_end.intf) != "1":
+        assert time.monotonic() < end, "carrier not back on the uplink"
+        time.sleep(0.05)
+    # carrier back: the member is active again and the spray uses both uplinks, nothing lost
+    until("the uplink used again", lambda: run(lab), lambda rep, g: rep.problems() == [] and min(g) > 0)
+    report, grown = run(lab)
+    assert report.problems() == [] and sum(grown) == sent(report) and min(grown) > 0
