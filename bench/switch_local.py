@@ -33,7 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controller.failover import LinkDown  # noqa: E402
 from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
+from controller.model.topology import Topology, from_dict, to_dict  # noqa: E402
 from mininet_labs.topo import link_ends  # noqa: E402
+
+
+def watched(model: Topology) -> Topology:
+    """The topology with watch ports on (`watch_ports: true`; off by default, docs/faults.md)."""
+    return from_dict({**to_dict(model), "watch_ports": True})
+
 
 PATH_PACKETS = "IngressPipe.headend.path_packets"
 PAIRS = [("h0", "h2"), ("h1", "h3"), ("h0", "h3"), ("h1", "h2")]
@@ -191,7 +198,7 @@ def main() -> int:
         return 2
     local, controller, frozen = [], [], []
     with tempfile.TemporaryDirectory(prefix="switch-local-") as d, \
-            Lab(default_topology(grpc_base_port=args.grpc_base_port), d, tag="sl") as lab:
+            Lab(watched(default_topology(grpc_base_port=args.grpc_base_port)), d, tag="sl") as lab:
         leaf_end, _ = link_ends(lab.model, args.t0, args.t1, lab.tag)
         link = LinkDown(args.t0, args.t1)
         time.sleep(1.0)  # bmv2's port monitor reports nothing before its first poll (docs/faults.md)

@@ -102,12 +102,14 @@ def sid_plan(topo: Topology) -> SidPlan:
 
 def fabric(topo: Topology, program: Program, failures: Iterable[Failure] = (), options: Options | None = None) -> Fabric:
     """The fabric of a topology and program, with these failures (and these Options: hash mode, pins).
-    Endpoint mode is on when the Options or the topology file (`host_source_routing: true`) say so;
+    Endpoint mode is on when the Options or the topology file (`host_source_routing: true`) say so, and so are
+    watch ports (`watch_ports: true`);
     the ECN and trimming thresholds are the Options' when they turn a signal on, else the topology's
     (`congestion:`, with the global options over it: congestion.override)."""
     opts = Options() if options is None else options
     opts = dataclasses.replace(opts, program=program,
-                               host_source_routing=opts.host_source_routing or topo.host_source_routing)
+                               host_source_routing=opts.host_source_routing or topo.host_source_routing,
+                               watch_ports=opts.watch_ports or topo.watch_ports)
     if not (opts.ecn_qdepth or opts.trim_qdepth):
         opts = dataclasses.replace(opts, **congestion.to_dict(topo.congestion))
     base = Fabric(topo, sid_plan(topo), opts)

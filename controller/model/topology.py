@@ -110,6 +110,7 @@ class Topology:
     cpu_port: int | None = CPU_PORT
     usid_block: str | None = None  # the file's uSID block ("fcbb:bb00::/32"); None: the default
     host_source_routing: bool = False  # endpoint mode: leaves transit SRv6 their hosts write themselves
+    watch_ports: bool = False  # leaf uplink group members watch their ports (switch-local failover, docs/faults.md)
     congestion: congestion.Thresholds = congestion.Thresholds()  # the file's `congestion:` (ECN, trimming)
     _by_name: dict[str, Switch] = field(default_factory=dict, repr=False, compare=False)
     _t0: tuple[tuple[Switch, ...], ...] = field(default=(), repr=False, compare=False)
@@ -279,6 +280,8 @@ def to_dict(topo: Topology) -> dict[str, Any]:
         doc["usid_block"] = topo.usid_block
     if topo.host_source_routing:
         doc["host_source_routing"] = True
+    if topo.watch_ports:
+        doc["watch_ports"] = True
     if topo.congestion.on:
         doc[congestion.KEY] = congestion.to_dict(topo.congestion)
     return {**doc, "switches": out}
@@ -350,6 +353,9 @@ class _Loader:
         host_sr = self.doc.get("host_source_routing", False)
         if not isinstance(host_sr, bool):
             self.problems.append(f"host_source_routing must be true or false, got {host_sr!r}")
+        watch = self.doc.get("watch_ports", False)
+        if not isinstance(watch, bool):
+            self.problems.append(f"watch_ports must be true or false, got {watch!r}")
         thresholds, problems = congestion.parse(self.doc.get(congestion.KEY))
         self.problems += problems
         if self.problems:
@@ -358,7 +364,7 @@ class _Loader:
         block = self.doc.get("usid_block")
         return Topology(name=str(self.doc.get("name") or "fabric"), planes=planes, switches=tuple(switches),
                         max_port=self.max_port, cpu_port=self.cpu_port,
-                        usid_block=None if block is None else str(block), host_source_routing=host_sr,
+                        usid_block=None if block is None else str(block), host_source_routing=host_sr, watch_ports=watch,
                         congestion=thresholds)
 
     def _switch_records(self) -> dict[str, dict[str, Any]]:

@@ -84,6 +84,10 @@ class Options:
     pins: tuple[Pin, ...] = ()
     host_pins: tuple[HostPin, ...] = ()
     host_source_routing: bool = False  # endpoint mode (issue 10): leaves transit carriers their hosts write
+    # leaf uplink group members watch their uplink ports (P4Runtime watch_port: the switch leaves out a member whose
+    # carrier is lost). Off unless asked for: stock bmv2 1.15.5 divides by zero when every member of a group is down
+    # (patches/bmv2-group-all-members-down.patch), which a leaf losing all its uplinks does (docs/faults.md)
+    watch_ports: bool = False
     ecn_qdepth: int = 0
     trim_qdepth: int = 0
     trim_dscp: int = TRIM_DSCP
@@ -212,12 +216,13 @@ class Shared:
 
     def group(self, profile: str, group_id: int, members: tuple[int, ...], uplinks: tuple[int, ...]) -> ActionProfileGroup:
         """A leaf's uplink group over `members` (spine j + 1), each member watching its uplink port
-        `uplinks[j]`, max_size the leaf's uplink count; cached, leaves with the same ports share it."""
+        `uplinks[j]` where Options.watch_ports says so, max_size the leaf's uplink count; cached, leaves with the
+        same ports share it."""
         key = (profile, group_id, members, uplinks)
         g = self._groups.get(key)
         if g is None:
-            g = self._groups[key] = ActionProfileGroup(profile, group_id, members, len(uplinks),
-                                                       tuple((m, uplinks[m - 1]) for m in members))
+            watch = tuple((m, uplinks[m - 1]) for m in members) if self.options.watch_ports else ()
+            g = self._groups[key] = ActionProfileGroup(profile, group_id, members, len(uplinks), watch)
         return g
 
     def un_match(self, plane: int, spine: int) -> Lpm:

@@ -1,11 +1,14 @@
 """Switch-local failover on the default lab with no controller running (nothing but the tables `lab up`
-installed): a leaf uplink loses carrier, bmv2's port monitor sees it, PI's watch-port enforcement leaves
+installed, the topology's `watch_ports: true`): a leaf uplink loses carrier, bmv2's port monitor sees it, PI's watch-port enforcement leaves
 that spray member out, and every packet from the leaf's hosts is delivered over the other uplink; once
 the carrier is back the member is used again. Shown by the traffic and the leaf's own path counters."""
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -16,12 +19,30 @@ from controller.plan.p4names import SPRAY_SELECTOR
 from controller.programs.toolchain import find_binary
 from controller.programs.bmv2build import pcap_nonblocking
 from mininet_labs.topo import link_ends
+from tests.mininet.conftest import free_port_base, lab_missing
 
 LEAF, SPINE = "p0-t0-0", "p0-t1-0"  # the uplink that loses carrier: spray path (= spine) 0 of the leaf
 PATH_PACKETS = "IngressPipe.headend.path_packets"
 # the leaf's hosts to the other leaf's, plane 0: every one of these flows is sprayed over the leaf's uplinks
 PAIRS = [("h0", "h2"), ("h1", "h3"), ("h0", "h3"), ("h1", "h2")]
 WITHIN = 60.0  # the longest any wait here may take (two cores shared with other labs); not asserted on
+
+
+@pytest.fixture(scope="module")
+def lab(lab_dir: Path) -> Iterator[object]:
+    """The default lab with watch ports on (they are off by default: docs/faults.md), started as `lab up` does."""
+    why = lab_missing()
+    if why:
+        pytest.skip(why)
+    from controller.model.topology import from_dict, to_dict
+    from mininet_labs.headless import start_headless
+    from mininet_labs.lab import cleanup, default_topology
+
+    model = from_dict({**to_dict(default_topology(grpc_base_port=free_port_base(8))), "watch_ports": True})
+    try:
+        yield start_headless(model, lab_dir, tag=f"w{os.getpid() % 100}", election_id=1, timeout=10.0)
+    finally:
+        cleanup(lab_dir)
 
 
 def carrier(intf: str) -> str | None:

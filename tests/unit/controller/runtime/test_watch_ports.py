@@ -76,9 +76,10 @@ def _groups(p: Plan, switch: str) -> list[ActionProfileGroup]:
     return [e for e in p[switch] if isinstance(e, ActionProfileGroup)]
 
 
-def test_every_leaf_group_member_watches_its_uplink_in_both_programs() -> None:
+def test_every_leaf_group_member_watches_its_uplink_in_both_programs_when_asked() -> None:
     topo = load(LAB)
-    for options, profile in ((Options(), SPRAY_SELECTOR), (Options(program=EECMP), ECMP_SELECTOR)):
+    for options, profile in ((Options(watch_ports=True), SPRAY_SELECTOR),
+                             (Options(program=EECMP, watch_ports=True), ECMP_SELECTOR)):
         p = plan(Fabric(topo, options=options))
         for leaf in (s for s in topo.switches if s.role == "t0"):
             groups = _groups(p, leaf.name)
@@ -89,10 +90,27 @@ def test_every_leaf_group_member_watches_its_uplink_in_both_programs() -> None:
                 assert g.watch_ports == tuple((m, leaf.uplinks[m - 1]) for m in g.members)
 
 
+def test_watch_ports_are_off_unless_the_options_or_the_topology_file_turn_them_on() -> None:
+    """Stock bmv2 dies (SIGFPE) when every member of a group is down: watching is asked for, never a default."""
+    from controller import ops
+    from controller.model.topology import from_dict, to_dict
+
+    topo = load(LAB)
+    assert not topo.watch_ports
+    assert all(not g.watch_ports for s in topo.switches for g in _groups(plan(ops.fabric(topo, "srv6_spray")), s.name))
+    on = from_dict({**to_dict(topo), "watch_ports": True})
+    assert on.watch_ports and to_dict(on)["watch_ports"] is True
+    leaf = on.t0(0, 0)
+    assert _groups(plan(ops.fabric(on, "srv6_spray")), leaf.name)[0].watch_ports == ((1, leaf.uplinks[0]),
+                                                                                      (2, leaf.uplinks[1]))
+    with pytest.raises(ValueError, match="watch_ports must be true or false, got 'yes'"):
+        from_dict({**to_dict(topo), "watch_ports": "yes"})
+
+
 def test_exception_groups_watch_only_their_members_uplinks() -> None:
     topo = build(1, 3, 4, 1)
     leaf1 = topo.t0(0, 1)
-    f = with_failures(Fabric(topo), [LinkDown("p0-t0-1", "p0-t1-0")])
+    f = with_failures(Fabric(topo, options=Options(watch_ports=True)), [LinkDown("p0-t0-1", "p0-t1-0")])
     groups = {g.group_id: g for g in _groups(plan(f), "p0-t0-0")}
     exception = [g for gid, g in groups.items() if gid != 1]
     assert len(exception) == 1 and exception[0].members == (2, 3)
@@ -105,7 +123,7 @@ def test_exception_groups_watch_only_their_members_uplinks() -> None:
 
 def test_plan_json_keeps_watch_ports_and_a_switch_read_back_is_no_change() -> None:
     p4info = P4Info.load(ECMP_INFO)
-    p = plan(Fabric(load(LAB), options=Options(program=EECMP)))
+    p = plan(Fabric(load(LAB), options=Options(program=EECMP, watch_ports=True)))
     again = Plan.from_json(p.to_json())
     leaf = next(s for s in p if "-t0-" in s)
     assert _groups(again, leaf) == _groups(p, leaf)
@@ -149,7 +167,9 @@ def test_a_link_failure_delta_unwatches_the_leaving_member_first() -> None:
     from controller.failover import delta
 
     topo = build(1, 2, 2, 1)
-    healthy, failed = Fabric(topo), with_failures(Fabric(topo), [LinkDown("p0-t0-0", "p0-t1-1")])
+    watched = Options(watch_ports=True)
+    healthy = Fabric(topo, options=watched)
+    failed = with_failures(Fabric(topo, options=watched), [LinkDown("p0-t0-0", "p0-t1-1")])
     leaf = topo.t0(0, 0)
     d = delta(healthy, failed)["p0-t0-0"]
     assert d.unwatch == (ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2), 2, ((1, leaf.uplinks[0]),)),)
