@@ -41,7 +41,6 @@ control Headend(inout headers_t hdr,
     action_selector(HashAlgorithm.identity, 32w4096, 32w16) spray_selector;
 
     action set_headend(ipv6_addr_t src_addr, bit<32> usid_block) {
-        meta.is_host_port = true;
         meta.headend_src = src_addr;
         meta.usid_block = usid_block;
     }
@@ -101,9 +100,9 @@ control Headend(inout headers_t hdr,
 
     /* Push the outer IPv6 header; next_hdr says what follows it (41, or 43 with an SRH). */
     action push_outer_ipv6(ipv6_addr_t dst, bit<8> next_hdr, bit<16> srh_bytes) {
+        /* The outer header starts as a copy of the inner one: Version 6 (the parser checked it) and the
+         * Traffic Class stay (RFC 6040 4.1 normal mode copies ECN; the DSCP is the packet's own). */
         hdr.inner_ipv6 = hdr.ipv6;
-        hdr.ipv6.version = 6;
-        hdr.ipv6.traffic_class = hdr.inner_ipv6.traffic_class;
         /* RFC 6437: the flow label carries the path entropy for the underlay. */
         hdr.ipv6.flow_label = (bit<20>) meta.spray_hash;
         hdr.ipv6.payload_len = hdr.inner_ipv6.payload_len + IPV6_HEADER_BYTES + srh_bytes;

@@ -147,7 +147,6 @@ struct local_metadata_t {
     /* drop accounting */
     drop_reason_t  drop_reason;
     /* headend */
-    bool           is_host_port;
     ipv6_addr_t    headend_src;
     bit<32>        usid_block;
     bit<2>         hash_mode;

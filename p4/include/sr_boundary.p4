@@ -66,19 +66,18 @@ control SrBoundary(in headers_t hdr,
      * else; no `return` (p4c makes each one a condition before every later statement). */
     apply {
         if (host_policy.apply().hit) {
-            bool to_block = hdr.ipv6.dst_addr[127:96] == meta.boundary_block;
             if (hdr.ipv6.src_addr != meta.boundary_host) {
                 meta.drop_reason = DROP_HOST_SOURCE;
             } else if (hdr.ipv6.hop_limit <= 1) {
                 /* RFC 8200 3, RFC 2473 3.1: the leaf is the first router of the host's packet and
                  * forwards it (into a tunnel or not): a hop limit that would expire here is dropped. */
                 meta.drop_reason = DROP_HOP_LIMIT;
-            } else if (!to_block && !hdr.srh.isValid() && !hdr.routing.isValid()
+            } else if (hdr.ipv6.dst_addr[127:96] != meta.boundary_block && !hdr.srh.isValid() && !hdr.routing.isValid()
                        && !hdr.inner_ipv6.isValid() && !hdr.inner_ipv4.isValid()) {
                 /* plain traffic: the headend's */
             } else if (!meta.allow_sr) {
                 meta.drop_reason = DROP_SR_BOUNDARY;
-            } else if (!to_block || hdr.routing.isValid()) {
+            } else if (hdr.ipv6.dst_addr[127:96] != meta.boundary_block || hdr.routing.isValid()) {
                 meta.drop_reason = DROP_HOST_SR_STEERING;
             } else if (hdr.srh.isValid()
                        && ((hdr.srh_segments[0].isValid() && hdr.srh_segments[0].sid[127:96] != meta.boundary_block)
