@@ -70,12 +70,21 @@ control Ecmp(inout headers_t hdr,
     }
 
     apply {
+        if (hdr.udp.isValid()) {
+            meta.l4_src_port = hdr.udp.src_port;
+            meta.l4_dst_port = hdr.udp.dst_port;
+        } else if (hdr.tcp.isValid()) {
+            meta.l4_src_port = hdr.tcp.src_port;
+            meta.l4_dst_port = hdr.tcp.dst_port;
+        }
         if (hdr.ipv4.isValid()) {
             meta.l3_src = 80w0 ++ 16w0xffff ++ hdr.ipv4.src_addr;
             meta.l3_dst = 80w0 ++ 16w0xffff ++ hdr.ipv4.dst_addr;
+            meta.l3_proto = hdr.ipv4.protocol;
         } else if (hdr.ipv6.isValid()) {
             meta.l3_src = hdr.ipv6.src_addr;
             meta.l3_dst = hdr.ipv6.dst_addr;
+            meta.l3_proto = hdr.ipv6.next_hdr;
         } else {
             meta.drop_reason = DROP_NOT_IP;
             return;
@@ -143,7 +152,7 @@ control IngressPipe(inout headers_t hdr,
         if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
             ecmp.apply(hdr, meta, std);
         }
-        if (meta.drop_reason == DROP_NONE) {
+        if (meta.drop_reason == DROP_NONE && std.egress_spec != CPU_PORT) {
             congestion.apply(hdr, meta, std);  /* trim or not, and which queue (include/congestion.p4) */
         }
         if (meta.drop_reason != DROP_NONE) {

@@ -41,7 +41,6 @@ control Headend(inout headers_t hdr,
     action_selector(HashAlgorithm.identity, 32w4096, 32w16) spray_selector;
 
     action set_headend(ipv6_addr_t src_addr, bit<32> usid_block) {
-        meta.is_host_port = true;
         meta.headend_src = src_addr;
         meta.usid_block = usid_block;
     }
@@ -101,9 +100,9 @@ control Headend(inout headers_t hdr,
 
     /* Push the outer IPv6 header; next_hdr says what follows it (41, or 43 with an SRH). */
     action push_outer_ipv6(ipv6_addr_t dst, bit<8> next_hdr, bit<16> srh_bytes) {
+        /* The outer header starts as a copy of the inner one: Version 6 (the parser checked it) and the
+         * Traffic Class stay (RFC 6040 4.1 normal mode copies ECN; the DSCP is the packet's own). */
         hdr.inner_ipv6 = hdr.ipv6;
-        hdr.ipv6.version = 6;
-        hdr.ipv6.traffic_class = hdr.inner_ipv6.traffic_class;
         /* RFC 6437: the flow label carries the path entropy for the underlay. */
         hdr.ipv6.flow_label = (bit<20>) meta.spray_hash;
         hdr.ipv6.payload_len = hdr.inner_ipv6.payload_len + IPV6_HEADER_BYTES + srh_bytes;
@@ -199,41 +198,38 @@ control Headend(inout headers_t hdr,
         size = 4096;
     }
 
+    /* The caller applies this to RoCEv2 over plain IPv6 (a BTH, UDP right after the IPv6 header, no
+     * inner IP header) only. Nested ifs, no `return`: in bmv2 each `return` costs a condition before
+     * every later statement. */
     apply {
-        if (!hdr.ipv6.isValid() || !hdr.bth.isValid() || hdr.inner_ipv6.isValid()
-                || hdr.ipv6.next_hdr != PROTO_UDP) {
-            return;
-        }
-        if (!host_port.apply().hit) {
-            return;
-        }
-        switch (spray_dest.apply().action_run) {
-            set_spray: {}
-            derive_spray: {}
-            default: {
-                return;  /* unknown, local or unreachable destination */
-            }
-        }
-        if (meta.hash_mode == HASH_PACKET) {
-            hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
-                 { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
-                   hdr.udp.src_port, hdr.udp.dst_port, hdr.bth.dest_qp, hdr.bth.psn },
-                 32w65536);
-        } else if (meta.hash_mode == HASH_QP) {
-            hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
-                 { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
-                   hdr.udp.src_port, hdr.udp.dst_port, hdr.bth.dest_qp },
-                 32w65536);
-        } else {
-            hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
-                 { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
-                   hdr.udp.src_port, hdr.udp.dst_port },
-                 32w65536);
-        }
-        if (!pinned_path.apply().hit) {
-            if (!spray_paths.apply().hit) {
-                /* Known destination, but no path left in this plane. */
-                meta.drop_reason = DROP_NO_PATH;
+        if (host_port.apply().hit) {
+            switch (spray_dest.apply().action_run) {
+                set_spray:
+                derive_spray: {
+                    if (meta.hash_mode == HASH_PACKET) {
+                        hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
+                             { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
+                               hdr.udp.src_port, hdr.udp.dst_port, hdr.bth.dest_qp, hdr.bth.psn },
+                             32w65536);
+                    } else if (meta.hash_mode == HASH_QP) {
+                        hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
+                             { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
+                               hdr.udp.src_port, hdr.udp.dst_port, hdr.bth.dest_qp },
+                             32w65536);
+                    } else {
+                        hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
+                             { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
+                               hdr.udp.src_port, hdr.udp.dst_port },
+                             32w65536);
+                    }
+                    if (!pinned_path.apply().hit) {
+                        if (!spray_paths.apply().hit) {
+                            /* Known destination, but no path left in this plane. */
+                            meta.drop_reason = DROP_NO_PATH;
+                        }
+                    }
+                }
+                /* unknown, local or unreachable destination: not encapsulated */
             }
         }
     }
@@ -243,8 +239,13 @@ control Headend(inout headers_t hdr,
 control Endpoint(inout headers_t hdr,
                  inout local_metadata_t meta,
                  inout standard_metadata_t std) {
+    /* RFC 9800 4.1 (NEXT-CSID, LBL 32, NF 16): shift the uSIDs after ours left by 16 bits, zero-fill,
+     * keep the block; done here, in the lookup's own action, because it is the transit hop's whole
+     * work. With our uSID the last of the carrier (the shifted address is block | 0 ...), apply()
+     * takes the next SRH segment instead, and a packet dropped after it is not sent. */
     action usid_un() {
         meta.sid_behavior = SID_UN;
+        hdr.ipv6.dst_addr = hdr.ipv6.dst_addr[127:96] ++ hdr.ipv6.dst_addr[79:0] ++ 16w0;
     }
 
     action end() {
@@ -286,63 +287,65 @@ control Endpoint(inout headers_t hdr,
         hdr.ipv6.dst_addr = sid;
     }
 
+    /* The caller applies this to IPv6 packets only. A uN transit hop pays the lookup (whose action
+     * shifts the carrier) and one condition. */
     apply {
-        if (!hdr.ipv6.isValid() || !my_sid.apply().hit) {
-            return;
-        }
-        /* RFC 8200 4.4: a Routing header of an unknown type with Segments Left != 0
-         * must not be processed past. */
-        if (hdr.routing.isValid() && hdr.routing.segments_left != 0) {
-            meta.drop_reason = DROP_ROUTING_TYPE;
-            return;
-        }
-        if (meta.sid_behavior == SID_UN && hdr.ipv6.dst_addr[79:0] != 0) {
-            /* RFC 9800 4.1 (NEXT-CSID, LBL 32, NF 16): shift the uSIDs after ours left
-             * by 16 bits, zero-fill, keep the block. */
-            hdr.ipv6.dst_addr = hdr.ipv6.dst_addr[127:96] ++ hdr.ipv6.dst_addr[79:0] ++ 16w0;
-        } else if (meta.sid_behavior == SID_UN || meta.sid_behavior == SID_END) {
-            /* End, or uN with its carrier exhausted: take the next SRH segment. */
-            if (!hdr.srh.isValid() || hdr.srh.segments_left == 0) {
-                meta.drop_reason = DROP_SID_NO_NEXT;
-            } else if (hdr.srh.segments_left == 1) {
-                next_segment(hdr.srh_segments[0].sid);
-            } else if (hdr.srh.segments_left == 2) {
-                next_segment(hdr.srh_segments[1].sid);
-            } else if (hdr.srh.segments_left == 3) {
-                next_segment(hdr.srh_segments[2].sid);
-            } else {
-                next_segment(hdr.srh_segments[3].sid);
-            }
-        } else {
-            /* End.DX6 / End.DT6 (RFC 8986 4.5, 4.6): only at the last segment and only
-             * for IPv6-in-IPv6; remove the outer header and its SRH. */
-            if (!hdr.inner_ipv6.isValid()
-                    || (hdr.srh.isValid() && hdr.srh.segments_left != 0)) {
-                meta.drop_reason = DROP_DECAP_INVALID;
-                return;
-            }
-            /* RFC 6040 4.2 (normal mode): congestion marked on the outer header must
-             * reach the receiving NIC (DCQCN reacts to CE); the ICRC masks the Traffic
-             * Class, so the RoCE packet stays valid. CE over Not-ECT is dropped. */
-            bit<2> outer_ecn = hdr.ipv6.traffic_class[1:0];
-            hdr.ipv6 = hdr.inner_ipv6;
-            if (outer_ecn == ECN_CE) {
-                if (hdr.ipv6.traffic_class[1:0] == ECN_NOT_ECT) {
-                    meta.drop_reason = DROP_ECN_NOT_ECT;
-                    return;
+        switch (my_sid.apply().action_run) {
+            usid_un:
+            end: {
+                /* usid_un has shifted already: dst_addr[95:16] is what followed our uSID. */
+                if (hdr.routing.isValid() || meta.sid_behavior == SID_END || hdr.ipv6.dst_addr[95:16] == 0) {
+                    if (hdr.routing.isValid() && hdr.routing.segments_left != 0) {
+                        /* RFC 8200 4.4: a Routing header of an unknown type with Segments Left != 0
+                         * must not be processed past. */
+                        meta.drop_reason = DROP_ROUTING_TYPE;
+                    } else if (meta.sid_behavior == SID_UN && hdr.ipv6.dst_addr[95:16] != 0) {
+                        /* uN with uSIDs left, behind a Routing header with Segments Left 0 */
+                    } else if (!hdr.srh.isValid() || hdr.srh.segments_left == 0) {
+                        meta.drop_reason = DROP_SID_NO_NEXT;
+                    } else if (hdr.srh.segments_left == 1) {
+                        next_segment(hdr.srh_segments[0].sid);
+                    } else if (hdr.srh.segments_left == 2) {
+                        next_segment(hdr.srh_segments[1].sid);
+                    } else if (hdr.srh.segments_left == 3) {
+                        next_segment(hdr.srh_segments[2].sid);
+                    } else {
+                        next_segment(hdr.srh_segments[3].sid);
+                    }
                 }
-                hdr.ipv6.traffic_class[1:0] = ECN_CE;
             }
-            hdr.inner_ipv6.setInvalid();
-            hdr.routing.setInvalid();
-            hdr.srh.setInvalid();
-            hdr.srh_segments[0].setInvalid();
-            hdr.srh_segments[1].setInvalid();
-            hdr.srh_segments[2].setInvalid();
-            hdr.srh_segments[3].setInvalid();
-            meta.decapsulated = true;
-            if (meta.sid_behavior == SID_DX6) {
-                meta.egress_chosen = true;
+            end_dx6:
+            end_dt6: {
+                /* End.DX6 / End.DT6 (RFC 8986 4.5, 4.6): only at the last segment and only for
+                 * IPv6-in-IPv6; remove the outer header and its SRH. */
+                if (hdr.routing.isValid() && hdr.routing.segments_left != 0) {
+                    meta.drop_reason = DROP_ROUTING_TYPE;
+                } else if (!hdr.inner_ipv6.isValid()
+                           || (hdr.srh.isValid() && hdr.srh.segments_left != 0)) {
+                    meta.drop_reason = DROP_DECAP_INVALID;
+                } else if (hdr.ipv6.traffic_class[1:0] == ECN_CE
+                           && hdr.inner_ipv6.traffic_class[1:0] == ECN_NOT_ECT) {
+                    /* RFC 6040 4.2 (normal mode): CE over Not-ECT is dropped. */
+                    meta.drop_reason = DROP_ECN_NOT_ECT;
+                } else {
+                    /* RFC 6040 4.2: congestion marked on the outer header must reach the receiving
+                     * NIC (DCQCN reacts to CE); the ICRC masks the Traffic Class, so the RoCE packet
+                     * stays valid. */
+                    bit<2> outer_ecn = hdr.ipv6.traffic_class[1:0];
+                    hdr.ipv6 = hdr.inner_ipv6;
+                    if (outer_ecn == ECN_CE) {
+                        hdr.ipv6.traffic_class[1:0] = ECN_CE;
+                    }
+                    hdr.inner_ipv6.setInvalid();
+                    hdr.routing.setInvalid();
+                    hdr.srh.setInvalid();
+                    hdr.srh_segments[0].setInvalid();
+                    hdr.srh_segments[1].setInvalid();
+                    hdr.srh_segments[2].setInvalid();
+                    hdr.srh_segments[3].setInvalid();
+                    meta.decapsulated = true;
+                    meta.egress_chosen = meta.sid_behavior == SID_DX6;
+                }
             }
         }
     }
@@ -352,10 +355,14 @@ control Endpoint(inout headers_t hdr,
 control Routing(inout headers_t hdr,
                 inout local_metadata_t meta,
                 inout standard_metadata_t std) {
+    /* Also the hop limit (RFC 8200 3), here rather than in a step of its own (one table apply less per
+     * packet): apply() has dropped a packet it would take to 0. A packet this switch encapsulated or
+     * decapsulated keeps it: the outer header is new (64), the inner one is not forwarded IP-wise yet. */
     action set_next_hop(port_t port, mac_addr_t smac, mac_addr_t dmac) {
         std.egress_spec = port;
         hdr.ethernet.src_addr = smac;
         hdr.ethernet.dst_addr = dmac;
+        hdr.ipv6.hop_limit = meta.encapsulated || meta.decapsulated ? hdr.ipv6.hop_limit : hdr.ipv6.hop_limit - 1;
     }
 
     /* Installed on the uSID block: a uSID of the block that no route knows. */
@@ -385,21 +392,13 @@ control Routing(inout headers_t hdr,
         size = 4096;
     }
 
+    /* The caller applies this to IPv6 packets not yet dropped whose egress is not chosen. */
     apply {
-        if (!hdr.ipv6.isValid()) {
-            meta.drop_reason = hdr.ipv4.isValid() ? DROP_NO_ROUTE : DROP_NOT_IP;
-            return;
+        if (!meta.encapsulated && !meta.decapsulated && hdr.ipv6.hop_limit <= 1) {
+            meta.drop_reason = DROP_HOP_LIMIT;
+        } else {
+            routes_v6.apply();
         }
-        /* A packet this switch encapsulated or decapsulated is not forwarded IP-wise
-         * yet: the outer header is new (hop limit 64), the inner one stays untouched. */
-        if (!meta.encapsulated && !meta.decapsulated) {
-            if (hdr.ipv6.hop_limit <= 1) {
-                meta.drop_reason = DROP_HOP_LIMIT;
-                return;
-            }
-            hdr.ipv6.hop_limit = hdr.ipv6.hop_limit - 1;
-        }
-        routes_v6.apply();
     }
 }
 
@@ -417,38 +416,47 @@ control IngressPipe(inout headers_t hdr,
     Routing() routing;
     TrimAdmission() congestion;
 
+    /* Each role pays for its own work only (docs/pipeline.md, per-role cost): a fabric port's packet
+     * misses host_policy and goes on to my_sid and routes_v6; a host port's goes through the
+     * boundary and the headend. No `return`: in bmv2 p4c makes each one a flag tested before
+     * every later statement. */
     apply {
         port_rx.count((bit<32>) std.ingress_port);
         if (hdr.packet_out.isValid()) {
             /* From the controller: out of the named port, untouched. */
             std.egress_spec = hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
-            return;
-        }
-        parser_errors.apply(hdr, meta, std);
-        /* Fast path: RoCEv2 (a BTH parsed) is never the controller's (its punts are link probes and hosts'
-         * Neighbor Advertisements), so data packets skip the punt lookup. */
-        if (meta.drop_reason == DROP_NONE && !hdr.bth.isValid()) {
-            cpu.apply(hdr, meta, std);
-        }
-        if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
-            boundary.apply(hdr, meta, std);
-        }
-        if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
-            headend.apply(hdr, meta, std);
-        }
-        if (meta.drop_reason == DROP_NONE && !meta.egress_chosen && !meta.encapsulated) {
-            endpoint.apply(hdr, meta, std);
-        }
-        if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
-            routing.apply(hdr, meta, std);
-        }
-        if (meta.drop_reason == DROP_NONE) {
-            congestion.apply(hdr, meta, std);  /* trim or not, and which queue (include/congestion.p4) */
-        }
-        if (meta.drop_reason != DROP_NONE) {
-            drop_reasons.count((bit<32>) meta.drop_reason);
-            mark_to_drop(std);
+        } else {
+            if (std.parser_error != error.NoError || std.checksum_error == 1) {
+                parser_errors.apply(hdr, meta, std);
+            } else if (!hdr.bth.isValid()) {
+                /* RoCEv2 (a BTH parsed) is never the controller's (its punts are link probes and
+                 * hosts' Neighbor Advertisements), so data packets skip the punt lookup. */
+                cpu.apply(hdr, meta, std);
+            }
+            if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
+                if (hdr.ipv6.isValid()) {
+                    boundary.apply(hdr, meta, std);  /* host ports only: a miss is a fabric port */
+                    if (meta.drop_reason == DROP_NONE && hdr.bth.isValid() && !hdr.inner_ipv6.isValid()
+                            && hdr.ipv6.next_hdr == PROTO_UDP) {
+                        headend.apply(hdr, meta, std);
+                    }
+                    if (meta.drop_reason == DROP_NONE && !meta.encapsulated) {
+                        endpoint.apply(hdr, meta, std);
+                    }
+                    if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
+                        routing.apply(hdr, meta, std);
+                    }
+                } else {
+                    meta.drop_reason = hdr.ipv4.isValid() ? DROP_NO_ROUTE : DROP_NOT_IP;
+                }
+            }
+            if (meta.drop_reason != DROP_NONE) {
+                drop_reasons.count((bit<32>) meta.drop_reason);
+                mark_to_drop(std);
+            } else if (std.egress_spec != CPU_PORT) {
+                congestion.apply(hdr, meta, std);  /* trim or not, and which queue (include/congestion.p4) */
+            }
         }
     }
 }

@@ -36,36 +36,36 @@ control TrimAdmission(in headers_t hdr,
         size = 1;
     }
 
-    apply {
-        if (std.egress_spec == CPU_PORT) {
-            return;
-        }
-        thresholds.apply();
-        if (meta.trim_depth == 0) {
-            return;
-        }
-        bit<6> dscp = 0;
-        if (hdr.ipv6.isValid()) {
-            dscp = hdr.ipv6.traffic_class[7:2];
-        } else if (hdr.ipv4.isValid()) {
-            dscp = hdr.ipv4.dscp;
-        }
-        if (dscp == meta.trim_class) {
-            std.priority = TRIM_PRIORITY;
-            return;
-        }
+    /* The admission of one packet, in one action (so one table apply, and bmv2 holds the register's lock
+     * from the read to the write): a packet of the trim class keeps its depth (written back unchanged);
+     * a RoCEv2 packet that is not an ACK or CNP meeting a queue at trim_qdepth is trimmed; anything else
+     * joins queue 0, whose depth grows by one. */
+    @hidden action admit(bit<6> dscp) {
         bit<32> queue = (bit<32>) std.egress_spec << 3;
         qdepth_t depth;
         queue_depth.read(depth, queue);
-        if (depth >= meta.trim_depth && hdr.bth.isValid() && hdr.udp.isValid()
-                && hdr.bth.opcode != BTH_OPCODE_RC_ACKNOWLEDGE && hdr.bth.opcode != BTH_OPCODE_CNP) {
-            meta.trim = true;
-            std.priority = TRIM_PRIORITY;
-        } else {
-            queue_depth.write(queue, depth + 1);
+        bool in_class = dscp == meta.trim_class;
+        bool cut = !in_class && depth >= meta.trim_depth && hdr.bth.isValid() && hdr.udp.isValid()
+                   && hdr.bth.opcode != BTH_OPCODE_RC_ACKNOWLEDGE && hdr.bth.opcode != BTH_OPCODE_CNP;
+        meta.trim = cut;
+        std.priority = in_class || cut ? TRIM_PRIORITY : 3w0;
+        queue_depth.write(queue, in_class || cut ? depth : depth + 1);
+    }
+
+    /* The caller applies this only to a packet it forwards to a port other than CPU_PORT. */
+    apply {
+        thresholds.apply();
+        if (meta.trim_depth != 0) {
+            /* Only IP packets get here (both programs drop the others first). */
+            admit(hdr.ipv6.isValid() ? hdr.ipv6.traffic_class[7:2] : hdr.ipv4.dscp);
         }
     }
 }
+
+/* What egress saw of the queue a packet leaves (deq_qdepth: the packets left behind it), for
+ * TrimAdmission; FabricEgress calls it while trimming is on, with the port counter in the same step. */
+#define QUEUE_SEEN(std) queue_depth.write((bit<32>) (std).egress_port << 3 | (bit<32>) (std).priority, \
+                                          (qdepth_t) (std).deq_qdepth)
 
 /* Applied in egress, where bmv2 reports how many packets were queued ahead of this one
  * (standard_metadata.enq_qdepth, of the packet's own priority queue):
@@ -85,16 +85,10 @@ control CongestionSignals(inout headers_t hdr,
     counter(PORT_COUNT, CounterType.packets) ce_marked;
     counter(PORT_COUNT, CounterType.packets) trimmed;
 
+    /* The caller applies this only to a packet leaving by a port other than CPU_PORT, after it has
+     * written queue_depth (queue_seen) while trimming is on. */
     apply {
-        if (std.egress_port == CPU_PORT) {
-            return;
-        }
-        if (meta.trim_depth != 0) {
-            queue_depth.write((bit<32>) std.egress_port << 3 | (bit<32>) std.priority,
-                              (qdepth_t) std.deq_qdepth);
-        }
-        bool trim = meta.trim;
-        if (trim || (meta.ecn_depth != 0 && (qdepth_t) std.enq_qdepth >= meta.ecn_depth)) {
+        if (meta.trim || (meta.ecn_depth != 0 && (qdepth_t) std.enq_qdepth >= meta.ecn_depth)) {
             if (hdr.ipv6.isValid()) {
                 if (hdr.ipv6.traffic_class[1:0] != ECN_NOT_ECT) {
                     hdr.ipv6.traffic_class[1:0] = ECN_CE;
@@ -106,38 +100,37 @@ control CongestionSignals(inout headers_t hdr,
                     ce_marked.count((bit<32>) std.egress_port);
                 }
             }
+            if (meta.trim) {
+                trimmed.count((bit<32>) std.egress_port);
+                /* Everything after the BTH goes; the innermost IP header then carries UDP + BTH. */
+                bit<32> l4 = UDP_BYTES + BTH_BYTES;
+                bit<32> keep = ETHERNET_BYTES + l4;
+                hdr.udp.length = (bit<16>) l4;
+                hdr.udp.checksum = 0;
+                if (hdr.inner_ipv6.isValid()) {
+                    hdr.inner_ipv6.payload_len = (bit<16>) l4;
+                    hdr.inner_ipv6.traffic_class[7:2] = meta.trim_class;
+                    l4 = l4 + (bit<32>) IPV6_HEADER_BYTES;
+                } else if (hdr.inner_ipv4.isValid()) {
+                    hdr.inner_ipv4.total_len = (bit<16>) (IPV4_BYTES + l4);
+                    hdr.inner_ipv4.dscp = meta.trim_class;
+                    l4 = l4 + IPV4_BYTES;
+                }
+                if (hdr.srh.isValid()) {
+                    l4 = l4 + (((bit<32>) hdr.srh.hdr_ext_len + 1) << 3);
+                }
+                if (hdr.ipv6.isValid()) {
+                    hdr.ipv6.payload_len = (bit<16>) l4;
+                    hdr.ipv6.traffic_class[7:2] = meta.trim_class;
+                    keep = ETHERNET_BYTES + (bit<32>) IPV6_HEADER_BYTES + l4;
+                } else if (hdr.ipv4.isValid()) {
+                    hdr.ipv4.total_len = (bit<16>) (IPV4_BYTES + l4);
+                    hdr.ipv4.dscp = meta.trim_class;
+                    keep = ETHERNET_BYTES + IPV4_BYTES + l4;
+                }
+                truncate(keep);
+            }
         }
-        if (!trim) {
-            return;
-        }
-        trimmed.count((bit<32>) std.egress_port);
-        /* Everything after the BTH goes; the innermost IP header then carries UDP + BTH. */
-        bit<32> l4 = UDP_BYTES + BTH_BYTES;
-        bit<32> keep = ETHERNET_BYTES + l4;
-        hdr.udp.length = (bit<16>) l4;
-        hdr.udp.checksum = 0;
-        if (hdr.inner_ipv6.isValid()) {
-            hdr.inner_ipv6.payload_len = (bit<16>) l4;
-            hdr.inner_ipv6.traffic_class[7:2] = meta.trim_class;
-            l4 = l4 + (bit<32>) IPV6_HEADER_BYTES;
-        } else if (hdr.inner_ipv4.isValid()) {
-            hdr.inner_ipv4.total_len = (bit<16>) (IPV4_BYTES + l4);
-            hdr.inner_ipv4.dscp = meta.trim_class;
-            l4 = l4 + IPV4_BYTES;
-        }
-        if (hdr.srh.isValid()) {
-            l4 = l4 + (((bit<32>) hdr.srh.hdr_ext_len + 1) << 3);
-        }
-        if (hdr.ipv6.isValid()) {
-            hdr.ipv6.payload_len = (bit<16>) l4;
-            hdr.ipv6.traffic_class[7:2] = meta.trim_class;
-            keep = ETHERNET_BYTES + (bit<32>) IPV6_HEADER_BYTES + l4;
-        } else if (hdr.ipv4.isValid()) {
-            hdr.ipv4.total_len = (bit<16>) (IPV4_BYTES + l4);
-            hdr.ipv4.dscp = meta.trim_class;
-            keep = ETHERNET_BYTES + IPV4_BYTES + l4;
-        }
-        truncate(keep);
     }
 }
 

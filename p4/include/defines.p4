@@ -70,14 +70,6 @@ const drop_reason_t DROP_HOST_SOURCE       = 22;
 const drop_reason_t DROP_HOST_SR_STEERING  = 23;
 #define DROP_REASON_COUNT 32
 
-/* Where the parser was when it failed, to name the truncated header. */
-typedef bit<3> parser_stage_t;
-const parser_stage_t STAGE_L2  = 0;
-const parser_stage_t STAGE_L3  = 1;
-const parser_stage_t STAGE_SRH = 2;
-const parser_stage_t STAGE_L4  = 3;
-const parser_stage_t STAGE_BTH = 4;
-
 /* ECN codepoints, RFC 3168 5: the low two bits of the IPv6 Traffic Class. */
 const bit<2> ECN_NOT_ECT = 0;
 const bit<2> ECN_CE      = 3;

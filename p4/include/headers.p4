@@ -135,19 +135,18 @@ struct headers_t {
 
 struct local_metadata_t {
     /* parser */
-    parser_stage_t parser_stage;
-    bit<32>        frame_left;      /* bytes of the frame after the headers extracted so far */
-    bit<32>        ip6_left;        /* bytes the outer IPv6 Payload Length leaves after its extension headers */
+    bit<32>        ip6_left;        /* bytes the outer IPv6 Payload Length leaves after its SRH */
     bit<8>         srh_segments_to_parse;
     bit<8>         srh_tlv_len;
-    bit<16>        l4_src_port;
-    bit<16>        l4_dst_port;
-    /* SR-domain boundary */
+    /* SR-domain boundary: the host port's policy (metadata, not control locals: a local's initialiser
+     * would cost every packet a table apply in bmv2) */
     bit<16>        first_usid;
+    ipv6_addr_t    boundary_host;
+    bit<32>        boundary_block;
+    bool           allow_sr;
     /* drop accounting */
     drop_reason_t  drop_reason;
     /* headend */
-    bool           is_host_port;
     ipv6_addr_t    headend_src;
     bit<32>        usid_block;
     bit<2>         hash_mode;
@@ -158,7 +157,9 @@ struct local_metadata_t {
     bit<3>         sid_behavior;
     bool           decapsulated;
     bool           egress_chosen;
-    /* eecmp: addresses as 128 bits (IPv4 as ::ffff:a.b.c.d, RFC 4291 2.5.5.2) */
+    /* eecmp: addresses as 128 bits (IPv4 as ::ffff:a.b.c.d, RFC 4291 2.5.5.2), the L4 ports */
+    bit<16>        l4_src_port;
+    bit<16>        l4_dst_port;
     bit<128>       l3_src;
     bit<128>       l3_dst;
     bit<8>         l3_proto;

@@ -18,29 +18,31 @@ error {
     SrhPastEnd          /* (Hdr Ext Len + 1) * 8 runs past the IPv6 payload, RFC 8754 2 */
 }
 
+/* Every check costs each packet of every port in bmv2 (a parser assignment is an interpreted
+ * expression): the parser keeps only what names a malformed header, and no bookkeeping a good packet
+ * does not need. The header it stopped in is read back from the headers' validity when there is an
+ * error (ParserErrors), not tracked state by state; lengths are checked against the frame and the
+ * outer Payload Length directly. */
 parser FabricParser(packet_in packet,
                     out headers_t hdr,
                     inout local_metadata_t meta,
                     inout standard_metadata_t std) {
     state start {
-        meta.parser_stage = STAGE_L2;
-        /* What the lengths in the headers are checked against: the frame as received. */
-        meta.frame_left = std.packet_length;
         transition select(std.ingress_port) {
             CPU_PORT: parse_packet_out;
             default: parse_ethernet;
         }
     }
 
+    /* A packet-out is sent as it is (IngressPipe ignores its parser errors): the length checks
+     * below, made against the whole frame, are 2 bytes looser for it. */
     state parse_packet_out {
         packet.extract(hdr.packet_out);
-        meta.frame_left = meta.frame_left - PACKET_OUT_BYTES;
         transition parse_ethernet;
     }
 
     state parse_ethernet {
         packet.extract(hdr.ethernet);
-        meta.frame_left = meta.frame_left - ETHERNET_BYTES;
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_IPV6: parse_ipv6;
             ETHERTYPE_IPV4: parse_ipv4;
@@ -49,12 +51,10 @@ parser FabricParser(packet_in packet,
     }
 
     state parse_ipv4 {
-        meta.parser_stage = STAGE_L3;
         packet.extract(hdr.ipv4);
         /* IPv4 options are not supported: a router here rewrites the TTL and must
          * recompute the checksum over the header it parsed (IHL = 5). */
         verify(hdr.ipv4.ihl == 5, error.Ipv4IhlInvalid);
-        meta.l3_proto = hdr.ipv4.protocol;
         /* Non-first fragments carry no L4 header to hash on. */
         transition select(hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
             (0, PROTO_UDP): parse_udp;
@@ -64,17 +64,14 @@ parser FabricParser(packet_in packet,
     }
 
     state parse_ipv6 {
-        meta.parser_stage = STAGE_L3;
         packet.extract(hdr.ipv6);
         /* RFC 8200 3: a header that says it is not version 6, or whose Payload Length
          * claims more bytes than the frame holds, is malformed: never forwarded (a host
          * would read past the packet, a switch would trim or pad it). Frames may be
          * longer (Ethernet padding), never shorter. */
         verify(hdr.ipv6.version == 6, error.Ipv6Version);
-        meta.frame_left = meta.frame_left - (bit<32>) IPV6_HEADER_BYTES;
-        verify((bit<32>) hdr.ipv6.payload_len <= meta.frame_left, error.Ipv6Length);
-        meta.ip6_left = (bit<32>) hdr.ipv6.payload_len;
-        meta.l3_proto = hdr.ipv6.next_hdr;
+        verify((bit<32>) hdr.ipv6.payload_len + (ETHERNET_BYTES + (bit<32>) IPV6_HEADER_BYTES) <= std.packet_length,
+               error.Ipv6Length);
         transition select(hdr.ipv6.next_hdr) {
             PROTO_ROUTING: parse_routing;
             PROTO_IPV6: parse_inner_ipv6;
@@ -87,7 +84,6 @@ parser FabricParser(packet_in packet,
 
     /* RFC 8200 4.4: byte 2 of every Routing header is its Routing Type. */
     state parse_routing {
-        meta.parser_stage = STAGE_SRH;
         transition select(packet.lookahead<bit<24>>()[7:0]) {
             ROUTING_TYPE_SRH: parse_srh;
             default: parse_other_routing;
@@ -105,8 +101,9 @@ parser FabricParser(packet_in packet,
         /* RFC 8754 2: the SRH is (Hdr Ext Len + 1) * 8 bytes; one that runs past the
          * packet is dropped here, where it is first parsed, not hops later. */
         bit<32> srh_bytes = ((bit<32>) hdr.srh.hdr_ext_len + 1) << 3;
-        verify(srh_bytes <= meta.ip6_left, error.SrhPastEnd);
-        meta.ip6_left = meta.ip6_left - srh_bytes;
+        verify(srh_bytes <= (bit<32>) hdr.ipv6.payload_len, error.SrhPastEnd);
+        /* what the outer Payload Length leaves after the SRH, for an inner IPv6 header */
+        meta.ip6_left = (bit<32>) hdr.ipv6.payload_len - srh_bytes;
         verify(hdr.srh.last_entry < SRH_MAX_SEGMENTS, error.SrhTooDeep);
         verify(hdr.srh.hdr_ext_len >= ((hdr.srh.last_entry + 1) << 1), error.SrhLength);
         verify(hdr.srh.segments_left <= hdr.srh.last_entry + 1, error.SrhSegmentsLeft);
@@ -128,7 +125,7 @@ parser FabricParser(packet_in packet,
      * transit and be processed by End/uN, but the inner packet is not reached. */
     state parse_srh_next {
         transition select(meta.srh_tlv_len, hdr.srh.next_hdr) {
-            (0, PROTO_IPV6): parse_inner_ipv6;
+            (0, PROTO_IPV6): parse_inner_ipv6_after_srh;
             (0, PROTO_IPV4): parse_inner_ipv4;
             (0, PROTO_UDP): parse_udp;
             (0, PROTO_TCP): parse_tcp;
@@ -136,11 +133,23 @@ parser FabricParser(packet_in packet,
         }
     }
 
+    /* RFC 8200 3 for the inner header too (RFC 2473 3.1: the tunnel payload is a whole IPv6
+     * packet), measured against what the outer header leaves for it: its Payload Length here, */
     state parse_inner_ipv6 {
-        meta.parser_stage = STAGE_L3;
         packet.extract(hdr.inner_ipv6);
-        /* RFC 8200 3 for the inner header too (RFC 2473 3.1: the tunnel payload is a whole
-         * IPv6 packet), measured against what the outer header leaves for it. */
+        verify(hdr.inner_ipv6.version == 6, error.Ipv6Version);
+        verify((bit<32>) hdr.inner_ipv6.payload_len + (bit<32>) IPV6_HEADER_BYTES <= (bit<32>) hdr.ipv6.payload_len,
+               error.Ipv6Length);
+        transition select(hdr.inner_ipv6.next_hdr) {
+            PROTO_UDP: parse_udp;
+            PROTO_TCP: parse_tcp;
+            default: accept;
+        }
+    }
+
+    /* ... or that less the SRH. */
+    state parse_inner_ipv6_after_srh {
+        packet.extract(hdr.inner_ipv6);
         verify(hdr.inner_ipv6.version == 6, error.Ipv6Version);
         verify((bit<32>) hdr.inner_ipv6.payload_len + (bit<32>) IPV6_HEADER_BYTES <= meta.ip6_left,
                error.Ipv6Length);
@@ -152,7 +161,6 @@ parser FabricParser(packet_in packet,
     }
 
     state parse_inner_ipv4 {
-        meta.parser_stage = STAGE_L3;
         packet.extract(hdr.inner_ipv4);
         verify(hdr.inner_ipv4.ihl >= 5, error.Ipv4IhlInvalid);
         transition select(hdr.inner_ipv4.ihl, hdr.inner_ipv4.frag_offset, hdr.inner_ipv4.protocol) {
@@ -163,10 +171,7 @@ parser FabricParser(packet_in packet,
     }
 
     state parse_udp {
-        meta.parser_stage = STAGE_L4;
         packet.extract(hdr.udp);
-        meta.l4_src_port = hdr.udp.src_port;
-        meta.l4_dst_port = hdr.udp.dst_port;
         transition select(hdr.udp.dst_port) {
             ROCE_V2_UDP_PORT: parse_bth;
             default: accept;
@@ -174,16 +179,12 @@ parser FabricParser(packet_in packet,
     }
 
     state parse_tcp {
-        meta.parser_stage = STAGE_L4;
         packet.extract(hdr.tcp);
-        meta.l4_src_port = hdr.tcp.src_port;
-        meta.l4_dst_port = hdr.tcp.dst_port;
         transition accept;
     }
 
     /* RoCEv2: a UDP 4791 datagram must hold a whole 12-byte BTH. */
     state parse_bth {
-        meta.parser_stage = STAGE_BTH;
         packet.extract(hdr.bth);
         transition accept;
     }

@@ -22,20 +22,16 @@
 control SrBoundary(in headers_t hdr,
                    inout local_metadata_t meta,
                    in standard_metadata_t std) {
-    ipv6_addr_t host = 0;
-    bit<32>     block = 0;
-    bool        allow_sr = false;
-
     action sr_boundary(ipv6_addr_t host_addr, bit<32> usid_block) {
-        host = host_addr;
-        block = usid_block;
-        allow_sr = false;
+        meta.boundary_host = host_addr;
+        meta.boundary_block = usid_block;
+        meta.allow_sr = false;
     }
 
     action host_source_routing(ipv6_addr_t host_addr, bit<32> usid_block) {
-        host = host_addr;
-        block = usid_block;
-        allow_sr = true;
+        meta.boundary_host = host_addr;
+        meta.boundary_block = usid_block;
+        meta.allow_sr = true;
     }
 
     table host_policy {
@@ -66,45 +62,35 @@ control SrBoundary(in headers_t hdr,
         size = 1024;
     }
 
+    /* The caller applies this to IPv6 packets only. A miss (a fabric port) costs the lookup and nothing
+     * else; no `return` (p4c makes each one a condition before every later statement). */
     apply {
-        if (!hdr.ipv6.isValid() || !host_policy.apply().hit) {
-            return;
-        }
-        if (hdr.ipv6.src_addr != host) {
-            meta.drop_reason = DROP_HOST_SOURCE;
-            return;
-        }
-        /* RFC 8200 3, RFC 2473 3.1: the leaf is the first router of the host's packet and
-         * forwards it (into a tunnel or not): a hop limit that would expire here is dropped. */
-        if (hdr.ipv6.hop_limit <= 1) {
-            meta.drop_reason = DROP_HOP_LIMIT;
-            return;
-        }
-        bool to_block = hdr.ipv6.dst_addr[127:96] == block;
-        if (!to_block && !hdr.srh.isValid() && !hdr.routing.isValid()
-                && !hdr.inner_ipv6.isValid() && !hdr.inner_ipv4.isValid()) {
-            return;  /* plain traffic: the headend's */
-        }
-        if (!allow_sr) {
-            meta.drop_reason = DROP_SR_BOUNDARY;
-            return;
-        }
-        if (!to_block || hdr.routing.isValid()) {
-            meta.drop_reason = DROP_HOST_SR_STEERING;
-            return;
-        }
-        if (hdr.srh.isValid()) {
-            if ((hdr.srh_segments[0].isValid() && hdr.srh_segments[0].sid[127:96] != block)
-                    || (hdr.srh_segments[1].isValid() && hdr.srh_segments[1].sid[127:96] != block)
-                    || (hdr.srh_segments[2].isValid() && hdr.srh_segments[2].sid[127:96] != block)
-                    || (hdr.srh_segments[3].isValid() && hdr.srh_segments[3].sid[127:96] != block)) {
+        if (host_policy.apply().hit) {
+            if (hdr.ipv6.src_addr != meta.boundary_host) {
+                meta.drop_reason = DROP_HOST_SOURCE;
+            } else if (hdr.ipv6.hop_limit <= 1) {
+                /* RFC 8200 3, RFC 2473 3.1: the leaf is the first router of the host's packet and
+                 * forwards it (into a tunnel or not): a hop limit that would expire here is dropped. */
+                meta.drop_reason = DROP_HOP_LIMIT;
+            } else if (hdr.ipv6.dst_addr[127:96] != meta.boundary_block && !hdr.srh.isValid() && !hdr.routing.isValid()
+                       && !hdr.inner_ipv6.isValid() && !hdr.inner_ipv4.isValid()) {
+                /* plain traffic: the headend's */
+            } else if (!meta.allow_sr) {
+                meta.drop_reason = DROP_SR_BOUNDARY;
+            } else if (hdr.ipv6.dst_addr[127:96] != meta.boundary_block || hdr.routing.isValid()) {
                 meta.drop_reason = DROP_HOST_SR_STEERING;
-                return;
+            } else if (hdr.srh.isValid()
+                       && ((hdr.srh_segments[0].isValid() && hdr.srh_segments[0].sid[127:96] != meta.boundary_block)
+                           || (hdr.srh_segments[1].isValid() && hdr.srh_segments[1].sid[127:96] != meta.boundary_block)
+                           || (hdr.srh_segments[2].isValid() && hdr.srh_segments[2].sid[127:96] != meta.boundary_block)
+                           || (hdr.srh_segments[3].isValid() && hdr.srh_segments[3].sid[127:96] != meta.boundary_block))) {
+                meta.drop_reason = DROP_HOST_SR_STEERING;
+            } else {
+                meta.first_usid = hdr.ipv6.dst_addr[95:80];
+                if (!host_first_usid.apply().hit) {
+                    meta.drop_reason = DROP_HOST_SR_STEERING;
+                }
             }
-        }
-        meta.first_usid = hdr.ipv6.dst_addr[95:80];
-        if (!host_first_usid.apply().hit) {
-            meta.drop_reason = DROP_HOST_SR_STEERING;
         }
     }
 }
