@@ -302,12 +302,22 @@ class EtcdStore(Store):
             c.session.close()
 
 
+KEEP_EVENTS = 100_000  # events kept in etcd per fabric: older ones are deleted (etcd's space is a quota: 2 GB)
+TRIM_EVERY = 1_000  # a sink trims after this many of its own events
+
+
 class EventSink:
     """Puts a controller's events into the store from a thread of its own: emit never waits for etcd;
-    while etcd cannot take them, up to `backlog` wait and older ones are dropped (counted)."""
+    while etcd cannot take them, up to `backlog` wait and older ones are dropped (counted). Every `trim_every`
+    events it deletes all but the newest `keep` of the fabric's events (keys sort by time), so a long-running
+    fabric does not fill etcd's space quota (what the state file's event log leaves to the operator)."""
 
-    def __init__(self, store: EtcdStore, backlog: int = 2048) -> None:
+    def __init__(self, store: EtcdStore, backlog: int = 2048, *, keep: int = KEEP_EVENTS,
+                 trim_every: int = TRIM_EVERY) -> None:
+        if keep < 1 or trim_every < 1:
+            raise ValueError("keep and trim_every must be at least 1")
         self.store = store
+        self.keep, self.trim_every = keep, trim_every
         self.dropped = 0
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(backlog)
         self._id = f"{socket.gethostname()}-{os.getpid()}"
@@ -334,6 +344,23 @@ class EventSink:
                     break
                 except StoreError:
                     time.sleep(0.5)
+            if self._n % self.trim_every == 0:
+                try:
+                    self.trim()
+                except StoreError:
+                    pass  # the next round trims what this one could not
+
+    def trim(self) -> int:
+        """Delete the fabric's events older than the newest `keep`; how many went."""
+        prefix = self.store.key("events/")
+        newest = self.store.client.post("/kv/range", {"key": b64(prefix), "range_end": b64(range_end(prefix)),
+                                                      "sort_order": 2, "sort_target": 0, "limit": self.keep,
+                                                      "keys_only": True}).get("kvs", [])
+        if len(newest) < self.keep:
+            return 0
+        oldest_kept = base64.b64decode(newest[-1]["key"])
+        gone = self.store.client.post("/kv/deleterange", {"key": b64(prefix), "range_end": b64(oldest_kept)})
+        return int(gone.get("deleted", 0))
 
     def close(self, timeout: float = 2.0) -> None:
         try:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from click.testing import CliRunner
 
 from fabricctl.main import cli
@@ -129,3 +130,24 @@ def test_events_go_to_the_store_and_fabricctl_events_reads_them(cluster: EtcdClu
     assert [json.loads(line)["n"] for line in r.output.splitlines()] == [0, 1, 2]
     r = run(cluster, "events", "--kind", "link_up", "--json")
     assert [json.loads(line) for line in r.output.splitlines()] == [{"t": 1700000001.0, "kind": "link_up", "pid": 7, "n": 1}]
+
+
+def test_the_event_sink_keeps_only_the_newest_events_in_etcd(cluster: EtcdCluster):
+    """A long-running fabric must not fill etcd's space quota: every `trim_every` events a sink deletes all but the
+    newest `keep` of the fabric's events, another fabric's untouched."""
+    from controller.state.etcdstore import EventSink
+
+    store, other = EtcdStore(parse_url(cluster.url), "lab"), EtcdStore(parse_url(cluster.url), "other")
+    elsewhere = EventSink(other)
+    elsewhere({"kind": "link_down", "n": -1})
+    elsewhere.close(timeout=30)
+    sink = EventSink(store, keep=5, trim_every=4)
+    for n in range(14):
+        sink({"kind": "link_down", "n": n})
+    sink.close(timeout=30)
+    events, _ = store.events_since(None, limit=100)
+    assert [doc["n"] for _, doc in events] == list(range(7, 14))  # trimmed to n 7..11 after the 12th, then two more
+    assert [doc["n"] for _, doc in other.events_since(None, limit=100)[0]] == [-1]
+    assert sink.trim() == 2 and [doc["n"] for _, doc in store.events_since(None, limit=100)[0]] == list(range(9, 14))
+    with pytest.raises(ValueError, match="at least 1"):
+        EventSink(store, keep=0)
