@@ -137,8 +137,10 @@ def status(lab_dir: Path, check: bool, as_json: bool, prepare: Callable[[Any], A
 @click.option("--rate", type=click.FloatRange(50, 5000), default=400.0, show_default=True,
               help="Packets per second per sender.")
 @click.option("--seconds", type=click.FloatRange(2, 60), default=4.0, show_default=True, help="Traffic duration.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
-def demo(dataplane: str, lab_dir: Path, rate: float, seconds: float, as_json: bool) -> None:
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.png",
+              help="Also draw the packets delivered per plane over time, with the cut and the recovery marked.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table (with the timeline).")
+def demo(dataplane: str, lab_dir: Path, rate: float, seconds: float, png: Path | None, as_json: bool) -> None:
     """The main job in one command: the default two-plane lab up, RoCEv2 between every host pair, a
     link cut mid-traffic and announced to the controller, the loss window and the recovery, teardown.
 
@@ -150,17 +152,46 @@ def demo(dataplane: str, lab_dir: Path, rate: float, seconds: float, as_json: bo
     Examples:
       fabricctl lab demo
       fabricctl lab demo --dataplane kernel --json
+      fabricctl lab demo --png demo.png
     """
     from mininet_labs.kernel.demo import run
 
+    if png is not None:  # before the lab: a missing matplotlib or folder is said at once
+        from controller.plotting import PlotUnavailable, pyplot
+
+        try:
+            pyplot()
+        except PlotUnavailable as e:
+            raise OpError(str(e), ops.TOOLCHAIN) from None
+        if not png.parent.is_dir():
+            raise OpError(f"--png {png}: no folder {png.parent}")
     kind, why = choose(dataplane)
     try:
         result = run(kind, why, lab_dir, rate=rate, seconds=seconds)
     except ValueError as e:
         raise OpError(str(e)) from None
+    if png is not None and result.get("timeline", {}).get("planes"):
+        from mininet_labs import plot
+
+        plot.timeline(plot_doc(result), png)
     click.echo(json.dumps(result, indent=1) if as_json else "\n".join(_table(result)))
+    if png is not None and not as_json:
+        click.echo(f"  plot: {png}" if result.get("timeline", {}).get("planes") else
+                   "  plot: none (the traffic did not run)")
     if not result["ok"]:
         raise click.exceptions.Exit(ops.SWITCH_ERROR)
+
+
+def plot_doc(result: dict[str, Any]) -> dict[str, Any]:
+    """The demo's result as mininet_labs.plot.timeline draws a scenario: its timeline and events, the failure, the
+    median loss window of the QPs through the cut and what the other plane's QPs lost."""
+    checks = {c["check"]: c for c in result["checks"]}
+    recovered = checks.get("plane 0 QPs recover", {})
+    other = checks.get("plane 1 QPs", {})
+    return {"kind": f"demo ({result['dataplane']})", "failure": f"link {result['link']}",
+            "timeline": result["timeline"], "events": result["events"],
+            "summary": {"loss_window_ms": {"median": recovered.get("loss_window_median_ms")},
+                        "lost_elsewhere": other.get("lost")}}
 
 
 def _table(result: dict[str, Any]) -> list[str]:

@@ -7,6 +7,7 @@ with `cut_link`, tell the controller with `fail`/`restore` and reconcile through
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ def run(kind: str, why: str, lab_dir: Path, *, rate: float = 400.0, seconds: flo
     doc: dict[str, Any] = {"dataplane": kind, "why": why, "fabric": "2 planes x 2 T1 x 2 T0 x 2 hosts",
                            "link": f"{LINK[0]} -- {LINK[1]}", "checks": checks}
 
+    timeline: dict[str, Any] = {}  # the traffic run's delivered packets per plane over time, once it ran
+
     def check(name: str, ok: bool, result: str, **extra: Any) -> None:
         checks.append({"check": name, "ok": bool(ok), "result": result, **extra})
 
@@ -52,7 +55,7 @@ def run(kind: str, why: str, lab_dir: Path, *, rate: float = 400.0, seconds: flo
     try:
         lab = _start(kind, lab_dir)
         check("lab up", True, f"{time.monotonic() - t0:.1f}s, {len(lab.model.switches)} switches, {len(lab.hosts)} hosts")
-        _scenario(lab, check, rate, seconds)
+        _scenario(lab, check, rate, seconds, timeline)
     except LabError as e:
         check("lab", False, str(e))
     finally:
@@ -62,6 +65,7 @@ def run(kind: str, why: str, lab_dir: Path, *, rate: float = 400.0, seconds: flo
                 check("lab down", report.clean, "nothing left" if report.clean else f"left: {report}")
             except LabError as e:
                 check("lab down", False, str(e))
+    doc.update(timeline)
     doc["elapsed_s"] = round(time.monotonic() - t0, 2)
     doc["ok"] = all(c["ok"] for c in checks)
     return doc
@@ -85,7 +89,29 @@ def never_recovered(report: TrafficReport, reconciled_ns: int) -> list[tuple[str
             and any(g.before is None and (g.last_before_ns or 0) < reconciled_ns for g in q.gaps)]
 
 
-def _scenario(lab: Lab, check: Any, rate: float, seconds: float) -> None:
+def delivered_timeline(report: TrafficReport, started_ns: int, events: list[tuple[int, str]]) -> dict[str, Any]:
+    """Packets delivered per plane in each bin since the senders started (every receiver's timeline summed), and
+    the events at their times: what mininet_labs.plot.timeline draws."""
+    planes: dict[int, dict[int, int]] = {}
+    bin_ms = 0.0
+    for r in report.received.values():
+        if not r.timeline:
+            continue
+        bin_ms = r.timeline["bin_ms"]
+        for plane, bins in r.timeline["planes"].items():
+            into = planes.setdefault(int(plane), {})
+            for b, n in bins.items():
+                into[int(b)] = into.get(int(b), 0) + n
+    if not bin_ms:
+        return {"timeline": {"bin_ms": 0, "planes": {}}, "events": []}
+    first = int(started_ns // (bin_ms * 1e6))
+    last = max((b for bins in planes.values() for b in bins), default=first)
+    counts = {p: [bins.get(b, 0) for b in range(first, last + 1)] for p, bins in sorted(planes.items())}
+    return {"timeline": {"bin_ms": bin_ms, "planes": counts},
+            "events": [{"t_ms": round((t - started_ns) / 1e6, 1), "what": what} for t, what in events]}
+
+
+def _scenario(lab: Lab, check: Any, rate: float, seconds: float, timeline: dict[str, Any]) -> None:
     _all_pairs(lab, check, "before")
     fail_at, restore_at = 0.4 * seconds, 0.75 * seconds
     dests = len(lab.hosts) - 1
@@ -93,29 +119,35 @@ def _scenario(lab: Lab, check: Any, rate: float, seconds: float) -> None:
                             timeline_ms=10.0, start_delay=0.5, timeout=seconds + 60)
     start = run.started_ns / 1e9
     failure = LinkDown(*LINK)
+    events: list[tuple[int, str]] = []  # (CLOCK_MONOTONIC ns, what) for the timeline
     try:
         time.sleep(max(0.0, start + fail_at - time.monotonic()))
         cut_at = time.monotonic()
+        events.append((time.monotonic_ns(), "link cut"))
         lab.cut_link(*LINK)  # type: ignore[attr-defined]
         result = lab.fail(failure)
         reconciled_ns = time.monotonic_ns()
+        events.append((reconciled_ns, "failure reconciled"))
         announced_ms = (time.monotonic() - cut_at) * 1e3
         check("cut + fail link", True, f"{LINK[0]} -- {LINK[1]} cut; controller reconciled {len(result.touched)} "
               f"switches {announced_ms:.0f} ms after the cut", touched=result.touched, announced_ms=round(announced_ms, 1))
         time.sleep(max(0.0, start + restore_at - time.monotonic()))
+        events.append((time.monotonic_ns(), "link mended"))
         lab.mend_link(*LINK)  # type: ignore[attr-defined]
         back = lab.restore(failure)
+        events.append((time.monotonic_ns(), "restored"))
         check("mend + restore", True, f"reconciled {len(back.touched)} switches in {back.seconds * 1e3:.0f} ms")
     except BaseException:
         run.kill()
         raise
     report = run.wait()
+    timeline.update(delivered_timeline(report, run.started_ns, events))
     plane0, plane1 = [], []
     for r in report.received.values():
         for q in r.qps:
             (plane1 if set(q.per_plane) == {1} else plane0).append(q)
     lost1 = sum(q.lost for q in plane1)
-    check("plane 1 QPs", lost1 == 0 and bool(plane1), f"{len(plane1)} QPs, {lost1} packets lost")
+    check("plane 1 QPs", lost1 == 0 and bool(plane1), f"{len(plane1)} QPs, {lost1} packets lost", lost=lost1)
     hit = [q for q in plane0 if q.lost]
     windows = [q.loss_window_ms for q in hit if q.loss_window_ms is not None]
     open_gaps = never_recovered(report, reconciled_ns)
@@ -124,7 +156,8 @@ def _scenario(lab: Lab, check: Any, rate: float, seconds: float) -> None:
     check("plane 0 QPs recover", not open_gaps and bool(plane0),
           f"{len(plane0)} QPs, {len(hit)} crossed the cut and lost {lost0} packets; {window}; "
           f"{len(open_gaps)} never recovered" + (" (first: {} -> {} QP {})".format(*open_gaps[0]) if open_gaps else ""),
-          loss_window_ms=max(windows) if windows else 0.0, lost=lost0)
+          loss_window_ms=max(windows) if windows else 0.0,
+          loss_window_median_ms=round(statistics.median(windows), 1) if windows else 0.0, lost=lost0)
     outcomes = lab.install(dry_run=True, push="never")
     in_sync = [n for n, o in outcomes.items() if o.ok and not o.delta]
     check("plan after restore", len(in_sync) == len(outcomes),

@@ -93,3 +93,11 @@ def test_topo_show_names_each_switch_namespace(kernel_topo: Path) -> None:
     assert r.exit_code == 0
     row = next(line for line in r.stdout.splitlines() if line.startswith("p0-t0-1 "))
     assert "netns sf-none-p0-t0-1" in row
+
+
+def test_the_demo_refuses_a_plot_into_a_missing_folder_before_starting_anything(tmp_path: Path) -> None:
+    png = tmp_path / "nowhere" / "demo.png"
+    r = run("lab", "demo", "--dir", str(tmp_path / "lab"), "--png", str(png))
+    assert r.exit_code == 2
+    assert r.stderr == f"error: --png {png}: no folder {png.parent}\n"
+    assert not (tmp_path / "lab").exists() and not png.parent.exists()

@@ -41,3 +41,35 @@ def test_a_closed_gap_or_a_loss_begun_after_the_reconcile_is_not_a_failure_to_re
     assert never_recovered(report(RECONCILED + 900, closed), RECONCILED) == []
     assert never_recovered(report(RECONCILED + 900, late_tail), RECONCILED) == []
     assert never_recovered(report(RECONCILED + 900, None), RECONCILED) == []
+
+
+def test_the_timeline_sums_every_receiver_per_plane_from_the_senders_start_with_the_events() -> None:
+    from mininet_labs.kernel.demo import delivered_timeline
+
+    started = 1_000_000_000  # ns; bins of 10 ms: the senders started in bin 100
+    got = [RecvResult("h2", 3, 0, 0, 1.0, [], {"bin_ms": 10.0, "planes": {0: {100: 2, 102: 1}, 1: {101: 4}}}),
+           RecvResult("h3", 2, 0, 0, 1.0, [], {"bin_ms": 10.0, "planes": {0: {100: 1}, 1: {103: 1}}})]
+    doc = delivered_timeline(TrafficReport({}, {r.host: r for r in got}, 1.0), started,
+                             [(started + 15_000_000, "link cut"), (started + 17_500_000, "failure reconciled")])
+    assert doc == {"timeline": {"bin_ms": 10.0, "planes": {0: [3, 0, 1, 0], 1: [0, 4, 0, 1]}},
+                   "events": [{"t_ms": 15.0, "what": "link cut"}, {"t_ms": 17.5, "what": "failure reconciled"}]}
+    assert delivered_timeline(TrafficReport({}, {}, 0.0), started, []) == {"timeline": {"bin_ms": 0, "planes": {}},
+                                                                           "events": []}
+
+
+def test_the_demo_plot_is_a_png_of_its_timeline(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    from fabricctl.kernel_lab import plot_doc
+    from mininet_labs import plot
+
+    result = {"dataplane": "kernel", "link": "p0-t0-0 -- p0-t1-1",
+              "timeline": {"bin_ms": 10.0, "planes": {0: [5, 5, 0, 5], 1: [5, 5, 5, 5]}},
+              "events": [{"t_ms": 20.0, "what": "link cut"}],
+              "checks": [{"check": "plane 1 QPs", "ok": True, "result": "24 QPs, 0 packets lost", "lost": 0},
+                         {"check": "plane 0 QPs recover", "ok": True, "result": "...", "loss_window_ms": 30.0,
+                          "loss_window_median_ms": 20.0, "lost": 5}]}
+    doc = plot_doc(result)
+    assert doc["summary"] == {"loss_window_ms": {"median": 20.0}, "lost_elsewhere": 0}
+    assert doc["failure"] == "link p0-t0-0 -- p0-t1-1" and doc["events"] == result["events"]
+    out = plot.timeline(doc, tmp_path / "demo.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
