@@ -170,11 +170,14 @@ def demo(dataplane: str, lab_dir: Path, rate: float, seconds: float, png: Path |
         result = run(kind, why, lab_dir, rate=rate, seconds=seconds)
     except ValueError as e:
         raise OpError(str(e)) from None
+    click.echo(json.dumps(result, indent=1) if as_json else "\n".join(_table(result)))
     if png is not None and result.get("timeline", {}).get("planes"):
         from mininet_labs import plot
 
-        plot.timeline(plot_doc(result), png)
-    click.echo(json.dumps(result, indent=1) if as_json else "\n".join(_table(result)))
+        try:
+            plot.timeline(plot_doc(result), png)
+        except OSError as e:
+            raise OpError(f"--png {png}: {e.strerror or e}") from None
     if png is not None and not as_json:
         click.echo(f"  plot: {png}" if result.get("timeline", {}).get("planes") else
                    "  plot: none (the traffic did not run)")
