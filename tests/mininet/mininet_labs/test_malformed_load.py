@@ -106,8 +106,12 @@ def test_ten_thousand_malformed_frames_are_each_dropped_once_and_counted_by_reas
                     _wait(lambda: received(t) - base, start + len(batch), f"{t.switch} port {t.port}",
                           exact=t.host is None)
             time.sleep(0.5)  # anything forwarded on reaches the next switch (or a host) by now
-            after = drops()
             delivered, noise = _seen(listen, {a.frame for a in attacks})
+            time.sleep(0.5)  # the hosts' frames seen so far have reached their leaf by now
+            after = drops()
+            # the hosts' kernels may send while the counters are read: such a frame may or may not be counted yet
+            late_delivered, late_noise = _seen(listen, {a.frame for a in attacks})
+            delivered += late_delivered
         finally:
             lab.mend(cut)
             for sock in [*send.values(), *listen]:
@@ -119,9 +123,11 @@ def test_ten_thousand_malformed_frames_are_each_dropped_once_and_counted_by_reas
     want = Counter(a.reason.value for a in attacks)
     want.update(a.reason.value for a in attacks if a.target.host is None and len(a.frame) <= PEER_PASSES)
     want.update(noise)
-    assert {DropReason(r).name: n for r, n in sorted(dropped.items())} == \
-        {DropReason(r).name: n for r, n in sorted(want.items())}
-    assert sum(dropped.values()) == sum(want.values()) >= TOTAL
+    late = {r: dropped[r] - want[r] for r in late_noise}  # 0 up to all of the hosts' frames seen after the read
+    assert all(0 <= n <= late_noise[r] for r, n in late.items()), (late, late_noise)
+    assert {DropReason(r).name: n for r, n in sorted(dropped.items()) if r not in late_noise} == \
+        {DropReason(r).name: n for r, n in sorted(want.items()) if r not in late_noise}
+    assert sum(dropped.values()) == sum(want.values()) + sum(late.values()) >= TOTAL
     assert delivered == []
     switches = lab.status()["switches"]
     assert all(s["alive"] for s in switches.values()), switches
