@@ -31,10 +31,16 @@ def thresholds(ecn: int, trim: int, dscp: int) -> TableEntry:
                       (("ecn_qdepth", ecn), ("trim_qdepth", trim), ("trim_dscp", dscp)), is_default=True)
 
 
-def burst_through_bottleneck(device, frames: list[bytes], in_port: int, out_port: int) -> list[bytes]:
-    """Serve out_port at DRAIN_PPS, send the frames at once, collect what comes out (in order)."""
+def burst_through_bottleneck(device, frames: list[bytes], in_port: int, out_port: int, *,
+                             priority_queue: bool = False) -> list[bytes]:
+    """Serve out_port at DRAIN_PPS (with priority_queue: only its queue 0, the trim class's queue 1 at once), send
+    the frames at once, collect what comes out (in arrival order)."""
     runtime = Bmv2Runtime(ns=device.switch.ns)
-    runtime.set_queue_rate(DRAIN_PPS, out_port)
+    if priority_queue:
+        runtime.set_queue_rate(DRAIN_PPS, out_port, 0)
+        runtime.set_queue_rate(1_000_000, out_port, 1)
+    else:
+        runtime.set_queue_rate(DRAIN_PPS, out_port)
     try:
         for f in frames:
             device.switch.send(in_port, f)
@@ -158,22 +164,6 @@ def test_not_ect_traffic_is_never_ce_marked_but_still_trimmed(spray):
     assert marks(spray, UP_B) == (0, forms.count("trim"))  # nothing to mark: Not-ECT
 
 
-def burst_behind_a_full_queue(device, frames: list[bytes], in_port: int, out_port: int) -> list[bytes]:
-    """Queue 0 of out_port served at DRAIN_PPS packets/s, the trim class's queue (priority 1) at once: the
-    frames sent at once, what comes out in arrival order."""
-    runtime = Bmv2Runtime(ns=device.switch.ns)
-    runtime.set_queue_rate(DRAIN_PPS, out_port, 0)
-    runtime.set_queue_rate(1_000_000, out_port, 1)
-    try:
-        for f in frames:
-            device.switch.send(in_port, f)
-        got = device.switch.receive(timeout=len(frames) / DRAIN_PPS + 2.0, count=len(frames))
-    finally:
-        runtime.set_queue_rate(1_000_000, out_port)
-    assert {p for p, _ in got} <= {out_port}
-    return [f for _, f in got]
-
-
 def test_a_trimmed_header_overtakes_the_queue_it_was_trimmed_from(spray):
     """Trimming is decided in ingress, before the packet joins the congested queue, and the header goes
     out of the priority queue: it arrives before the packets that were queued ahead of it."""
@@ -181,7 +171,7 @@ def test_a_trimmed_header_overtakes_the_queue_it_was_trimmed_from(spray):
     spray.conn.write([("MODIFY", thresholds(ECN_AT, TRIM_AT, TRIM_DSCP))])
     tc = 0x68 | ECT0
     arriving, inners = transit_frames(tc)
-    order = arrivals(burst_behind_a_full_queue(spray, arriving, UP_A, UP_B), inners, tc)
+    order = arrivals(burst_through_bottleneck(spray, arriving, UP_A, UP_B, priority_queue=True), inners, tc)
     trims = [psn for psn, form in order if form == "trim"]
     assert trims and trims == sorted(trims) and min(trims) >= TRIM_AT  # none before the queue held TRIM_AT
     last_trim = max(i for i, (_, form) in enumerate(order) if form == "trim")
@@ -200,7 +190,7 @@ def test_a_packet_of_the_trim_class_overtakes_a_full_queue_untrimmed(spray):
     arriving, inners = transit_frames(tc)
     nack_tc = TRIM_DSCP << 2 | ECT0
     nack_frames, nack_inners = transit_frames(nack_tc)
-    out = burst_behind_a_full_queue(spray, [*arriving, nack_frames[0]], UP_A, UP_B)
+    out = burst_through_bottleneck(spray, [*arriving, nack_frames[0]], UP_A, UP_B, priority_queue=True)
     assert len(out) == BURST + 1
     at = out.index(forwarded(nack_inners[0], nack_tc))  # untouched: no CE, no cut
     assert at < BURST - 2
