@@ -5,10 +5,8 @@ and the routers' routes (read back)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,21 +16,10 @@ from controller.state.etcdstore import EtcdStore
 from controller.state.store import parse_url
 from mininet_labs.lab import default_topology
 from tests.etcd.cluster import EtcdCluster
+from tests.etcd.conftest import cluster  # noqa: F401  (the real etcd cluster fixture, one per test)
 from tests.paths import REPO
 
 CUT = LinkDown("p0-t0-0", "p0-t1-1")
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[EtcdCluster]:
-    if shutil.which("etcd") is None:
-        pytest.skip("etcd not found on PATH (Debian: apt-get install etcd-server etcd-client)")
-    c = EtcdCluster(tmp_path / "etcd")
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def fabricctl(*args: str, store: str | None = None) -> subprocess.CompletedProcess[str]:
