@@ -80,7 +80,9 @@ def digest(fault: LibFault, mode: str, r: ModeResult) -> dict[str, Any]:
         "lost_first_try_off_fault": sum(q["lost_first_try"] for q in off),
         "lost_in_the_end": r.summary["lost"], "complete": r.summary["complete"],
         "spurious": r.summary["spurious"], "goodput_fault_over_healthy": r.summary["goodput_pps"]["ratio"],
-        "detected_ms": None, "tables_ms": None}
+        "detected_ms": None, "tables_ms": None,
+        "qps": [{k: q[k] for k in ("sender", "dst", "qp", "evs", "on_fault", "lost_first_try", "retransmitted",
+                                   "max_recovery_ms", "first_loss_s")} for q in qps]}
     svc = [e for e in r.events if e["what"].startswith("controller (unattended)") and fault_s <= e["t_s"]]
     if mode.startswith("unattended"):
         found = next((e["t_s"] for e in svc if fault.detection_event(e["what"]) and e["t_s"] < repair_s + 0.5), None)
@@ -134,6 +136,28 @@ def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
             **({"false_downs": [d for r in rows for d in r["false_downs"]]}
                if rows and "false_downs" in rows[0] else {}),
             "per_run": rows}
+
+
+def _fmt(s: dict[str, Any]) -> str:
+    if s.get("median") is None:
+        return "-"
+    return f"{s['median']:g} ms" if s["n"] == 1 else f"{s['median']:g} ms ({s['min']:g}-{s['max']:g})"
+
+
+def markdown(doc: dict[str, Any]) -> list[str]:
+    """The table for docs/faults.md: one row per fault kind and mode (printed to stderr at the end)."""
+    out = ["| fault | mode | detected | tables written | loss window: run medians | all QP windows "
+           "| lost 1st try, QPs on / off the fault, per run |", "|---|---|---|---|---|---|---|"]
+    for kind, modes in doc["faults"].items():
+        for mode, f in modes.items():
+            if "not_applicable" in f:
+                out.append(f"| {kind} | {mode} | not applicable: {f['not_applicable']} | | | | |")
+                continue
+            on, off = f["lost_first_try_on_fault"], f["lost_first_try_off_fault"]
+            detected = {"announced": "told at once", "switch-local": "-"}.get(mode) or _fmt(f["detected_ms"])
+            out.append(f"| {kind} | {mode} | {detected} | {_fmt(f['tables_ms'])} | {_fmt(f['loss_window_ms'])} | "
+                       f"{_fmt(f['qp_windows_ms'])} | {', '.join(map(str, on))} / {', '.join(map(str, off))} |")
+    return out
 
 
 def main() -> int:
@@ -202,6 +226,7 @@ def main() -> int:
                     "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
     }
     print(json.dumps(doc, indent=1))
+    print("\n".join(markdown(doc)), file=sys.stderr)
     return 0
 
 
