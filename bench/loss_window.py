@@ -13,8 +13,9 @@ Traffic (endpoint.scenarios): h0 -> h2, h1 -> h3 (leaf p0-t0-0 to p0-t0-1), 4 QP
 QP k keeps to plane k mod 2 (one leaf-spray EV), in host mode QP k uses two EVs (plane k mod 2, both
 spines), so half the QPs never touch the fault: what they lose is the "QPs off the failure" figure
 (aim 0). Per run and mode: detection (fault -> the service's record, or the hosts' first EV out of
-GOOD), loss window (per QP on the fault: fault -> its last first-try loss; the run's median), the
-first-try losses on and off the fault. Medians and spread over --runs.
+GOOD), loss window (per QP on the fault: fault -> the send time of its last first-try loss before the
+repair; the run's median), the first-try losses on and off the fault, and those at the repair (the
+0.5 s after it: a restore's reconcile, a thawed switch's backlog) apart. Medians and spread over --runs.
 
     P4_TOOLCHAIN_BIN=... flock /tmp/srv6-lab.lock .venv/bin/python bench/loss_window.py --runs 3 --faults carrier
 
@@ -68,21 +69,27 @@ def schedule(args: argparse.Namespace, kind: str) -> Schedule:
 
 def digest(fault: LibFault, mode: str, r: ModeResult) -> dict[str, Any]:
     """One mode's run: detection, loss window, first-try losses on and off the fault."""
-    qps = [{**q, "on_fault": q["on_fault"] if mode == "host" else fault.on_plane(q["evs"])} for q in r.qps]
+    fault_s, repair_s = r.goodput["fault_s"], r.goodput["repair_s"]
+    qps = [{**q, "on_fault": q["on_fault"] if mode == "host" else fault.on_plane(q["evs"]),
+            # the fault's window: from the fault to the last first-try loss sent before the repair (what the
+            # repair itself costs, a restore's reconcile or a thawed switch's backlog, is counted apart)
+            "window": max((round((t - fault_s) * 1e3, 1) for t in q["lost_at_s"] if fault_s <= t < repair_s),
+                          default=None),
+            "at_repair": sum(1 for t in q["lost_at_s"] if repair_s <= t < repair_s + 0.5)} for q in r.qps]
     on = [q for q in qps if q["on_fault"]]
     off = [q for q in qps if not q["on_fault"]]
-    windows = [q["loss_window_ms"] for q in on if q["loss_window_ms"] is not None]
-    fault_s, repair_s = r.goodput["fault_s"], r.goodput["repair_s"]
+    windows = [q["window"] for q in on if q["window"] is not None]
     row: dict[str, Any] = {
         "loss_window_ms": round(statistics.median(windows), 1) if windows else None, "windows_ms": windows,
         "qps_on_fault": len(on), "qps_off_fault": len(off),
         "lost_first_try_on_fault": sum(q["lost_first_try"] for q in on),
         "lost_first_try_off_fault": sum(q["lost_first_try"] for q in off),
+        "lost_first_try_at_repair": sum(q["at_repair"] for q in qps),
         "lost_in_the_end": r.summary["lost"], "complete": r.summary["complete"],
         "spurious": r.summary["spurious"], "goodput_fault_over_healthy": r.summary["goodput_pps"]["ratio"],
         "detected_ms": None, "tables_ms": None,
-        "qps": [{k: q[k] for k in ("sender", "dst", "qp", "evs", "on_fault", "lost_first_try", "retransmitted",
-                                   "max_recovery_ms", "first_loss_s")} for q in qps]}
+        "qps": [{k: q[k] for k in ("sender", "dst", "qp", "evs", "on_fault", "lost_first_try", "window", "at_repair",
+                                   "retransmitted", "max_recovery_ms", "lost_at_s")} for q in qps]}
     svc = [e for e in r.events if e["what"].startswith("controller (unattended)") and fault_s <= e["t_s"]]
     if mode.startswith("unattended"):
         found = next((e["t_s"] for e in svc if fault.detection_event(e["what"]) and e["t_s"] < repair_s + 0.5), None)
@@ -130,6 +137,7 @@ def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "lost_first_try_on_fault": [r["lost_first_try_on_fault"] for r in rows],
             "lost_first_try_off_fault": [r["lost_first_try_off_fault"] for r in rows],
             "qps_on_off": [rows[0]["qps_on_fault"], rows[0]["qps_off_fault"]] if rows else None,
+            "lost_first_try_at_repair": [r["lost_first_try_at_repair"] for r in rows],
             "lost_in_the_end": [r["lost_in_the_end"] for r in rows],
             "spurious": [r["spurious"] for r in rows],
             "goodput_fault_over_healthy": spread([r["goodput_fault_over_healthy"] for r in rows], 3),
@@ -147,16 +155,18 @@ def _fmt(s: dict[str, Any]) -> str:
 def markdown(doc: dict[str, Any]) -> list[str]:
     """The table for docs/faults.md: one row per fault kind and mode (printed to stderr at the end)."""
     out = ["| fault | mode | detected | tables written | loss window: run medians | all QP windows "
-           "| lost 1st try, QPs on / off the fault, per run |", "|---|---|---|---|---|---|---|"]
+           "| lost 1st try, QPs on / off the fault, per run | lost at the repair |",
+           "|---|---|---|---|---|---|---|---|"]
     for kind, modes in doc["faults"].items():
         for mode, f in modes.items():
             if "not_applicable" in f:
-                out.append(f"| {kind} | {mode} | not applicable: {f['not_applicable']} | | | | |")
+                out.append(f"| {kind} | {mode} | not applicable: {f['not_applicable']} | | | | | |")
                 continue
             on, off = f["lost_first_try_on_fault"], f["lost_first_try_off_fault"]
             detected = {"announced": "told at once", "switch-local": "-"}.get(mode) or _fmt(f["detected_ms"])
             out.append(f"| {kind} | {mode} | {detected} | {_fmt(f['tables_ms'])} | {_fmt(f['loss_window_ms'])} | "
-                       f"{_fmt(f['qp_windows_ms'])} | {', '.join(map(str, on))} / {', '.join(map(str, off))} |")
+                       f"{_fmt(f['qp_windows_ms'])} | {', '.join(map(str, on))} / {', '.join(map(str, off))} | "
+                       f"{', '.join(map(str, f['lost_first_try_at_repair']))} |")
     return out
 
 

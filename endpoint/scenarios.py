@@ -180,6 +180,7 @@ def summarize(lab: Lab, fault: Fault | Bottleneck, mode: str, report: EndpointRe
                         "retransmitted": q["retransmitted"], "loss_window_ms": window,
                         "lost_outside_fault": q["lost_first_try"] - len(during),
                         "first_loss_s": None if first is None else round(first - t0, 4),
+                        "lost_at_s": [round(t - t0, 4) for t in q["lost_at_s"]],
                         "max_recovery_ms": q["max_recovery_ms"], "trims": q["trims"], "ecn": q["ecn"],
                         "resend_delay_ms": q.get("resend_delay_ms", {}), "resend_srtts": q.get("resend_srtts", {}),
                         "cwnd_cuts": q.get("cwnd_cuts")})
