@@ -149,24 +149,33 @@ def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _fmt(s: dict[str, Any]) -> str:
     if s.get("median") is None:
         return "-"
-    return f"{s['median']:g} ms" if s["n"] == 1 else f"{s['median']:g} ms ({s['min']:g}-{s['max']:g})"
+    unit = s.get("unit", " ms")
+    return f"{s['median']:g}{unit}" if s["n"] == 1 else f"{s['median']:g}{unit} ({s['min']:g}-{s['max']:g})"
+
+
+def longest_recovery(f: dict[str, Any]) -> dict[str, Any]:
+    """Per run, the longest a QP on the fault waited for a lost packet to be acknowledged (its sender's
+    max_recovery_ms): a QP that stalls stops sending first tries, so its loss window understates it."""
+    return spread([max((q["max_recovery_ms"] or 0 for q in r["qps"] if q["on_fault"]), default=None)
+                   for r in f["per_run"]])
 
 
 def markdown(doc: dict[str, Any]) -> list[str]:
     """The table for docs/faults.md: one row per fault kind and mode (printed to stderr at the end)."""
     out = ["| fault | mode | detected | tables written | loss window: run medians | all QP windows "
-           "| lost 1st try, QPs on / off the fault, per run | lost at the repair |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| lost 1st try, QPs on / off the fault, per run | lost at the repair | longest recovery | goodput |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for kind, modes in doc["faults"].items():
         for mode, f in modes.items():
             if "not_applicable" in f:
-                out.append(f"| {kind} | {mode} | not applicable: {f['not_applicable']} | | | | | |")
+                out.append(f"| {kind} | {mode} | not applicable: {f['not_applicable']} | | | | | | | |")
                 continue
             on, off = f["lost_first_try_on_fault"], f["lost_first_try_off_fault"]
             detected = {"announced": "told at once", "switch-local": "-"}.get(mode) or _fmt(f["detected_ms"])
             out.append(f"| {kind} | {mode} | {detected} | {_fmt(f['tables_ms'])} | {_fmt(f['loss_window_ms'])} | "
                        f"{_fmt(f['qp_windows_ms'])} | {', '.join(map(str, on))} / {', '.join(map(str, off))} | "
-                       f"{', '.join(map(str, f['lost_first_try_at_repair']))} |")
+                       f"{', '.join(map(str, f['lost_first_try_at_repair']))} | {_fmt(longest_recovery(f))} | "
+                       f"{_fmt({**f['goodput_fault_over_healthy'], 'unit': 'x'})} |")
     return out
 
 
