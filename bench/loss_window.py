@@ -1,21 +1,32 @@
-"""Loss-window benchmark (root, Mininet, bmv2; prints JSON): a T0-T1 link fails mid-traffic in the
-default lab and the controller pulls the failed segments, in two cases in the same lab: announced
-(the `fabricctl fail link` path, right after the cut) and unattended (nobody tells the controller:
-a running `fabricctl run` service must see the cut by its probes; cut -> detection -> tables). Per run,
-the loss window of each QP whose pinned path used the link (receiver time from the last packet
-before its gap to the first after), the controller's record-and-reconcile time, and what every
-other QP lost (aim: 0). Median over the runs; aim <= 100 ms.
+"""Loss-window benchmark (root, Mininet, bmv2; prints JSON): per fault kind of the lab's fault library, the
+same traffic and fault under each way the fabric can survive it, side by side in one lab and one process:
 
-    P4_TOOLCHAIN_BIN=/opt/p4-toolchain/bin .venv/bin/python bench/loss_window.py --runs 5
+- announced: leaf spraying, the controller told at once (Lab.fail: the `fabricctl fail` path);
+- unattended: leaf spraying, a `fabricctl run` service in this process finds the fault by its probes
+  (the service's defaults; nobody tells it anything);
+- unattended-port-status: the same, also fed the lab's kernel carrier events (`--carrier-events`);
+- switch-local: leaf spraying, no controller at all, the leaf's uplink group members watch their ports
+  (`watch_ports: true`): run last, after the others, on the same lab with watch ports switched on;
+- host: host EV mode (endpoint/: the hosts choose the EVs by their health), nobody told.
 
-Not a test: bmv2 on two cores and Python senders and receivers limit the rate (--rate packets/s
-per sender, default 400: a QP's packets 10 ms apart with 4 QPs per sender), and that spacing is the
-resolution of every window.
+Traffic (endpoint.scenarios): h0 -> h2, h1 -> h3 (leaf p0-t0-0 to p0-t0-1), 4 QPs each. In the leaf modes
+QP k keeps to plane k mod 2 (one leaf-spray EV), in host mode QP k uses two EVs (plane k mod 2, both
+spines), so half the QPs never touch the fault: what they lose is the "QPs off the failure" figure
+(aim 0). Per run and mode: detection (fault -> the service's record, or the hosts' first EV out of
+GOOD), loss window (per QP on the fault: fault -> the send time of its last first-try loss before the
+repair; the run's median), the first-try losses on and off the fault, and those at the repair (the
+0.5 s after it: a restore's reconcile, a thawed switch's backlog) apart. Medians and spread over --runs.
+
+    P4_TOOLCHAIN_BIN=... flock /tmp/srv6-lab.lock .venv/bin/python bench/loss_window.py --runs 3 --faults carrier
+
+Not a test: Python senders and receivers and bmv2 on two shared cores; a QP's packets are
+1000 * 4 / --rate ms apart, the resolution of every window.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -24,175 +35,217 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controller.failover import Failure, save_state  # noqa: E402
-from controller.routes import QP, Options  # noqa: E402
-from controller.service.runner import Config, FabricService  # noqa: E402
-from mininet_labs.lab import FailoverResult, Lab, default_topology, prerequisites  # noqa: E402
-from mininet_labs.scenarios import Schedule, even_pins, link_failure, opposite_pairs  # noqa: E402
+from _libfault import KINDS, LibFault  # noqa: E402
+from _stats import spread  # noqa: E402
+from endpoint.lab import enable  # noqa: E402
+from endpoint.scenarios import ModeResult, Schedule, default_pairs, run_mode, unattended  # noqa: E402
+from endpoint.unattended import Probing  # noqa: E402
+from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
 
-AIM_MS = 100.0
-UNATTENDED_AIM_MS = 50.0
-
-
-class Watcher:
-    """What run_failure calls instead of the lab's fail/restore in the unattended case: nothing is
-    told to the service; this only waits (polling, 1 ms) until the service's tables hold the change."""
-
-    def __init__(self, service: FabricService) -> None:
-        self.service = service
-        self.called_ns: list[int] = []
-
-    def _wait(self, f: Failure, present: bool) -> FailoverResult:
-        t = time.monotonic_ns()
-        self.called_ns.append(t)
-        end = time.monotonic() + 60
-        while (self.service.healer.applied is None or (f in self.service.healer.applied) != present):
-            if time.monotonic() > end:
-                raise RuntimeError(f"the service did not {'pull' if present else 'restore'} {f} within 60 s")
-            time.sleep(0.001)
-        return FailoverResult([f] if present else [], [], {}, round((time.monotonic_ns() - t) / 1e9, 4))
-
-    def fail(self, f: Failure) -> FailoverResult:
-        return self._wait(f, True)
-
-    def restore(self, f: Failure | None = None) -> FailoverResult:
-        assert f is not None
-        return self._wait(f, False)
+MODES = ("announced", "unattended", "unattended-port-status", "switch-local", "host")
+NO_CARRIER = "the fault leaves every port's carrier up"
+NOT_APPLICABLE = {
+    ("switch-local", "blackhole"): f"{NO_CARRIER}: bmv2's port monitor reports nothing, no watched member goes",
+    ("switch-local", "gray"): f"{NO_CARRIER}: bmv2's port monitor reports nothing, no watched member goes",
+    ("switch-local", "freeze"): (f"{NO_CARRIER} (a stopped bmv2 keeps its veths up), and the leaf's members watch "
+                                 "the leaf's own ports"),
+    ("unattended-port-status", "blackhole"): f"{NO_CARRIER}: no port status, the same as unattended",
+    ("unattended-port-status", "gray"): f"{NO_CARRIER}: no port status, the same as unattended",
+    ("unattended-port-status", "freeze"): f"{NO_CARRIER}: no port status, the same as unattended",
+}
+SERVICE_DOWN = ("link_down", "switch_down")
 
 
-def summarize(r, controller_event: str) -> dict:  # type: ignore[no-untyped-def]
-    s = r.summary()
-    cut = next(e for e in r.events if e.what.startswith("link down"))
-    fail = next(e for e in r.events if e.what.startswith(controller_event))
-    return {"loss_window_ms": s["loss_window_ms"], "lost_on_link": s["lost_on_failure"],
-            "lost_elsewhere": s["lost_elsewhere"], "qps_on_link": s["qps_on_failure"],
-            "qps_elsewhere": s["qps_elsewhere"], "controller_fail_ms": round(fail.seconds * 1000, 1),
-            "cut_to_controller_start_ms": round(fail.t_ms - cut.t_ms, 1),
-            "tables_ok": s["tables_ok"], "uplink_recovered": s["uplink_recovered"],
-            "windows_ms": [q.loss_window_ms for q in r.affected]}
+def schedule(args: argparse.Namespace, kind: str) -> Schedule:
+    """Traffic from 0 s; the fault at 1 s, lasting --fault-seconds (--gray-seconds for gray: found later)."""
+    held = args.gray_seconds if kind == "gray" else args.fault_seconds
+    return Schedule(seconds=held + 2.0, fault_at=1.0, repair_at=1.0 + held, rate=args.rate, evs_per_qp=2,
+                    leaf_evs_per_qp=1)
 
 
-def spread(values: list[float]) -> dict:
-    values = [v for v in values if v is not None]
-    if not values:
-        return {"median": None}
-    return {"median": round(statistics.median(values), 2), "min": round(min(values), 2), "max": round(max(values), 2),
-            "n": len(values)}
+def digest(fault: LibFault, mode: str, r: ModeResult) -> dict[str, Any]:
+    """One mode's run: detection, loss window, first-try losses on and off the fault."""
+    fault_s, repair_s = r.goodput["fault_s"], r.goodput["repair_s"]
+    qps = [{**q, "on_fault": q["on_fault"] if mode == "host" else fault.on_plane(q["evs"]),
+            # the fault's window: from the fault to the last first-try loss sent before the repair (what the
+            # repair itself costs, a restore's reconcile or a thawed switch's backlog, is counted apart)
+            "window": max((round((t - fault_s) * 1e3, 1) for t in q["lost_at_s"] if fault_s <= t < repair_s),
+                          default=None),
+            "at_repair": sum(1 for t in q["lost_at_s"] if repair_s <= t < repair_s + 0.5)} for q in r.qps]
+    on = [q for q in qps if q["on_fault"]]
+    off = [q for q in qps if not q["on_fault"]]
+    windows = [q["window"] for q in on if q["window"] is not None]
+    row: dict[str, Any] = {
+        "loss_window_ms": round(statistics.median(windows), 1) if windows else None, "windows_ms": windows,
+        "qps_on_fault": len(on), "qps_off_fault": len(off),
+        "lost_first_try_on_fault": sum(q["lost_first_try"] for q in on),
+        "lost_first_try_off_fault": sum(q["lost_first_try"] for q in off),
+        "lost_first_try_at_repair": sum(q["at_repair"] for q in qps),
+        "lost_in_the_end": r.summary["lost"], "complete": r.summary["complete"],
+        "spurious": r.summary["spurious"], "goodput_fault_over_healthy": r.summary["goodput_pps"]["ratio"],
+        "detected_ms": None, "tables_ms": None,
+        "qps": [{k: q[k] for k in ("sender", "dst", "qp", "evs", "on_fault", "lost_first_try", "window", "at_repair",
+                                   "retransmitted", "max_recovery_ms", "lost_at_s")} for q in qps]}
+    svc = [e for e in r.events if e["what"].startswith("controller (unattended)") and fault_s <= e["t_s"]]
+    if mode.startswith("unattended"):
+        found = next((e["t_s"] for e in svc if fault.detection_event(e["what"]) and e["t_s"] < repair_s + 0.5), None)
+        if found is not None:
+            row["detected_ms"] = round((found - fault_s) * 1e3, 1)
+            tables = next((e["t_s"] for e in svc if "deltas_written" in e["what"] and e["t_s"] >= found), None)
+            row["tables_ms"] = None if tables is None else round((tables - fault_s) * 1e3, 1)
+        row["false_downs"] = [e["what"].rsplit(" ", 1)[-1] for e in svc if e["t_s"] < repair_s
+                              and any(k in e["what"] for k in SERVICE_DOWN) and not fault.detection_event(e["what"])]
+    elif mode == "announced":
+        told = next((e for e in r.events if e["what"] == "controller: fail recorded and reconciled"), None)
+        row["tables_ms"] = None if told is None else round(told["took_s"] * 1e3, 1)
+    elif mode == "host" and r.summary["evs_detected_ms"]:
+        row["detected_ms"] = round(statistics.median(r.summary["evs_detected_ms"]), 1)
+    return row
 
 
-def unattended(lab: Lab, args: argparse.Namespace, events: Path) -> list[dict]:
-    """The same cut, with a FabricService (in this process, election id 10) holding the pinned plan."""
-    sch = Schedule(rate=args.rate, qps=args.qps)
-    pins = even_pins(lab, opposite_pairs(lab), args.qps)
-    lab.options = Options(mode=QP, pins=pins)
-    save_state(lab.failure_state_path, [])
-    lab.install()
-    svc = FabricService(lab.model, lab.program, lab.failure_state_path,  # type: ignore[arg-type]
-                        Config(period=args.period / 1000, probe_timeout=args.probe_timeout / 1000, election_id=10,
-                               counters_every=0, events=events, nice=args.nice, port_evidence=args.port_evidence),
-                        options=lab.options)
-    svc.start()
-    runs = []
+def one(lab: Lab, fault: LibFault, mode: str, pairs: list[tuple[str, str]], sch: Schedule, sock: Path,
+        probing: Probing) -> dict[str, Any]:
+    if mode == "announced":
+        return digest(fault, mode, run_mode(lab, fault, "leaf", pairs, sch))  # type: ignore[arg-type]
+    if mode == "host":
+        return digest(fault, mode, run_mode(lab, fault, "host", pairs, sch))  # type: ignore[arg-type]
+    if mode == "switch-local":
+        no_controller = ("leaf", "spray", False)
+        return digest(fault, mode, run_mode(lab, fault, mode, pairs, sch, no_controller))  # type: ignore[arg-type]
+    if mode == "unattended":
+        return digest(fault, mode, unattended(lab, fault, pairs, sch, probing))  # type: ignore[arg-type]
+    from mininet_labs.carrier import CarrierWatcher
+
+    watcher = CarrierWatcher(lab.model, lab.tag, sock)
+    watcher.start()
     try:
-        end = time.monotonic() + 60
-        while not all(s.ready for s in svc.sessions.values()):
-            if time.monotonic() > end:
-                raise RuntimeError("the service did not become primary everywhere within 60 s")
-            time.sleep(0.05)
-        watcher = Watcher(svc)
-        for _ in range(args.runs):
-            n = len(events.read_text().splitlines())
-            r = link_failure(lab, args.t0, args.t1, schedule=sch, controller=watcher)
-            cut_ns = watcher.called_ns[-2]  # run_failure calls fail() right after the cut
-            evs = [json.loads(x) for x in events.read_text().splitlines()[n:]]
-            cut_link = [lab.model.switch(args.t0).name, lab.model.switch(args.t1).name]
-            down = next((e for e in evs if e["kind"] == "link_down" and e["t_mono_ns"] >= cut_ns
-                         and e["link"] == cut_link), None)
-            false_downs = [e["direction"] for e in evs if e["kind"] == "link_down" and e["link"] != cut_link]
-            delta = next((e for e in evs if e["kind"] == "deltas_written" and e["t_mono_ns"] >= cut_ns), None)
-            row = summarize(r, "controller: fail")
-            row["cut_to_detection_ms"] = None if down is None else round((down["t_mono_ns"] - cut_ns) / 1e6, 1)
-            row["cut_to_tables_ms"] = None if delta is None else round((delta["t_mono_ns"] - cut_ns) / 1e6, 1)
-            row["deltas_write_ms"] = None if delta is None else delta["ms"]
-            row["false_link_downs"] = false_downs
-            row["losses_held_back"] = sum(s.vetoed for s in svc.prober.states)
-            row["probe_timeout_ms_at_end"] = round(svc.prober.timeout_ms, 1)
-            runs.append(row)
+        fed = dataclasses.replace(probing, carrier_events=sock)
+        return digest(fault, mode, unattended(lab, fault, pairs, sch, fed))  # type: ignore[arg-type]
     finally:
-        svc.stop()
-        lab.options = None
-        save_state(lab.failure_state_path, [])
-        lab.install()
-    return runs
+        watcher.stop()
+
+
+def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"detected_ms": spread([r["detected_ms"] for r in rows]),
+            "tables_ms": spread([r["tables_ms"] for r in rows]),
+            "loss_window_ms": spread([r["loss_window_ms"] for r in rows]),
+            "qp_windows_ms": spread([w for r in rows for w in r["windows_ms"]]),
+            "lost_first_try_on_fault": [r["lost_first_try_on_fault"] for r in rows],
+            "lost_first_try_off_fault": [r["lost_first_try_off_fault"] for r in rows],
+            "qps_on_off": [rows[0]["qps_on_fault"], rows[0]["qps_off_fault"]] if rows else None,
+            "lost_first_try_at_repair": [r["lost_first_try_at_repair"] for r in rows],
+            "lost_in_the_end": [r["lost_in_the_end"] for r in rows],
+            "spurious": [r["spurious"] for r in rows],
+            "goodput_fault_over_healthy": spread([r["goodput_fault_over_healthy"] for r in rows], 3),
+            **({"false_downs": [d for r in rows for d in r["false_downs"]]}
+               if rows and "false_downs" in rows[0] else {}),
+            "per_run": rows}
+
+
+def _fmt(s: dict[str, Any]) -> str:
+    if s.get("median") is None:
+        return "-"
+    unit = s.get("unit", " ms")
+    return f"{s['median']:g}{unit}" if s["n"] == 1 else f"{s['median']:g}{unit} ({s['min']:g}-{s['max']:g})"
+
+
+def longest_recovery(f: dict[str, Any]) -> dict[str, Any]:
+    """Per run, the longest a QP on the fault waited for a lost packet to be acknowledged (its sender's
+    max_recovery_ms): a QP that stalls stops sending first tries, so its loss window understates it."""
+    return spread([max((q["max_recovery_ms"] or 0 for q in r["qps"] if q["on_fault"]), default=None)
+                   for r in f["per_run"]])
+
+
+def markdown(doc: dict[str, Any]) -> list[str]:
+    """The table for docs/faults.md: one row per fault kind and mode (printed to stderr at the end)."""
+    out = ["| fault | mode | detected | tables written | loss window: run medians | all QP windows "
+           "| lost 1st try, QPs on / off the fault, per run | lost at the repair | longest recovery | goodput |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for kind, modes in doc["faults"].items():
+        for mode, f in modes.items():
+            if "not_applicable" in f:
+                out.append(f"| {kind} | {mode} | not applicable: {f['not_applicable']} | | | | | | | |")
+                continue
+            on, off = f["lost_first_try_on_fault"], f["lost_first_try_off_fault"]
+            detected = {"announced": "told at once", "switch-local": "-"}.get(mode) or _fmt(f["detected_ms"])
+            out.append(f"| {kind} | {mode} | {detected} | {_fmt(f['tables_ms'])} | {_fmt(f['loss_window_ms'])} | "
+                       f"{_fmt(f['qp_windows_ms'])} | {', '.join(map(str, on))} / {', '.join(map(str, off))} | "
+                       f"{', '.join(map(str, f['lost_first_try_at_repair']))} | {_fmt(longest_recovery(f))} | "
+                       f"{_fmt({**f['goodput_fault_over_healthy'], 'unit': 'x'})} |")
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--rate", type=float, default=400.0, help="packets/s per sender")
-    ap.add_argument("--qps", type=int, default=4, help="QPs per host pair")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--faults", default="carrier,blackhole,gray,freeze", help=f"comma-separated: {', '.join(KINDS)}")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated: {', '.join(MODES)}")
+    ap.add_argument("--rate", type=float, default=500.0, help="packets/s per sender")
+    ap.add_argument("--gray-percent", type=int, default=30)
+    ap.add_argument("--fault-seconds", type=float, default=2.5)
+    ap.add_argument("--gray-seconds", type=float, default=6.0)
+    ap.add_argument("--period-ms", type=float, default=50.0, help="unattended: probe period (the service's default)")
+    ap.add_argument("--probe-timeout-ms", type=float, default=80.0, help="unattended: probe timeout floor (default)")
     ap.add_argument("--t0", default="p0-t0-0")
     ap.add_argument("--t1", default="p0-t1-1")
-    ap.add_argument("--grpc-base-port", type=int, default=51201)
-    ap.add_argument("--no-unattended", dest="unattended", action="store_false",
-                    help="only the announced case")
-    ap.add_argument("--period", type=float, default=50.0, help="unattended: probe period, ms (the service's default)")
-    ap.add_argument("--probe-timeout", type=float, default=80.0, help="unattended: probe timeout floor, ms")
-    ap.add_argument("--nice", type=int, default=-10, help="unattended: the service threads' nice value")
-    ap.add_argument("--no-port-evidence", dest="port_evidence", action="store_false",
-                    help="unattended: K lost probes fail a link without asking its port counters (the old detector)")
+    ap.add_argument("--grpc-base-port", type=int, default=51401)
     args = ap.parse_args()
+    kinds, modes = args.faults.split(","), args.modes.split(",")
+    bad = [k for k in kinds if k not in KINDS] + [m for m in modes if m not in MODES]
+    if bad:
+        print(f"unknown fault kind or mode '{bad[0]}'", file=sys.stderr)
+        return 2
     why = prerequisites()
     if why:
         print(json.dumps({"error": why}))
         return 2
-    runs = []
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="loss-window-") as d, \
             Lab(default_topology(grpc_base_port=args.grpc_base_port), d, tag="lw") as lab:
-        for _ in range(args.runs):
-            runs.append(summarize(link_failure(lab, args.t0, args.t1, schedule=Schedule(rate=args.rate, qps=args.qps)),
-                                  "controller: fail"))
-        quiet = unattended(lab, args, Path(d) / "service-events.jsonl") if args.unattended else []
-    medians = [x["loss_window_ms"]["median"] for x in runs if x["loss_window_ms"]["median"] is not None]
-    windows = [w for x in runs for w in x["windows_ms"] if w is not None]
-    median = round(statistics.median(medians), 2) if medians else None
-    doc = {
-        "bench": "loss_window", "failure": f"link {args.t0} -- {args.t1}", "runs": args.runs,
-        "lab": "2 planes x 2 T1 x 2 T0 x 2 hosts, srv6_spray, QPs pinned evenly over the spines",
-        "rate_pps_per_sender": args.rate, "senders": 4, "qps_per_pair": args.qps,
-        "qp_packet_interval_ms": round(1000 * args.qps / args.rate, 2),
-        "loss_window_ms": {"median_of_run_medians": median, "min": min(windows, default=None),
-                           "max": max(windows, default=None)},
-        "controller_fail_ms_median": statistics.median(x["controller_fail_ms"] for x in runs),
-        "lost_elsewhere_total": sum(x["lost_elsewhere"] for x in runs),
-        "aim": {"loss_window_ms": AIM_MS, "met": median is not None and median <= AIM_MS,
-                "lost_elsewhere": 0, "lost_elsewhere_met": all(x["lost_elsewhere"] == 0 for x in runs)},
-        "per_run": runs,
-        "unattended": None if not quiet else {
-            "how": (f"fabricctl run in this process (probe period {args.period:g} ms, timeout floor "
-                    f"{args.probe_timeout:g} ms, K=3, M=50, nice {args.nice}, port evidence "
-                    f"{'on' if args.port_evidence else 'off'}): nobody announces the cut"),
-            "false_link_downs_total": sum(len(x["false_link_downs"]) for x in quiet),
-            "loss_window_ms": spread([w for x in quiet for w in x["windows_ms"]]),
-            "run_median_loss_window_ms": spread([x["loss_window_ms"]["median"] for x in quiet]),
-            "cut_to_detection_ms": spread([x["cut_to_detection_ms"] for x in quiet]),
-            "cut_to_tables_ms": spread([x["cut_to_tables_ms"] for x in quiet]),
-            "deltas_write_ms": spread([x["deltas_write_ms"] for x in quiet]),
-            "lost_elsewhere_total": sum(x["lost_elsewhere"] for x in quiet),
-            "aim": {"loss_window_ms": UNATTENDED_AIM_MS,
-                    "met": bool(quiet) and spread([x["loss_window_ms"]["median"] for x in quiet])["median"] is not None
-                    and spread([x["loss_window_ms"]["median"] for x in quiet])["median"] <= UNATTENDED_AIM_MS},
-            "per_run": quiet},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "note": ("the window is the data-plane outage the receivers see: the cut, then the controller recording "
-                 "the failure and reconciling the touched switches over fresh P4Runtime sessions (connect, "
-                 "pipeline check, read, diff, write), all in Python on the same two cores as bmv2 and the "
-                 "traffic; its resolution is the QP packet interval"),
+        enable(lab)
+        pairs = default_pairs(lab, args.t0)
+        sock = Path(d) / "carrier.sock"
+        faults = {k: LibFault(lab, k, args.t0, args.t1, percent=args.gray_percent) for k in kinds}
+        probing = Probing(period=args.period_ms / 1000, probe_timeout=args.probe_timeout_ms / 1000)
+        local = "switch-local" in modes and any(("switch-local", k) not in NOT_APPLICABLE for k in kinds)
+        for _ in range(args.runs):  # taking turns, so load drifts hit every mode alike
+            for k in kinds:
+                for m in modes:
+                    if m != "switch-local" and (m, k) not in NOT_APPLICABLE:
+                        row = one(lab, faults[k], m, pairs, schedule(args, k), sock, probing)
+                        rows.setdefault((k, m), []).append(row)
+                        print(f"# {k} {m}: {rows[k, m][-1]['loss_window_ms']} ms", file=sys.stderr)
+        if local:  # last: watch ports on for the rest of the lab's life
+            lab.options = dataclasses.replace(lab.options, watch_ports=True)  # type: ignore[arg-type]
+            bad_install = [o for o in lab.install().values() if not o.ok]
+            if bad_install:
+                raise RuntimeError(f"watch ports: {bad_install[0].error}")
+            time.sleep(1.0)  # bmv2's port monitor reports nothing before its first poll (docs/faults.md)
+            for _ in range(args.runs):
+                for k in kinds:
+                    if ("switch-local", k) not in NOT_APPLICABLE:
+                        rows.setdefault((k, "switch-local"), []).append(
+                            one(lab, faults[k], "switch-local", pairs, schedule(args, k), sock, probing))
+    doc: dict[str, Any] = {
+        "bench": "loss_window", "runs": args.runs,
+        "lab": "default: 2 planes x 2 T1 x 2 T0 x 2 hosts, srv6_spray with endpoint mode; h0->h2, h1->h3, 4 QPs each",
+        "where": f"{args.t0} -> {args.t1} (link faults on the leaf's end); freeze: {args.t1}",
+        "rate_pps_per_sender": args.rate,
+        "probing_ms": {"period": args.period_ms, "timeout_floor": args.probe_timeout_ms},
+        "schedules": {k: dataclasses.asdict(schedule(args, k)) for k in kinds},
+        "faults": {k: {m: ({"not_applicable": NOT_APPLICABLE[m, k]} if (m, k) in NOT_APPLICABLE else
+                           figures(rows.get((k, m), []))) for m in modes} for k in kinds},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_avg_start": [round(x, 2) for x in load_start],
+                    "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
     }
     print(json.dumps(doc, indent=1))
+    print("\n".join(markdown(doc)), file=sys.stderr)
     return 0
 
 

@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _stats import spread  # noqa: E402
+
 from controller.failover import LinkDown, SwitchDown, save_state  # noqa: E402
 from controller.service.runner import Config, FabricService  # noqa: E402
 from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
@@ -34,13 +35,6 @@ from mininet_labs.topo import link_ends  # noqa: E402
 
 LEAF, SPINE = "p0-t0-0", "p0-t1-1"
 QUIET_SECONDS = 60.0  # a quiet run: this long of full-rate traffic between every pair, no fault
-
-
-def spread(values: list[float | None]) -> dict[str, Any]:
-    vs = [v for v in values if v is not None]
-    if not vs:
-        return {"median": None, "n": 0}
-    return {"median": round(statistics.median(vs), 1), "min": round(min(vs), 1), "max": round(max(vs), 1), "n": len(vs)}
 
 
 def events(path: Path, after: int) -> list[dict[str, Any]]:
@@ -145,6 +139,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--kinds", default="hung,carrier")
     ap.add_argument("--carrier-events", action="store_true", help="feed the service the lab's kernel link events")
+    ap.add_argument("--period-ms", type=float, default=50.0, help="the service's probe period (its default)")
+    ap.add_argument("--probe-timeout-ms", type=float, default=80.0, help="the probe timeout floor (its default)")
     ap.add_argument("--grpc-base-port", type=int, default=51301)
     args = ap.parse_args()
     why = prerequisites()
@@ -152,6 +148,7 @@ def main() -> int:
         print(json.dumps({"error": why}))
         return 2
     out: dict[str, Any] = {"bench": "real_faults", "runs": args.runs, "carrier_events": args.carrier_events,
+                           "probing_ms": {"period": args.period_ms, "timeout_floor": args.probe_timeout_ms},
                            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                        "load_avg_start": os.getloadavg()}}
     with tempfile.TemporaryDirectory(prefix="real-faults-") as d, \
@@ -159,7 +156,8 @@ def main() -> int:
         save_state(lab.failure_state_path, [])
         ev = Path(d) / "events.jsonl"
         svc = FabricService(lab.model, lab.program, lab.failure_state_path,  # type: ignore[arg-type]
-                            Config(election_id=10, counters_every=0, events=ev, nice=-10,
+                            Config(election_id=10, counters_every=0, events=ev, nice=-10, period=args.period_ms / 1000,
+                                   probe_timeout=args.probe_timeout_ms / 1000,
                                    carrier_events=(lab.dir / "carrier.sock") if args.carrier_events else None))
         watcher = None
         if args.carrier_events:

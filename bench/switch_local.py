@@ -31,6 +31,8 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _stats import spread  # noqa: E402
+
 from controller.failover import LinkDown  # noqa: E402
 from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
 from controller.model.topology import Topology, from_dict, to_dict  # noqa: E402
@@ -46,14 +48,6 @@ PATH_PACKETS = "IngressPipe.headend.path_packets"
 PAIRS = [("h0", "h2"), ("h1", "h3"), ("h0", "h3"), ("h1", "h2")]
 AIM_MS = 50.0
 POLL_MS = 200.0
-
-
-def spread(values: list[float]) -> dict[str, Any]:
-    values = [v for v in values if v is not None]
-    if not values:
-        return {"median": None, "n": 0}
-    return {"median": round(statistics.median(values), 1), "min": round(min(values), 1),
-            "max": round(max(values), 1), "n": len(values)}
 
 
 class PathCounter:

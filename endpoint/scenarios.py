@@ -28,7 +28,7 @@ from controller.plan.evs import host_evs
 from endpoint.faults import Fault
 from endpoint.incast import MODES as INCAST_MODES, Bottleneck, default_senders, same_leaf, set_thresholds
 from endpoint.lab import EndpointReport, Workload, enable, start
-from endpoint.unattended import service, timeline
+from endpoint.unattended import Probing, service, timeline
 from mininet_labs.lab import Lab, LabError
 
 # mode -> (how packets find their path, EV policy, is the controller told)
@@ -57,6 +57,7 @@ class Schedule:
     min_rto_ms: float = 25.0
     probe_ms: float = 20.0
     evs_per_qp: int = 0
+    leaf_evs_per_qp: int = 0  # leaf modes: 1 pins each QP to one plane (its own leaf-spray EV), so some avoid the fault
     bin_ms: float = 20.0
     start_delay: float = 2.5  # for the sender processes to come up on a busy machine: all start together
     cc: bool = False  # the senders' AIMD congestion window (endpoint.cc); the incast turns it on
@@ -117,7 +118,7 @@ def run_mode(lab: Lab, fault: Fault | Bottleneck, mode: str, pairs: list[tuple[s
     per_sender = max(sum(1 for a, _ in pairs if a == s) for s, _ in pairs)
     messages = max(sch.qps, int(sch.seconds * sch.rate / per_sender / sch.per_message) // sch.qps * sch.qps)
     work = Workload(policy=policy, mode=how, qps=sch.qps, messages=messages, per_message=sch.per_message,
-                    window=sch.window, evs_per_qp=sch.evs_per_qp if how == "host" else 0, rate=sch.rate,
+                    window=sch.window, evs_per_qp=sch.evs_per_qp if how == "host" else sch.leaf_evs_per_qp, rate=sch.rate,
                     min_rto_ms=sch.min_rto_ms, probe_ms=sch.probe_ms, duration=sch.seconds * 3 + 5, bin_ms=sch.bin_ms,
                     cc=sch.cc)
     run = start(lab, pairs, work, start_delay=sch.start_delay)
@@ -179,6 +180,7 @@ def summarize(lab: Lab, fault: Fault | Bottleneck, mode: str, report: EndpointRe
                         "retransmitted": q["retransmitted"], "loss_window_ms": window,
                         "lost_outside_fault": q["lost_first_try"] - len(during),
                         "first_loss_s": None if first is None else round(first - t0, 4),
+                        "lost_at_s": [round(t - t0, 4) for t in q["lost_at_s"]],
                         "max_recovery_ms": q["max_recovery_ms"], "trims": q["trims"], "ecn": q["ecn"],
                         "resend_delay_ms": q.get("resend_delay_ms", {}), "resend_srtts": q.get("resend_srtts", {}),
                         "cwnd_cuts": q.get("cwnd_cuts")})
@@ -281,19 +283,21 @@ def compare(lab: Lab, kind: str, t0: str, t1: str, *, modes: tuple[str, ...] = (
     out = Comparison(fault.describe(), pairs, sch)
     for m in modes:
         if m == "leaf-unattended":
-            out.modes.append(_unattended(lab, fault, pairs, sch))
+            out.modes.append(unattended(lab, fault, pairs, sch))
         else:
             out.modes.append(run_mode(lab, fault, m, pairs, sch))
     return out
 
 
-def _unattended(lab: Lab, fault: Fault, pairs: list[tuple[str, str]], sch: Schedule) -> ModeResult:
+def unattended(lab: Lab, fault: Fault, pairs: list[tuple[str, str]], sch: Schedule,
+               probing: Probing = Probing()) -> ModeResult:
     """leaf-unattended: the run with a FabricService in this process; its detection and reconciles on
-    the timeline, and whatever failure it left recorded restored afterwards."""
+    the timeline, and whatever failure it left recorded restored afterwards. `fault` is anything with
+    apply/revert/describe/crosses/failure/t0/t1 (bench/loss_window.py passes the lab's fault library)."""
     events = lab.dir / "endpoint" / f"service-events-{time.monotonic_ns()}.jsonl"
     events.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with service(lab, events):
+        with service(lab, events, probing):
             since = time.monotonic_ns()
             result = run_mode(lab, fault, "leaf-unattended", pairs, sch)
     finally:

@@ -21,7 +21,7 @@ from controller.service.runner import Config, FabricService
 from mininet_labs.lab import Lab, LabError
 
 ELECTION_ID = 10  # above the lab's own (1): the service is primary while it runs
-KINDS = ("link_down", "link_up", "deltas_written")
+KINDS = ("link_down", "link_up", "deltas_written", "switch_down", "switch_up", "carrier")
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Probing:
     period: float = 0.05
     probe_timeout: float = 0.08
     nice: int | None = -10
+    carrier_events: Path | None = None  # the port-status socket (`fabricctl run --carrier-events`); None: probes only
 
 
 @contextmanager
@@ -38,7 +39,8 @@ def service(lab: Lab, events: Path, probing: Probing = Probing(), ready_within: 
     """A FabricService over the lab (its options: endpoint mode and all), primary everywhere, until the block ends."""
     svc = FabricService(lab.model, lab.program, lab.failure_state_path,  # type: ignore[arg-type]
                         Config(period=probing.period, probe_timeout=probing.probe_timeout, election_id=ELECTION_ID,
-                               counters_every=0, events=events, nice=probing.nice), options=lab.options)
+                               counters_every=0, events=events, nice=probing.nice,
+                               carrier_events=probing.carrier_events), options=lab.options)
     svc.start()
     try:
         end = time.monotonic() + ready_within
@@ -58,7 +60,8 @@ def timeline(events: Path, since_ns: int, started_ns: int) -> list[dict[str, Any
         e = json.loads(line)
         t = e.get("t_mono_ns", e.get("mono_ns", 0))
         if e.get("kind") in KINDS and t >= since_ns:
-            what = f"controller (unattended): {e['kind']}" + (f" {'--'.join(e['link'])}" if "link" in e else "")
+            what = f"controller (unattended): {e['kind']}" + (f" {'--'.join(e['link'])}" if "link" in e else
+                                                               f" {e['switch']}" if "switch" in e else "")
             out.append({"what": what, "t_s": round((t - started_ns) / 1e9, 4),
                         **({"evidence": e["evidence"]} if "evidence" in e else {}),
                         **({"ms": e["ms"]} if "ms" in e else {})})
