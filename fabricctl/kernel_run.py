@@ -68,7 +68,8 @@ def run_kernel(env: Any, topo: Topology, duration: float, events_file: Path | No
     click.echo(f"running on the kernel data plane: {len(topo.switches)} switches, carrier watched in their "
                f"namespaces, {probes}; events {events.path}", err=True)
     try:
-        errors = heal(topo, env.program, state, fleet, events, stop, duration, say=click.echo, probing=probing)
+        errors = heal(topo, env.program, state, fleet, events, stop, duration, say=click.echo, probing=probing,
+                       warn=lambda line: click.echo(line, err=True))
     except (LinkWatchError, LinkProbeError) as e:
         raise OpError(str(e), ops.SWITCH_ERROR) from None
     except (StateLocked, FailoverError) as e:

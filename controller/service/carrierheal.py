@@ -109,12 +109,13 @@ class CarrierHealer:
 
 
 def run(topo: Topology, program: str, state: Path, fleet: Fleet, events: EventLog, stop: threading.Event,
-        duration: float = 0.0, say: Callable[[str], None] = print, probing: ProbeSettings | None = None) -> int:
+        duration: float = 0.0, say: Callable[[str], None] = print, probing: ProbeSettings | None = None,
+        warn: Callable[[str], None] | None = None) -> int:
     """Watch every switch's carrier (and with `probing`, probe every link) and heal until `stop` (or `duration`
-    seconds); the number of failed reconciles."""
+    seconds); the number of failed reconciles. `warn` gets the probes' socket errors (default: `say`)."""
     healer = CarrierHealer(topo, program, state, fleet)
     errors = 0
-    with LinkWatch(topo) as watch, (KernelProber(topo, probing, say) if probing else nullcontext()) as prober:
+    with LinkWatch(topo) as watch, (KernelProber(topo, probing, warn or say) if probing else nullcontext()) as prober:
         bad = [o for o in healer.install() if not o.ok]
         for o in bad:
             say(f"error: {o.error}")
@@ -137,6 +138,7 @@ def run(topo: Topology, program: str, state: Path, fleet: Fleet, events: EventLo
         end = time.monotonic() + duration if duration else None
         last = time.monotonic()
         fds = watch.fds() + (prober.fds() if prober else [])
+        armed = False
         while not stop.is_set() and (end is None or time.monotonic() < end):
             now = time.monotonic()
             wait = min(0.2, prober.wait(now) if prober else 0.2, end - now if end else 0.2)
@@ -146,6 +148,9 @@ def run(topo: Topology, program: str, state: Path, fleet: Fleet, events: EventLo
             for c in changes:
                 events.emit("carrier", switch=c.switch, port=c.port, up=c.up)
             flips = prober.step(ready, seen) if prober else []
+            if prober is not None and not armed and all(s.armed for s in prober.judge.states):
+                armed = True  # every direction had a probe arrive: its losses count from here
+                events.emit("probes_armed", directions=len(prober.judge.states))
             for s, ch in flips:
                 events.emit("probe_down" if ch is Change.DOWN else "probe_up", link=failover.failure_to_json(s.path.link),
                             direction=s.path.label, evidence=s.detector.reason)

@@ -148,7 +148,8 @@ class LinkJudge:
                 del s.outstanding[seq]
                 s.arrived.discard(seq)
                 if not s.armed:  # a far address still tentative (DAD) loses the first probes of a new lab
-                    if not ok and sent_ns - (s.first_sent_ns or sent_ns) < self.arm_grace_ns:
+                    first = sent_ns if s.first_sent_ns is None else s.first_sent_ns
+                    if not ok and sent_ns - first < self.arm_grace_ns:
                         s.unarmed += 1
                         continue
                     s.armed = True
