@@ -92,19 +92,22 @@ class CarrierHealer:
         detected = by_carrier | frozenset(probed or ())
         with state_lock(self.state, self.lock_wait):
             recorded = failover.load_origins(self.state)
-            stale = {f for f, o in recorded.items() if o == DETECTOR and not isinstance(f, SwitchDown) and f not in detected}
+            stale = {f for f, o in recorded.items() if o == DETECTOR and f not in detected
+                     and (probed is not None or not isinstance(f, SwitchDown))}  # carrier alone says nothing of switches
             m = merge(recorded, detected, stale, detected)
             if m.record == recorded:
                 return None
             change = ops.failure_change(self.topo, self.program, recorded, m.record)  # type: ignore[arg-type]
-            prepared = self.fleet.prepare(change.fabric, change.touched)  # refused here: nothing recorded
+            back = sorted(ops.down_switches(recorded) - ops.down_switches(m.record))  # restored: written in full
+            touched = change.touched + [n for n in back if n not in change.touched]
+            prepared = self.fleet.prepare(change.fabric, touched)  # refused here: nothing recorded
             failover.save_state(self.state, m.record, m.record)
             recorded_ns = time.monotonic_ns()
             outcomes = prepared.run(dry_run=False, push="never")
         start = time.monotonic_ns() if seen_ns is None else seen_ns
         evidence = {f: "carrier lost" if f in by_carrier else (probed or {}).get(f, "") for f in m.added}
         evidence |= {f: (restored or {}).get(f, "carrier back") for f in m.removed}
-        return Healed(dict(m.added), dict(m.removed), change.touched, outcomes,
+        return Healed(dict(m.added), dict(m.removed), touched, outcomes,
                       round((time.monotonic_ns() - start) / 1e6, 2), evidence, recorded_ns)
 
 
@@ -121,7 +124,8 @@ def run(topo: Topology, program: str, state: Path, fleet: Fleet, events: EventLo
             say(f"error: {o.error}")
         errors += len(bad)
         if prober is not None:  # the detector's recorded links stay down until their probes come back M times
-            prober.seed_down({f for f, o in failover.load_origins(state).items() if o == DETECTOR and isinstance(f, LinkDown)})
+            prober.seed_down({f for f, o in failover.load_origins(state).items()
+                              if o == DETECTOR and isinstance(f, (LinkDown, SwitchDown))})
         events.emit("started", dataplane="kernel", signal="carrier+probes" if prober else "carrier",
                     switches=len(topo.switches), **(_probe_fields(prober) if prober else {}))
 
@@ -173,15 +177,19 @@ def _probe_fields(prober: KernelProber) -> dict[str, object]:
             "timeout_ms": prober.settings.timeout * 1000, "fail_after": t.fail_after, "restore_after": t.restore_after}
 
 
+def _kind(f: Failure) -> str:
+    return "link" if isinstance(f, LinkDown) else "switch" if isinstance(f, SwitchDown) else "port"
+
+
 def _report(h: Healed | None, topo: Topology, events: EventLog, say: Callable[[str], None]) -> int:
     if h is None:
         return 0
     for f in sorted(h.added, key=str):
-        events.emit("link_down" if isinstance(f, LinkDown) else "port_down", failure=failover.failure_to_json(f),
+        events.emit(f"{_kind(f)}_down", failure=failover.failure_to_json(f),
                     evidence=h.evidence.get(f, ""))
         say(f"down: {ops.describe_failure(topo, f)} ({h.evidence.get(f, '')})")
     for f in sorted(h.removed, key=str):
-        events.emit("link_up" if isinstance(f, LinkDown) else "port_up", failure=failover.failure_to_json(f),
+        events.emit(f"{_kind(f)}_up", failure=failover.failure_to_json(f),
                     evidence=h.evidence.get(f, ""))
         say(f"up: {ops.describe_failure(topo, f)} ({h.evidence.get(f, '')})")
     events.emit("applied", touched=h.touched, ms=h.ms, errors=h.errors, recorded_mono_ns=h.recorded_ns)

@@ -2,7 +2,8 @@
 sends a numbered probe per period; each probe is judged, in sequence order, arrived or lost (its deadline passed
 while a probe sent after it arrived somewhere: the controller or the machine stalling loses none), and fed to that
 direction's detector (controller.service.detect: K lost -> down, gray ratio, M back -> up, flap damping). A link is
-down while either direction's detector holds it down. A direction's losses count once one of its probes has arrived
+down while either direction's detector holds it down; a switch all of whose links are down while each neighbour has
+a link up is down itself (SwitchDown). A direction's losses count once one of its probes has arrived
 (or ARM_GRACE_NS after its first): a new lab's link-local addresses are tentative (DAD) for a second or two, and a
 probe to a tentative address is dropped by the far kernel.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from controller.failover import Failure, LinkDown
+from controller.failover import Failure, LinkDown, SwitchDown
 from controller.model.topology import Topology
 from controller.service.detect import Change, Detector, Thresholds, force_down, step
 from controller.southbound.kroutes import link_local
@@ -96,6 +97,10 @@ class LinkJudge:
         self.hard_timeout_ns = max(hard_timeout_ns, timeout_ns)
         self.states = [PathState(p) for p in paths]
         self._by_key = {(s.path.link_id, s.path.direction): s for s in self.states}
+        self._links_of: dict[str, set[LinkDown]] = {}  # switch -> its probed links
+        for st in self.states:
+            for name in (st.path.src, st.path.dst):
+                self._links_of.setdefault(name, set()).add(st.path.link)
         self.progress_ns = 0  # the latest send time of any probe that arrived
         self.strays = 0  # probes for no direction of ours, or a number never sent
 
@@ -172,22 +177,43 @@ class LinkJudge:
         return out
 
     def seed_down(self, links: Iterable[Failure], reason: str = "recorded failed when the controller started") -> None:
-        """Start these links' directions down (the detector's failures in the record): restored by M probes back."""
+        """Start these links' directions down (the detector's failures in the record; a SwitchDown: every link of the
+        switch): restored by M probes back."""
         dead = set(links)
+        dead |= {ln for f in list(dead) if isinstance(f, SwitchDown) for ln in self._links_of.get(f.name, ())}
         for s in self.states:
             if s.path.link in dead:
                 s.detector = Detector(up=False, reason=reason)
 
-    def failures(self) -> dict[Failure, str]:
+    def links_down(self) -> dict[LinkDown, str]:
         """Each link a direction's detector holds down, with the first such direction's evidence."""
-        out: dict[Failure, str] = {}
+        out: dict[LinkDown, str] = {}
         for s in self.states:
             if not s.detector.up and s.path.link not in out:
                 out[s.path.link] = f"{s.detector.reason} ({s.path.label})"
         return out
 
+    def switches_down(self, links: set[LinkDown] | None = None) -> set[str]:
+        """The switches every link of which is down while each of their neighbours has a link up (the switch, not
+        its neighbours, is what fails: as the P4 liveness rule, a silent switch among answering ones)."""
+        down = set(self.links_down()) if links is None else links
+        alive = {n for n, ls in self._links_of.items() if ls - down}
+        return {n for n, ls in self._links_of.items() if n not in alive
+                and all((ln.t1 if ln.t0 == n else ln.t0) in alive for ln in ls)}
+
+    def failures(self) -> dict[Failure, str]:
+        """What the probes hold down, with the evidence: a switch all of whose links are down (SwitchDown: its
+        links are not listed), and every other link down."""
+        links = self.links_down()
+        switches = self.switches_down(set(links))
+        out: dict[Failure, str] = {SwitchDown(n): f"every probe through it lost ({len(self._links_of[n])} links)"
+                                   for n in sorted(switches)}
+        out |= {ln: why for ln, why in links.items() if ln.t0 not in switches and ln.t1 not in switches}
+        return out
+
     def restored(self) -> dict[Failure, str]:
-        """Each link whose directions are all up, with the evidence of the last one to come back."""
+        """Each link whose directions are all up, with the evidence of the last one to come back (and each switch
+        with a link up: "its probes back")."""
         down = {s.path.link for s in self.states if not s.detector.up}
         best: dict[Failure, tuple[int, str]] = {}
         for s in self.states:
@@ -196,4 +222,7 @@ class LinkJudge:
             prev = best.get(s.path.link)
             if prev is None or s.detector.since_change < prev[0]:
                 best[s.path.link] = (s.detector.since_change, s.detector.reason)
-        return {link: reason for link, (_, reason) in best.items()}
+        out: dict[Failure, str] = {link: reason for link, (_, reason) in best.items()}
+        switches = self.switches_down()
+        out |= {SwitchDown(n): "its probes back" for n in self._links_of if n not in switches}
+        return out

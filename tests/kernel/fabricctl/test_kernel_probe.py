@@ -126,3 +126,49 @@ def test_a_one_way_drop_at_the_spine_fails_that_link_with_the_options_given(lab:
     assert (started["period_ms"], started["timeout_ms"], started["fail_after"], started["restore_after"]) == (
         20.0, 60.0, 4, 25)
     assert [e["direction"] for e in events if e["kind"] == "probe_down"] == ["p0-t1-1:1 -> p0-t0-0:4"]
+
+
+def test_a_spine_whose_every_link_drops_is_recorded_as_the_switch_and_restored(lab: Any) -> None:
+    from controller.failover import SwitchDown
+
+    topo = lab.model
+    spine = topo.switch("p1-t1-0")
+    ns = lab.netns_of(spine.name)
+    events = lab.dir / "fabric-events.jsonl"
+    events.unlink(missing_ok=True)
+    healthy = {s.name: lab.routes(s.name) for s in topo.switches}
+    rules = "".join(f"table netdev {TABLE}_{intf(p)} {{\n chain egress {{\n  type filter hook egress device "
+                    f"\"{intf(p)}\" priority 0; policy accept;\n  drop\n }}\n}}\n" for p in spine.downlinks)
+    run = subprocess.Popen([sys.executable, "-m", "fabricctl", "--topology", str(lab.topology_path), "run",
+                            "--duration", "120", "--restore-after", "20"], cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        _until("every probe direction armed", lambda: any(e["kind"] == "probes_armed" for e in _events(events)))
+        subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"], input=rules, text=True, check=True)  # one commit
+        _until("the spine recorded down", lambda: load_origins(lab.failure_state_path) == {SwitchDown(spine.name): DETECTOR})
+        _until("the reconcile applied", lambda: any(e["kind"] == "applied" for e in _events(events)))
+        for leaf in topo.t0s(1):  # every nexthop through the spine pulled, nothing else
+            pulled = pulled_nexthops(healthy[leaf.name], lab.routes(leaf.name))
+            dev = intf(leaf.uplinks[spine.index])
+            assert pulled and all(nh.dev == dev and nh.gateway == link_local(spine.mac) for nhs in pulled.values()
+                                  for nh in nhs), pulled
+        assert all(lab.routes(s.name) == healthy[s.name] for s in topo.switches if s.plane == 0)
+        report = lab.traffic(qps=8, messages=16, rate=0)
+        assert report.ok, report.problems()
+        assert report.totals()["received"] == report.totals()["sent"] > 0
+        for p in spine.downlinks:
+            subprocess.run(["ip", "netns", "exec", ns, "nft", "delete", "table", "netdev", f"{TABLE}_{intf(p)}"],
+                           check=True)
+        _until("the spine restored", lambda: load_origins(lab.failure_state_path) == {})
+        _until("the routes back", lambda: {s.name: lab.routes(s.name) for s in topo.switches} == healthy)
+    finally:
+        for p in spine.downlinks:
+            subprocess.run(["ip", "netns", "exec", ns, "nft", "delete", "table", "netdev", f"{TABLE}_{intf(p)}"],
+                           capture_output=True)
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=30)
+    assert run.returncode == 0, err
+    assert "down: switch p1-t1-0 (every probe through it lost (2 links))" in out.splitlines(), out
+    assert "up: switch p1-t1-0 (its probes back)" in out.splitlines(), out
+    kinds = [(e["kind"], e.get("failure")) for e in _events(events) if e["kind"] in ("switch_down", "switch_up")]
+    assert kinds == [("switch_down", {"switch": "p1-t1-0"}), ("switch_up", {"switch": "p1-t1-0"})]

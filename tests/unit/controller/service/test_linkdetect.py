@@ -3,7 +3,7 @@ detector, the links they fail with their evidence, and the probe payload on the 
 
 from __future__ import annotations
 
-from controller.failover import LinkDown
+from controller.failover import LinkDown, SwitchDown
 from controller.model.topology import load
 from controller.service.detect import Change, Thresholds
 from controller.service.linkdetect import LinkJudge, PathState, probe_paths
@@ -147,3 +147,39 @@ def test_the_probe_payload_round_trips_and_anything_else_is_not_a_probe() -> Non
     assert decode(data) == p
     assert decode(b"XXXX" + data[4:]) is None
     assert decode(data[:-1]) is None and decode(data + b"\0") is None
+
+
+def _fail_ways(j: LinkJudge, ways: set[tuple[LinkDown, int]]) -> None:
+    _round(j, 0)
+    for i in range(1, 5):
+        _round(j, i * 50 * MS, ways)
+
+
+def test_a_switch_all_of_whose_links_are_down_is_recorded_as_the_switch_not_its_links() -> None:
+    j = _judge()
+    spine_links = [LinkDown("p1-t0-0", "p1-t1-0"), LinkDown("p1-t0-1", "p1-t1-0")]
+    _fail_ways(j, {(ln, 1) for ln in spine_links} | {(LINK, 0)})  # the spine's way out of both links; one other link
+    assert j.failures() == {SwitchDown("p1-t1-0"): "every probe through it lost (2 links)",
+                            LINK: "3 consecutive probes lost (p0-t0-0:4 -> p0-t1-1:1)"}
+    assert SwitchDown("p1-t1-0") not in j.restored() and LINK not in j.restored()
+    for i in range(5, 9):
+        _round(j, i * 50 * MS)
+    assert j.failures() == {}
+    assert j.restored()[SwitchDown("p1-t1-0")] == "its probes back" and j.restored()[LINK] == "4 consecutive probes arrived"
+
+
+def test_a_leaf_with_every_uplink_down_is_down_but_a_plane_with_every_link_down_only_loses_links() -> None:
+    j = _judge()
+    leaf_links = {LinkDown("p0-t0-1", "p0-t1-0"), LinkDown("p0-t0-1", "p0-t1-1")}
+    _fail_ways(j, {(ln, 0) for ln in leaf_links})
+    assert set(j.failures()) == {SwitchDown("p0-t0-1")}
+    j = _judge()
+    plane1 = {s.path.link for s in j.states if s.path.link.t0.startswith("p1-")}
+    _fail_ways(j, {(ln, 0) for ln in plane1})  # no switch of the plane has a neighbour alive: which one failed?
+    assert set(j.failures()) == plane1
+
+
+def test_a_switch_the_detector_recorded_starts_with_every_link_down() -> None:
+    j = _judge()
+    j.seed_down({SwitchDown("p0-t1-0")})
+    assert set(j.failures()) == {SwitchDown("p0-t1-0")}
