@@ -93,7 +93,7 @@ class CarrierHealer:
         with state_lock(self.state, self.lock_wait):
             recorded = failover.load_origins(self.state)
             stale = {f for f, o in recorded.items() if o == DETECTOR and f not in detected
-                     and (probed is not None or not isinstance(f, SwitchDown))}  # carrier alone says nothing of switches
+                     and (probed is not None or not isinstance(f, SwitchDown))}  # carrier says nothing of switches
             m = merge(recorded, detected, stale, detected)
             if m.record == recorded:
                 return None
@@ -156,8 +156,9 @@ def run(topo: Topology, program: str, state: Path, fleet: Fleet, events: EventLo
                 armed = True  # every direction had a probe arrive: its losses count from here
                 events.emit("probes_armed", directions=len(prober.judge.states))
             for s, ch in flips:
-                events.emit("probe_down" if ch is Change.DOWN else "probe_up", link=failover.failure_to_json(s.path.link),
-                            direction=s.path.label, evidence=s.detector.reason)
+                events.emit("probe_down" if ch is Change.DOWN else "probe_up",
+                            link=failover.failure_to_json(s.path.link), direction=s.path.label,
+                            evidence=s.detector.reason)
             if changes or flips or time.monotonic() - last >= RECHECK_S:
                 last = time.monotonic()
                 errors += update(seen if changes or flips else None)

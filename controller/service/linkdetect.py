@@ -25,7 +25,7 @@ from controller.service.detect import Change, Detector, Thresholds, force_down, 
 from controller.southbound.kroutes import link_local
 
 HARD_TIMEOUT_NS = 1_000_000_000  # a probe this old is lost even if nothing sent after it arrived anywhere
-ARM_GRACE_NS = 10_000_000_000  # a direction's losses count from its first probe that arrived, or this long after its first send
+ARM_GRACE_NS = 10_000_000_000  # a direction's losses count from its first probe arrived, or this long after its first
 
 
 @dataclass(frozen=True, slots=True)

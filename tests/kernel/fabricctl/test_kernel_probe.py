@@ -145,7 +145,8 @@ def test_a_spine_whose_every_link_drops_is_recorded_as_the_switch_and_restored(l
     try:
         _until("every probe direction armed", lambda: any(e["kind"] == "probes_armed" for e in _events(events)))
         subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"], input=rules, text=True, check=True)  # one commit
-        _until("the spine recorded down", lambda: load_origins(lab.failure_state_path) == {SwitchDown(spine.name): DETECTOR})
+        _until("the spine recorded down",
+               lambda: load_origins(lab.failure_state_path) == {SwitchDown(spine.name): DETECTOR})
         _until("the reconcile applied", lambda: any(e["kind"] == "applied" for e in _events(events)))
         for leaf in topo.t0s(1):  # every nexthop through the spine pulled, nothing else
             pulled = pulled_nexthops(healthy[leaf.name], lab.routes(leaf.name))

@@ -165,7 +165,8 @@ def test_a_switch_all_of_whose_links_are_down_is_recorded_as_the_switch_not_its_
     for i in range(5, 9):
         _round(j, i * 50 * MS)
     assert j.failures() == {}
-    assert j.restored()[SwitchDown("p1-t1-0")] == "its probes back" and j.restored()[LINK] == "4 consecutive probes arrived"
+    assert j.restored()[SwitchDown("p1-t1-0")] == "its probes back"
+    assert j.restored()[LINK] == "4 consecutive probes arrived"
 
 
 def test_a_leaf_with_every_uplink_down_is_down_but_a_plane_with_every_link_down_only_loses_links() -> None:
