@@ -13,6 +13,7 @@ import click
 from controller.ops import BAD_INPUT, OpError
 from controller.service.detect import Thresholds
 from controller.service.events import read
+from controller.service.linkdetect import ProbeSettings
 from controller.service.runner import EVENTS_NAME, Config, FabricService
 from controller.southbound.fleet import require_p4runtime
 from fabricctl.kernel_run import all_kernel, refuse_p4_options, run_kernel
@@ -79,9 +80,11 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
             web_listen: str | None, web_allow_remote: bool, lease_ttl: int) -> None:
     """Run the controller: hold the fabric at its plan and heal it by itself.
 
-    On a topology whose switches all name a network namespace (the kernel data plane), there
-    are no P4 probes: a port that loses carrier fails its link (or host port) and the switches
-    are reconciled over netlink; carrier back restores it (only --events and --duration apply).
+    On a topology whose switches all name a network namespace (the kernel data plane), a port
+    that loses carrier, or a link whose UDP probes between its ends' link-local addresses are lost
+    (K in a row or the gray ratio, either direction), fails it and the switches are reconciled over
+    netlink; carrier back and M probes back restore it (--period, --probe-timeout, --fail-after,
+    --restore-after, --window, --gray-loss, --max-damping, --no-probe, --events and --duration apply).
 
     Keeps one P4Runtime stream per switch (reconnecting with backoff), is primary where its
     --election-id is the highest (else a hot backup that takes over when the primary goes), pushes
@@ -101,17 +104,18 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
     if probe_timeout < period:
         raise OpError(f"--probe-timeout ({probe_timeout:g} ms) must be at least --period ({period:g} ms)", BAD_INPUT)
     topo = env.topo()
-    if all_kernel(topo):  # every switch in a namespace: carrier is the signal (fabricctl/kernel_run.py)
-        refuse_p4_options(click.get_current_context())
-        run_kernel(env, topo, duration, events_file)
-        return
-    require_p4runtime(topo, [s.name for s in topo.switches], "fabricctl run on a fabric mixing data planes (not "
-                      "done: P4 probes on some switches, carrier on the others)")
-    state = env.state_path()
     try:
         thresholds = Thresholds(k, m, window, gray_loss, max_damping)
     except ValueError as e:
         raise OpError(str(e), BAD_INPUT) from None
+    if all_kernel(topo):  # every switch in a namespace: carrier and link probes (fabricctl/kernel_run.py)
+        refuse_p4_options(click.get_current_context())
+        run_kernel(env, topo, duration, events_file,
+                   None if no_probe else ProbeSettings(period / 1000, probe_timeout / 1000, thresholds))
+        return
+    require_p4runtime(topo, [s.name for s in topo.switches], "fabricctl run on a fabric mixing data planes (not "
+                      "done: P4 probes on some switches, carrier on the others)")
+    state = env.state_path()
     config = Config(period=period / 1000, probe_timeout=probe_timeout / 1000, thresholds=thresholds,
                     election_id=env.election_id, connect_timeout=min(env.timeout, 5.0), metrics_port=metrics_port,
                     counters_every=counters_every, events=events_file, probe=not no_probe, nice=nice,

@@ -104,9 +104,19 @@ class LinkWatch:
 
     def poll(self, timeout: float) -> list[CarrierChange]:
         """Wait up to `timeout` seconds for link messages; the carrier changes they bring, in order."""
-        ready, _, _ = select.select(list(self._socks), [], [], timeout)
+        ready, _, _ = select.select(self.fds(), [], [], timeout)
+        return self.take(ready)
+
+    def fds(self) -> list[int]:
+        """The sockets to select on (with others, in the caller's loop); hand the ready ones to `take`."""
+        return list(self._socks)
+
+    def take(self, ready: list[int]) -> list[CarrierChange]:
+        """The carrier changes the ready sockets of `fds()` bring (others are ignored)."""
         out: list[CarrierChange] = []
         for fd in ready:
+            if fd not in self._socks:
+                continue
             sock, sw = self._socks[fd]
             ports = _ports(sw)
             while True:

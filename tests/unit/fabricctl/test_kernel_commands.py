@@ -27,10 +27,10 @@ def run(*args: str) -> Result:
 
 
 def test_run_on_a_kernel_topology_refuses_the_p4_options_by_name(kernel_topo: Path) -> None:
-    r = run("--topology", str(kernel_topo), "run", "--period", "20", "--duration", "1")
-    assert r.exit_code == 2
-    assert r.stderr == ("error: --period is an option of the P4 service (probes, P4Runtime sessions): on the kernel "
-                        "data plane 'fabricctl run' heals on carrier (docs/kernel.md)\n")
+    r = run("--topology", str(kernel_topo), "run", "--period", "20", "--host-probe-every", "2", "--duration", "1")
+    assert r.exit_code == 2  # --period applies on the kernel too (its link probes); the host probes do not
+    assert r.stderr == ("error: --host-probe-every is an option of the P4 service (P4 probes, P4Runtime sessions): on "
+                        "the kernel data plane 'fabricctl run' heals on carrier and link probes (docs/kernel.md)\n")
     assert not (kernel_topo.parent / ".fabric-state.json").exists()
     assert not (kernel_topo.parent / "fabric-events.jsonl").exists()
 

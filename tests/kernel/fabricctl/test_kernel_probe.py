@@ -1,0 +1,175 @@
+"""`fabricctl run` on a kernel lab probes its links: a one-way drop that keeps carrier (an nftables netdev egress drop on
+one end of a link, either end) fails exactly that link in the record, its nexthops leave the routes while every host
+pair's traffic passes, and the drop removed restores it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from controller.failover import LinkDown, load_origins
+from controller.southbound.kroutes import Nexthop, intf, link_local, pulled_nexthops
+from controller.state.statefile import DETECTOR
+from tests.paths import REPO
+
+TABLE = "sf_test_probe_drop"
+
+
+def _until(what: str, ok: Callable[[], bool], limit: float = 20.0) -> None:
+    """Wait for `ok` (a deadline for a hung controller, not a timing claim)."""
+    end = time.monotonic() + limit
+    while not ok():
+        assert time.monotonic() < end, f"not within {limit} s: {what}"
+        time.sleep(0.05)
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def _drop_egress(ns: str, dev: str) -> None:
+    """Every frame leaving `dev` dropped (nftables netdev egress): the port keeps its carrier, one way is dead."""
+    rules = (f"table netdev {TABLE} {{\n chain egress {{\n  type filter hook egress device \"{dev}\" priority 0; "
+             "policy accept;\n  counter drop\n }\n}\n")
+    subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"], input=rules, text=True, check=True)
+
+
+def _dropped(ns: str) -> int:
+    out = subprocess.run(["ip", "netns", "exec", ns, "nft", "-j", "list", "table", "netdev", TABLE],
+                         capture_output=True, text=True, check=True).stdout
+    return sum(x["counter"]["packets"] for o in json.loads(out)["nftables"] if "rule" in o
+               for x in o["rule"]["expr"] if "counter" in x)
+
+
+def _undrop(ns: str) -> None:
+    subprocess.run(["ip", "netns", "exec", ns, "nft", "delete", "table", "netdev", TABLE], capture_output=True)
+
+
+def _one_way_drop(lab: Any, at_spine: bool, options: list[str]) -> tuple[str, list[dict[str, Any]]]:
+    """Run the controller, drop one way of p0-t0-0 -- p0-t1-1 (at the leaf's uplink or the spine's downlink), check
+    the record, the routes and the traffic, remove the drop and check the restore; the controller's stdout, events."""
+    topo = lab.model
+    leaf, spine = topo.switch("p0-t0-0"), topo.switch("p0-t1-1")
+    link = LinkDown(leaf.name, spine.name)
+    leaf_dev = intf(leaf.uplinks[spine.index])
+    ns, dev = ((lab.netns_of(spine.name), intf(spine.downlinks[leaf.index])) if at_spine
+               else (lab.netns_of(leaf.name), leaf_dev))
+    events = lab.dir / "fabric-events.jsonl"
+    events.unlink(missing_ok=True)
+    healthy = {s.name: lab.routes(s.name) for s in topo.switches}
+    ctl = [sys.executable, "-m", "fabricctl", "--topology", str(lab.topology_path)]
+    run = subprocess.Popen([*ctl, "run", "--duration", "120", *options], cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        _until("the controller started", lambda: any(e["kind"] == "started" for e in _events(events)))
+        _until("every probe direction armed (a probe arrived)",
+               lambda: any(e["kind"] == "probes_armed" for e in _events(events)))
+        assert load_origins(lab.failure_state_path) == {}
+        _drop_egress(ns, dev)
+        _until("the link recorded down", lambda: load_origins(lab.failure_state_path) == {link: DETECTOR})
+        _until("the reconcile applied", lambda: any(e["kind"] == "applied" for e in _events(events)))
+        assert _dropped(ns) > 0
+        pulled = pulled_nexthops(healthy[leaf.name], lab.routes(leaf.name))
+        assert pulled == {"fd00:0:1::/64": (Nexthop(leaf_dev, link_local(spine.mac), "fcbb:bb00:2:401:fff::"),),
+                          "fcbb:bb00:2::/48": (Nexthop(leaf_dev, link_local(spine.mac)),)}
+        assert all(lab.routes(s.name) == healthy[s.name] for s in topo.switches if s.plane == 1)
+        status = subprocess.run([*ctl, "status"], cwd=REPO, capture_output=True, text=True)
+        assert "  failed: link p0-t0-0 -- p0-t1-1 (detected)" in status.stdout.splitlines(), status.stdout
+        report = lab.traffic(qps=8, messages=16, rate=0)  # every host pair, both planes, around the dead way
+        assert report.ok, report.problems()
+        assert report.totals()["received"] == report.totals()["sent"] > 0
+        assert load_origins(lab.failure_state_path) == {link: DETECTOR}  # nothing else failed meanwhile
+        _undrop(ns)
+        _until("the link restored", lambda: load_origins(lab.failure_state_path) == {})
+        _until("the routes back", lambda: {s.name: lab.routes(s.name) for s in topo.switches} == healthy)
+    finally:
+        _undrop(ns)
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=30)
+    assert run.returncode == 0, err
+    return out, _events(events)
+
+
+def _downs_and_ups(events: list[dict[str, Any]]) -> list[tuple[str, list[str], str]]:
+    return [(e["kind"], e["failure"]["link"], e["evidence"]) for e in events if e["kind"] in ("link_down", "link_up")]
+
+
+def test_a_one_way_drop_at_the_leaf_fails_exactly_that_link_and_its_removal_restores_it(lab: Any) -> None:
+    out, events = _one_way_drop(lab, at_spine=False, options=[])
+    down = "3 consecutive probes lost (p0-t0-0:4 -> p0-t1-1:1)"
+    assert out.splitlines()[0] == f"down: link p0-t0-0 -- p0-t1-1 ({down})"
+    assert out.splitlines()[1].startswith("applied in ") and "3 switches reconciled (p0-t1-1, p0-t0-0, p0-t0-1)" in out
+    assert "up: link p0-t0-0 -- p0-t1-1 (50 consecutive probes arrived)" in out.splitlines()
+    assert _downs_and_ups(events) == [("link_down", ["p0-t0-0", "p0-t1-1"], down),
+                                      ("link_up", ["p0-t0-0", "p0-t1-1"], "50 consecutive probes arrived")]
+    started = next(e for e in events if e["kind"] == "started")
+    assert (started["signal"], started["directions"], started["period_ms"], started["fail_after"]) == (
+        "carrier+probes", 16, 50.0, 3)
+    assert [e["direction"] for e in events if e["kind"] == "probe_down"] == ["p0-t0-0:4 -> p0-t1-1:1"]
+    assert not any(e["kind"] == "carrier" for e in events)  # carrier never changed: the probes saw it
+
+
+def test_a_one_way_drop_at_the_spine_fails_that_link_with_the_options_given(lab: Any) -> None:
+    out, events = _one_way_drop(lab, at_spine=True, options=["--period", "20", "--probe-timeout", "60",
+                                                             "--fail-after", "4", "--restore-after", "25"])
+    down = "4 consecutive probes lost (p0-t1-1:1 -> p0-t0-0:4)"
+    assert out.splitlines()[0] == f"down: link p0-t0-0 -- p0-t1-1 ({down})"
+    assert _downs_and_ups(events) == [("link_down", ["p0-t0-0", "p0-t1-1"], down),
+                                      ("link_up", ["p0-t0-0", "p0-t1-1"], "25 consecutive probes arrived")]
+    started = next(e for e in events if e["kind"] == "started")
+    assert (started["period_ms"], started["timeout_ms"], started["fail_after"], started["restore_after"]) == (
+        20.0, 60.0, 4, 25)
+    assert [e["direction"] for e in events if e["kind"] == "probe_down"] == ["p0-t1-1:1 -> p0-t0-0:4"]
+
+
+def test_a_spine_whose_every_link_drops_is_recorded_as_the_switch_and_restored(lab: Any) -> None:
+    from controller.failover import SwitchDown
+
+    topo = lab.model
+    spine = topo.switch("p1-t1-0")
+    ns = lab.netns_of(spine.name)
+    events = lab.dir / "fabric-events.jsonl"
+    events.unlink(missing_ok=True)
+    healthy = {s.name: lab.routes(s.name) for s in topo.switches}
+    rules = "".join(f"table netdev {TABLE}_{intf(p)} {{\n chain egress {{\n  type filter hook egress device "
+                    f"\"{intf(p)}\" priority 0; policy accept;\n  drop\n }}\n}}\n" for p in spine.downlinks)
+    run = subprocess.Popen([sys.executable, "-m", "fabricctl", "--topology", str(lab.topology_path), "run",
+                            "--duration", "120", "--restore-after", "20"], cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        _until("every probe direction armed", lambda: any(e["kind"] == "probes_armed" for e in _events(events)))
+        subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"], input=rules, text=True, check=True)  # one commit
+        _until("the spine recorded down",
+               lambda: load_origins(lab.failure_state_path) == {SwitchDown(spine.name): DETECTOR})
+        _until("the reconcile applied", lambda: any(e["kind"] == "applied" for e in _events(events)))
+        for leaf in topo.t0s(1):  # every nexthop through the spine pulled, nothing else
+            pulled = pulled_nexthops(healthy[leaf.name], lab.routes(leaf.name))
+            dev = intf(leaf.uplinks[spine.index])
+            assert pulled and all(nh.dev == dev and nh.gateway == link_local(spine.mac) for nhs in pulled.values()
+                                  for nh in nhs), pulled
+        assert all(lab.routes(s.name) == healthy[s.name] for s in topo.switches if s.plane == 0)
+        report = lab.traffic(qps=8, messages=16, rate=0)
+        assert report.ok, report.problems()
+        assert report.totals()["received"] == report.totals()["sent"] > 0
+        for p in spine.downlinks:
+            subprocess.run(["ip", "netns", "exec", ns, "nft", "delete", "table", "netdev", f"{TABLE}_{intf(p)}"],
+                           check=True)
+        _until("the spine restored", lambda: load_origins(lab.failure_state_path) == {})
+        _until("the routes back", lambda: {s.name: lab.routes(s.name) for s in topo.switches} == healthy)
+    finally:
+        for p in spine.downlinks:
+            subprocess.run(["ip", "netns", "exec", ns, "nft", "delete", "table", "netdev", f"{TABLE}_{intf(p)}"],
+                           capture_output=True)
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=30)
+    assert run.returncode == 0, err
+    assert "down: switch p1-t1-0 (every probe through it lost (2 links))" in out.splitlines(), out
+    assert "up: switch p1-t1-0 (its probes back)" in out.splitlines(), out
+    kinds = [(e["kind"], e.get("failure")) for e in _events(events) if e["kind"] in ("switch_down", "switch_up")]
+    assert kinds == [("switch_down", {"switch": "p1-t1-0"}), ("switch_up", {"switch": "p1-t1-0"})]
