@@ -45,9 +45,10 @@ PROTO = 0x5F  # rtm_protocol of every route the controller writes (RTPROT_* belo
 RTN_UNICAST, RTN_BLACKHOLE = 1, 6
 BATCH = 32  # route messages per netlink send (one kernel skb)
 # Each seg6 encap nexthop takes per-CPU memory the kernel allocates atomically (seg6_build_state: dst_cache_init
-# GFP_ATOMIC, 40 bytes per CPU, twice since 6.14); an atomic per-CPU allocation only takes pages already populated,
-# of which the kernel keeps a few (PCPU_EMPTY_POP_PAGES_HIGH: 4) and refills from a workqueue after it runs short.
-# A burst of encap routes (a leaf of the 64-leaf lab: 240 of them) can outrun that refill: ENOMEM with any free RAM.
+# GFP_ATOMIC, 40 bytes per CPU, one or two per nexthop by kernel version). An atomic per-CPU allocation only takes
+# pages already populated, of which the kernel keeps a few (PCPU_EMPTY_POP_PAGES_HIGH: 4) and refills from a
+# workqueue once short; a burst of encap routes (a leaf of a 16-leaf plane: 120 encap nexthops) can outrun that
+# refill and get ENOMEM whatever RAM is free (docs/kernel.md).
 ENOMEM_WAIT_S = 5.0  # longest wait for the refill, per write: a route still refused after it is a real refusal
 ENOMEM_BACKOFF_S = (0.001, 0.1)  # first wait and cap between tries (doubling)
 

@@ -11,8 +11,6 @@ import pytest
 
 from controller.model.sids import fmt_v6
 from controller.southbound.kroutes import Nexthop, Route, RouteDelta
-from controller.southbound.netlink import NetlinkSwitch
-from mininet_labs.kernel import netns
 
 ROUTES, HOPS = 1500, 8  # 12,000 encap nexthops: several hundred kB of per-CPU memory, far over the kernel's reserve
 
@@ -20,6 +18,8 @@ ROUTES, HOPS = 1500, 8  # 12,000 encap nexthops: several hundred kB of per-CPU m
 @pytest.fixture
 def leaf_ns(kernel_ready: None) -> Iterator[str]:
     """A namespace with one interface up (eth1, a veth to eth1p) for the nexthops to leave by."""
+    from mininet_labs.kernel import netns  # pyroute2: imported once the tier is known to run
+
     name = netns.ns_name(f"kb{os.getpid()}", "leaf")
     netns.create([name])
     try:
@@ -41,6 +41,8 @@ def _burst() -> list[Route]:
 
 
 def test_a_burst_of_encap_routes_is_installed_whole(leaf_ns: str) -> None:
+    from controller.southbound.netlink import NetlinkSwitch
+
     want = _burst()
     with NetlinkSwitch("leaf", leaf_ns) as sw:
         sw.write(RouteDelta(inserts=tuple(want)))
