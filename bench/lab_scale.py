@@ -45,7 +45,8 @@ def spread(xs: list[float]) -> dict[str, float]:
 def up_down(size: dict[str, int], name: str, permutation: bool, seed: int) -> dict[str, Any]:
     model = default_topology(size["planes"], size["t1"], size["t0"], size["hosts"])
     with tempfile.TemporaryDirectory(prefix="lab-scale-") as tmp:
-        time.sleep(SETTLE_S)  # the kernel tears namespaces down asynchronously: let the last lab's go first
+        time.sleep(SETTLE_S)  # a pause between labs; the kernel destroys the last lab's namespaces for longer, so
+        # kernel_mem_mb can overlap that teardown (docs/kernel.md)
         before = mem_available_kb()
         t0 = time.monotonic()
         try:

@@ -4,13 +4,16 @@ Our routes carry their own protocol number (`PROTO`), so reading back sees exact
 controller wrote (the kernel's own link-local and connected routes are left alone), and a switch is
 in sync when those equal `kroutes.switch_routes` of the plan. Netlink requests go to the local kernel,
 which answers or refuses at once; there is no remote to wait on, and no deadline is set on them (`timeout`
-is kept for the interface; a hung kernel would hang the caller).
+is kept for the interface; a hung kernel would hang the caller), except a refusal for want of per-CPU memory,
+which `write` waits out for at most ENOMEM_WAIT_S (the kernel refills that memory by itself).
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import socket
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +43,14 @@ from controller.model.topology import Switch
 
 PROTO = 0x5F  # rtm_protocol of every route the controller writes (RTPROT_* below 0x5F... are the kernel's and daemons')
 RTN_UNICAST, RTN_BLACKHOLE = 1, 6
-BATCH = 32  # route messages per netlink send: one send is one kernel skb, kept small (a large one can fail ENOMEM)
+BATCH = 32  # route messages per netlink send (one kernel skb)
+# Each seg6 encap nexthop takes per-CPU memory the kernel allocates atomically (seg6_build_state: dst_cache_init
+# GFP_ATOMIC, 40 bytes per CPU, one or two per nexthop by kernel version). An atomic per-CPU allocation only takes
+# pages already populated, of which the kernel keeps a few (PCPU_EMPTY_POP_PAGES_HIGH: 4) and refills from a
+# workqueue once short; a burst of encap routes (a leaf of a 16-leaf plane: 120 encap nexthops) can outrun that
+# refill and get ENOMEM whatever RAM is free (docs/kernel.md).
+ENOMEM_WAIT_S = 5.0  # longest wait for the refill, per write: a route still refused after it is a real refusal
+ENOMEM_BACKOFF_S = (0.001, 0.1)  # first wait and cap between tries (doubling)
 
 
 class NetlinkSwitchError(RuntimeError):
@@ -59,6 +69,7 @@ class NetlinkSwitch:
         self.ipr.marshal.msg_map[RTM_NEWROUTE] = seg6nl.rtmsg  # decode RTA_ENCAP as bytes, parsed by seg6nl
         self._index: dict[str, int] = {}
         self._name: dict[int, str] = {}
+        self.enomem_retries = 0  # route messages sent again after ENOMEM (write)
         for link in self._call(lambda: self.ipr.get_links()):
             self._index[link.get_attr("IFLA_IFNAME")] = link["index"]
             self._name[link["index"]] = link.get_attr("IFLA_IFNAME")
@@ -155,10 +166,45 @@ class NetlinkSwitch:
         """Apply a delta: deletes first (a dead path leaves before anything new), then inserts and replacements."""
         msgs = [self._msg(r, RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK) for r in delta.deletes]
         new = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE
-        msgs += [self._msg(r, RTM_NEWROUTE, new) for r in (*delta.modifies, *delta.inserts)]
+        routes = [*delta.modifies, *delta.inserts]
+        msgs += [self._msg(r, RTM_NEWROUTE, new) for r in routes]
+        deadline: float | None = None
         for at in range(0, len(msgs), BATCH):
             chunk = msgs[at:at + BATCH]
-            self._call(lambda: self.ipr.nlm_request_batch(chunk))
+            try:
+                self.ipr.nlm_request_batch(chunk)
+                continue
+            except NetlinkError as e:
+                if e.code != errno.ENOMEM:
+                    raise NetlinkSwitchError(f"{self.name}: the kernel refused: {e}") from None
+            except (OSError, TimeoutError) as e:
+                raise NetlinkSwitchError(f"{self.name}: netlink: {type(e).__name__}: {e}") from None
+            # ENOMEM (per-CPU memory, above): the kernel went on with the chunk's other messages, so which routes it
+            # took is unknown; send its new routes again one at a time (a replace is idempotent, a delete would not
+            # be, and deletes allocate nothing), each waiting for the refill
+            again = routes[max(0, at - len(delta.deletes)):at + len(chunk) - len(delta.deletes)]
+            if not again:
+                raise NetlinkSwitchError(f"{self.name}: the kernel refused a route delete: ENOMEM")
+            deadline = deadline or time.monotonic() + ENOMEM_WAIT_S
+            for route in again:
+                self._send_waiting(route, new, deadline)
+
+    def _send_waiting(self, route: Route, flags: int, deadline: float) -> None:
+        """One new route, sent again while the kernel refuses it with ENOMEM, until `deadline`."""
+        wait, tries = ENOMEM_BACKOFF_S[0], 0
+        while True:
+            try:
+                self.ipr.nlm_request_batch([self._msg(route, RTM_NEWROUTE, flags)])  # fresh: pyroute2 encodes in place
+                self.enomem_retries += tries
+                return
+            except NetlinkError as e:
+                if e.code != errno.ENOMEM or time.monotonic() + wait > deadline:
+                    more = f" (still after {tries} tries over {ENOMEM_WAIT_S:g} s)" if e.code == errno.ENOMEM else ""
+                    raise NetlinkSwitchError(f"{self.name}: the kernel refused {route.prefix}: {e}{more}") from None
+            except (OSError, TimeoutError) as e:
+                raise NetlinkSwitchError(f"{self.name}: netlink: {type(e).__name__}: {e}") from None
+            time.sleep(wait)
+            wait, tries = min(wait * 2, ENOMEM_BACKOFF_S[1]), tries + 1
 
 
 @dataclass

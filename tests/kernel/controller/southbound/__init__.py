@@ -1,0 +1,1 @@
+"""Kernel-tier tests of the southbounds."""
