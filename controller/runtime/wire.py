@@ -25,7 +25,7 @@ from typing import Iterable
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from controller.runtime.codec import canonical, derived, int_bytes, scalar, to_int
+from controller.runtime.codec import _MAC, canonical, derived, int_bytes, scalar, to_int
 from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, Exact, Lpm, TableEntry, Ternary
 from controller.runtime.p4info import P4Info
 from controller.runtime.proto import p4runtime_pb2
@@ -172,6 +172,7 @@ _INT32_MAX = (1 << 31) - 1
 _UINT32_LIMIT = 1 << 32
 _AF_INET6 = socket.AF_INET6
 _inet_pton = socket.inet_pton
+_MAC_MATCH = _MAC.match
 
 
 class _Recipe:
@@ -223,9 +224,7 @@ def _recipe(schema: _Schema, p4info: P4Info, table: str, action: str | None) -> 
 
 
 def _number(value: object, bits: int) -> int:
-    """A field value as an int, as codec.to_int reads it (raises as it does)."""
-    if type(value) is int:
-        return value
+    """A field value given as text, as an int, as codec.to_int reads it (raises as it does)."""
     if type(value) is not str:
         raise TypeError  # bools, bytes and the rest: canonical()'s reading and errors
     if bits == 128:
@@ -233,6 +232,8 @@ def _number(value: object, bits: int) -> int:
             return int.from_bytes(_inet_pton(_AF_INET6, value), "big")
         except (OSError, ValueError):
             pass
+    elif bits == 48 and _MAC_MATCH(value):  # what to_int does with a MAC (no blanks: it matched unstripped)
+        return int(value.replace(":", ""), 16)
     return to_int(value)
 
 
@@ -253,20 +254,22 @@ def _fast_entry(e: TableEntry, schema: _Schema, p4info: P4Info) -> bytes | None:
     match = e.match
     if len(match) != len(fields):
         return None
-    parts = [recipe.table_head]
+    body = recipe.table_head
     try:
         for (name, m), (fname, kind, limit, bits, fid, cache) in zip(match, fields):
             if name != fname or type(m) is not kind:
                 return None
-            n = _number(m.value, bits)
+            n = m.value
+            if type(n) is not int:
+                n = _number(n, bits)
             if not 0 <= n < limit:
                 return None
-            size = (n.bit_length() + 7) // 8 or 1
+            size = (n.bit_length() + 7) >> 3 or 1
             if kind is Exact:
                 head = cache.get(size)
                 if head is None:
                     head = cache[size] = _ld(_TE_MATCH, fid + _ld(_FM_EXACT, _ld(_EXACT_VALUE, bytes(size))))[:-size]
-                parts.append(head + n.to_bytes(size, "big"))
+                body += head + n.to_bytes(size, "big")
             elif kind is Lpm:
                 plen = m.prefix_len
                 if type(plen) is not int or not 0 < plen <= bits or n & ((1 << (bits - plen)) - 1):
@@ -277,52 +280,59 @@ def _fast_entry(e: TableEntry, schema: _Schema, p4info: P4Info) -> bytes | None:
                     tail = _uint(_LPM_PREFIX_LEN, plen)
                     whole = _ld(_TE_MATCH, fid + _ld(_FM_LPM, _ld(_LPM_VALUE, bytes(size)) + tail))
                     head = cache[key] = (whole[: len(whole) - size - len(tail)], tail)
-                parts.append(head[0] + n.to_bytes(size, "big") + head[1])
+                body += head[0] + n.to_bytes(size, "big") + head[1]
             else:
-                mask = _number(m.mask, bits)
+                mask = m.mask
+                if type(mask) is not int:
+                    mask = _number(mask, bits)
                 if not 0 < mask < limit or n & ~mask:
                     return None  # a zero mask is left out of the message: canonical() does that
-                parts.append(_ld(_TE_MATCH, fid + _ld(_FM_TERNARY, _ld(_TERNARY_VALUE, int_bytes(n))
-                                                     + _ld(_TERNARY_MASK, int_bytes(mask)))))
+                body += _ld(_TE_MATCH, fid + _ld(_FM_TERNARY, _ld(_TERNARY_VALUE, int_bytes(n))
+                                                + _ld(_TERNARY_MASK, int_bytes(mask))))
         if action_name is not None:
             params = e.params
             if len(params) != len(recipe.params):
                 return None
-            action = [recipe.action_head]
-            for (name, v), (pname, _, limit, bits, pid, cache) in zip(params, recipe.params):
+            action = recipe.action_head
+            for (name, n), (pname, _, limit, bits, pid, cache) in zip(params, recipe.params):
                 if name != pname:
                     return None
-                n = _number(v, bits)
+                if type(n) is not int:
+                    n = _number(n, bits)
                 if not 0 <= n < limit:
                     return None
-                size = (n.bit_length() + 7) // 8 or 1
+                size = (n.bit_length() + 7) >> 3 or 1
                 head = cache.get(size)
                 if head is None:
                     head = cache[size] = _ld(_ACTION_PARAMS, pid + _ld(_PARAM_VALUE, bytes(size)))[:-size]
-                action.append(head + n.to_bytes(size, "big"))
-            parts.append(_ld(_TE_ACTION, _ld(_TA_ACTION, b"".join(action))))
+                action += head + n.to_bytes(size, "big")
+            size = len(action)
+            action = _TA_ACTION + (_SMALL[size] if size < 128 else varint(size)) + action
         else:
             if e.params:
                 return None
             member_id, group_id = e.member_id, e.group_id
             if member_id is not None and group_id is None and type(member_id) is int and 0 <= member_id < _UINT32_LIMIT:
-                parts.append(_ld(_TE_ACTION, _TA_MEMBER_ID + varint(member_id)))
+                action = _TA_MEMBER_ID + varint(member_id)
             elif group_id is not None and member_id is None and type(group_id) is int and 0 <= group_id < _UINT32_LIMIT:
-                parts.append(_ld(_TE_ACTION, _TA_GROUP_ID + varint(group_id)))
+                action = _TA_GROUP_ID + varint(group_id)
             else:
                 return None
     except (ValueError, TypeError):  # a value to_int cannot read: canonical() raises its error
         return None
+    size = len(action)
+    body += _TE_ACTION + (_SMALL[size] if size < 128 else varint(size)) + action
     priority = e.priority
     if type(priority) is not int:
         return None
     if recipe.needs_priority:
         if not 0 < priority <= _INT32_MAX:
             return None
-        parts.append(_TE_PRIORITY + varint(priority))
+        body += _TE_PRIORITY + varint(priority)
     elif priority:
         return None
-    return _ld(_ENTITY_TABLE_ENTRY, b"".join(parts))
+    size = len(body)
+    return _ENTITY_TABLE_ENTRY + (_SMALL[size] if size < 128 else varint(size)) + body
 
 
 # --- entities --------------------------------------------------------------------------------
@@ -403,7 +413,7 @@ def update_bytes(kind: str, entity: Entity, p4info: P4Info) -> bytes:
 
 def updates_bytes(updates: Iterable[tuple[str, Entity]], p4info: P4Info) -> list[bytes]:
     """update_bytes() of every (kind, entity), in order: each entity checked (raising as update_bytes
-    does) before the next is looked at."""
+    does) before the next is looked at. A kind may be an UpdateType (a str enum: it looks up as its name)."""
     schema = derived(p4info, _Schema)
     types, entity_tag, small, fast = _UPDATE_TYPES, _UPDATE_ENTITY, _SMALL, _fast_entry
     out = []
@@ -421,5 +431,9 @@ def write_request(device_id: int, election_id: int, updates: Iterable[bytes]) ->
     device_id = scalar(device_id, _UINT64, "device_id")
     election_id = scalar(election_id, (0, (1 << 128) - 1), "election_id")
     election = _uint(_U128_HIGH, election_id >> 64) + _uint(_U128_LOW, election_id & _UINT64[1])
-    head = _uint(_WR_DEVICE_ID, device_id) + _ld(_WR_ELECTION_ID, election)
-    return b"".join([head, *(_ld(_WR_UPDATES, u) for u in updates)])
+    parts = [_uint(_WR_DEVICE_ID, device_id) + _ld(_WR_ELECTION_ID, election)]
+    tag, small = _WR_UPDATES, _SMALL
+    for u in updates:
+        n = len(u)
+        parts += (tag + (small[n] if n < 128 else varint(n)), u)
+    return b"".join(parts)
