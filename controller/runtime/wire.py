@@ -1,6 +1,6 @@
 """P4Runtime write requests encoded straight to protobuf wire bytes, for SwitchConnection.write.
 
-Kept because it is still faster than protobuf's own messages on its C core (upb, protobuf 6.33.6),
+Kept because it is faster than protobuf's own messages on its C core (upb, protobuf 6.33.6),
 measured by bench/install_rate.py in one run (10,000 entries into one simple_switch_grpc in batches
 of 500, 5 runs per case taking turns, 2 cores shared with other jobs, load 4-5):
 
@@ -9,13 +9,17 @@ of 500, 5 runs per case taking turns, 2 cores shared with other jobs, load 4-5):
     the same requests as protobuf messages 0.218      46,000 (40,900-54,100)   ratio 0.78
     encoding alone (checks included)       0.087 wire against 0.106 messages
 
-(an earlier run, 3 runs per case at load 3.4-4: 0.179 s against 0.212 s, ratio 0.85). Almost all of
-either is codec.canonical(), the checks; what this module saves is building, copying and
-serialising the messages. It writes the bytes of exactly the messages that codec.encode_entity
-would build (same fields, same order, proto3 defaults left out), for the few message types a write
-uses; tests/unit/test_wire.py holds it to protobuf's bytes. Every entity goes through
-codec.canonical() first, so it is checked exactly as the message encoder checks it. Field numbers
-come from the generated descriptors at import time, never typed in here.
+(an earlier run, 3 runs per case at load 3.4-4: 0.179 s against 0.212 s, ratio 0.85). Since then a
+table entry in the form the planner writes (match fields and params all given, in P4Info order)
+is checked and written in one pass (_fast_entry), without canonical()'s copy of the entity:
+encoding alone 0.033-0.039 s for the same 10,000 (messages: 0.105-0.122 s), and the message
+client's rate 0.61-0.70 of this module's (docs/shell.md has the runs). Every other entity goes
+through codec.canonical() first, and so does every entry the fast path would refuse, so each is
+checked, and each error raised, exactly as the message encoder does. It writes the bytes of exactly
+the messages that codec.encode_entity would build (same fields, same order, proto3 defaults left
+out), for the few message types a write uses; tests/unit/controller/runtime/test_wire.py and
+test_wire_fast.py hold it to protobuf's bytes. Field numbers come from the generated descriptors at
+import time, never typed in here.
 """
 
 from __future__ import annotations
@@ -251,11 +255,11 @@ def _fast_entry(e: TableEntry, schema: _Schema, p4info: P4Info) -> bytes | None:
     if recipe is None:
         return None
     fields = recipe.fields
-    match = e.match
-    if len(match) != len(fields):
-        return None
     body = recipe.table_head
     try:
+        match = e.match
+        if len(match) != len(fields):
+            return None
         for (name, m), (fname, kind, limit, bits, fid, cache) in zip(match, fields):
             if name != fname or type(m) is not kind:
                 return None
