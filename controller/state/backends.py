@@ -12,6 +12,6 @@ def open_store(url: str | None, state: Path | None, fabric: str, timeout: float 
     """The store a `--store` value names: None or '' is the state file `state`."""
     if not url:
         return FileStore(state)
-    from controller.state.etcdstore import EtcdStore  # etcd3gw and requests: only for an etcd store (~3 MB)
+    from controller.state.etcdstore import EtcdStore  # etcd3gw, requests and the rest: only for an etcd store (~8 MB of RSS)
 
     return EtcdStore(parse_url(url), fabric, timeout=timeout)
