@@ -13,7 +13,7 @@ of 500, 5 runs per case taking turns, 2 cores shared with other jobs, load 4-5):
 table entry in the form the planner writes (match fields and params all given, in P4Info order)
 is checked and written in one pass (_fast_entry), without canonical()'s copy of the entity:
 encoding alone 0.033-0.039 s for the same 10,000 (messages: 0.105-0.122 s), and the message
-client's rate 0.52-0.70 of this module's over four runs (docs/shell.md has them). Every other entity goes
+client's rate 0.52-0.70 of this module's over five runs (docs/shell.md has them). Every other entity goes
 through codec.canonical() first, and so does every entry the fast path would refuse, so each is
 checked, and each error raised, exactly as the message encoder does. It writes the bytes of exactly
 the messages that codec.encode_entity would build (same fields, same order, proto3 defaults left
