@@ -163,7 +163,7 @@ def message_requests(p4info: P4Info, todo: list[TableEntry], batch_size: int) ->
 
 def wire_requests(p4info: P4Info, todo: list[TableEntry], batch_size: int) -> list[bytes]:
     """The same WriteRequests as controller.runtime.wire writes them (what SwitchConnection.write sends)."""
-    encoded = [wire.update_bytes("INSERT", e, p4info) for e in todo]
+    encoded = wire.updates_bytes([("INSERT", e) for e in todo], p4info)
     return [wire.write_request(DEVICE_ID, ELECTION_ID, encoded[i:i + batch_size])
             for i in range(0, len(encoded), batch_size)]
 

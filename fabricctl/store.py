@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,10 +12,12 @@ from controller import failover
 from controller.state import statefile
 from controller.failover import Failure
 from controller.ops import BAD_INPUT, OpError
-from controller.state.etcdstore import EtcdStore
 from controller.state.filestore import FileStore
 from controller.state.store import Record, Store
 from controller.model.topology import Topology
+
+if TYPE_CHECKING:
+    from controller.state.etcdstore import EtcdStore
 
 
 def store_status(store: Store, topo: Topology) -> tuple[Record, str | None, dict[str, Any] | None]:
@@ -27,6 +29,8 @@ def store_status(store: Store, topo: Topology) -> tuple[Record, str | None, dict
 
 
 def _etcd(env: Any) -> EtcdStore:
+    from controller.state.etcdstore import EtcdStore  # not imported by every fabricctl command (etcd3gw, requests)
+
     store = env.store()
     if not isinstance(store, EtcdStore):
         raise OpError("store import/export move the record between a state file and etcd: give --store "

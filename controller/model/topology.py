@@ -6,11 +6,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import re
 
-import networkx as nx
+if TYPE_CHECKING:  # imported by `graph` when asked for: `fabricctl run` never builds it (networkx: ~4 MB)
+    import networkx as nx
 
 from controller.model import congestion, limits
 
@@ -164,6 +165,8 @@ class Topology:
     @cached_property
     def graph(self) -> nx.Graph:
         """Switches and hosts as nodes (role, plane, index); links as edges with `ports` {node: port}."""
+        import networkx as nx
+
         g = nx.Graph()
         for s in self.switches:
             g.add_node(s.name, role=s.role, plane=s.plane, index=s.index)

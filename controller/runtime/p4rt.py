@@ -21,6 +21,7 @@ from controller.programs.toolchain import Artifacts
 from controller.runtime.proto import code_pb2, p4runtime_pb2, p4runtime_pb2_grpc, status_pb2
 
 ElectionId = int | tuple[int, int]
+_UPDATE_TYPES = {t.value: t for t in UpdateType}  # by name, without UpdateType()'s lookup per update
 log = logging.getLogger(__name__)
 
 # A refused Write carries one p4.v1.Error per update in its trailing metadata (~90 bytes each):
@@ -449,8 +450,12 @@ class SwitchConnection:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         p4info = self.require_p4info()
-        todo = [Update(UpdateType(kind), entity) for kind, entity in updates]
-        encoded = [wire.update_bytes(u.type.value, u.entity, p4info) for u in todo]
+        updates = list(updates)
+        try:
+            todo = [Update(_UPDATE_TYPES[kind], entity) for kind, entity in updates]
+        except (KeyError, TypeError):  # not a kind's name (or not an update): UpdateType() says so
+            todo = [Update(UpdateType(kind), entity) for kind, entity in updates]
+        encoded = wire.updates_bytes(todo, p4info)
         stub = self._require_primary()
         election = election_int(self.election_id)
         written = 0
