@@ -159,7 +159,12 @@ def _tls_failure(text: str) -> str:
         return f"TLS: its certificate is not trusted ({why}; give the CA that signed it: ?ca=FILE)"
     if "WRONG_VERSION_NUMBER" in text or "wrong version number" in text:
         return "TLS: it does not speak TLS (a plain member: use etcd://)"
-    if "SSLEOFError" in text or "alert certificate required" in text or "EOF occurred" in text:
+    # A member that wants a client certificate it trusts ends the handshake: in TLS 1.3 the client's side of the
+    # handshake is done before the member judges the certificate, so what the client sees depends on timing: the
+    # member's alert (certificate required: none given; bad certificate or unknown CA: one it does not trust) or
+    # only the connection's end.
+    if "SSLEOFError" in text or "EOF occurred" in text or any(
+            a in text for a in ("alert certificate required", "alert bad certificate", "alert unknown ca")):
         return ("TLS: it ended the handshake (it wants a client certificate signed by its trusted CA: "
                 "?cert=FILE&key=FILE)")
     if "SSLError" in text:

@@ -68,3 +68,28 @@ def test_each_later_win_has_a_higher_election_id() -> None:
     ids = [election_id_of(r) for r in (2, 3, 41, 1 << 40)]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     assert election_id_of(2) >> 64 == 2 and election_id_of(2) & ((1 << 64) - 1) == 0
+
+
+WANTS_A_CERTIFICATE = ("TLS: it ended the handshake (it wants a client certificate signed by its trusted CA: "
+                       "?cert=FILE&key=FILE)")
+
+
+@pytest.mark.parametrize("seen", [
+    # what a client without a certificate, or with one the member does not trust, sees, by the handshake's timing
+    "SSLError(1, '[SSL: SSLV3_ALERT_BAD_CERTIFICATE] sslv3 alert bad certificate (_ssl.c:2580)')",
+    "SSLError(1, '[SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED] tlsv13 alert certificate required (_ssl.c:2580)')",
+    "SSLError(1, '[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert unknown ca (_ssl.c:2580)')",
+    "SSLEOFError(8, '[SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred in violation of protocol (_ssl.c:1006)')",
+])
+def test_a_member_refusing_our_certificate_is_named_so_whatever_the_timing(seen: str) -> None:
+    from controller.state.etcdstore import _tls_failure
+    assert _tls_failure(f"HTTPSConnectionPool(host='127.0.0.1', port=2379): Max retries exceeded ({seen})") \
+        == WANTS_A_CERTIFICATE
+
+
+def test_other_tls_failures_keep_their_own_words() -> None:
+    from controller.state.etcdstore import _tls_failure
+    assert _tls_failure("SSLError(1, '[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)')") \
+        == "TLS: it does not speak TLS (a plain member: use etcd://)"
+    assert _tls_failure("SSLError(1, '[SSL: NO_CIPHERS_AVAILABLE] no ciphers available')") \
+        == "TLS: 1, '[SSL: NO_CIPHERS_AVAILABLE] no ciphers available'"
