@@ -1,6 +1,7 @@
 """A slow link (`fabricctl lab fault slow`: a tbf qdisc on a leaf uplink) against `fabricctl run`: one that only
 delays is not a failure (nothing recorded, every packet delivered); one so slow that it drops the probes is
-recorded as that link (LinkDown), traffic passing meanwhile, restored once undone. Judged from the tbf's own counts, the
+recorded as that link (LinkDown), traffic passing meanwhile, restored once undone: to the detector a probe the shaper
+holds past its timeout is as lost as one it drops, so which of the two a run sees first depends on the machine's load. Judged from the tbf's own counts, the
 failure record, the tables read back and the traffic's counts."""
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def test_a_slow_link_that_only_delays_is_not_recorded(lab: Any, controller):  # 
 
 def test_a_slow_link_that_drops_is_recorded_as_that_link_then_restored(lab: Any, controller):  # noqa: F811
     c = controller(10, "events-drop", "--restore-after", "10")
-    # 8 kbit/s with a queue of 50 ms: less than the probes alone need, so the tbf drops
+    # 8 kbit/s with a queue of 50 ms: less than the probes alone need, so the tbf holds them past their timeout or drops
+    # them (a clean-clone CI run saw the link recorded with 0 dropped yet: all 14 held back)
     intf, n, args = slowed(lab, c, 8, 50)
     try:
         wait_until(settled(lab, frozenset({LinkDown(LEAF, SPINE)})), "the slow link recorded and pulled")
@@ -66,7 +68,7 @@ def test_a_slow_link_that_drops_is_recorded_as_that_link_then_restored(lab: Any,
         assert report.totals()["received"] == report.totals()["sent"] > 0
     finally:
         fabricctl(lab, "fault", *args, "--undo")
-    assert counts["dropped"] > 0, counts
+    assert counts["overlimits"] > 0, counts  # the shaper held probes back: what took the link down
     downs = [e for e in c.all_events()[n:] if e["kind"] in DOWNS]
     assert downs and all(e.get("link") == [LEAF, SPINE] for e in downs), downs
     wait_until(settled(lab, frozenset()), "restored after undoing the slow link")
