@@ -182,7 +182,8 @@ class NetlinkSwitch:
             # ENOMEM (per-CPU memory, above): the kernel went on with the chunk's other messages, so which routes it
             # took is unknown; send its new routes again one at a time (a replace is idempotent, a delete would not
             # be, and deletes allocate nothing), each waiting for the refill
-            again = routes[max(0, at - len(delta.deletes)):at + len(chunk) - len(delta.deletes)]
+            first, end = (max(0, i - len(delta.deletes)) for i in (at, at + len(chunk)))  # the chunk's new routes
+            again = routes[first:end]
             if not again:
                 raise NetlinkSwitchError(f"{self.name}: the kernel refused a route delete: ENOMEM")
             deadline = deadline or time.monotonic() + ENOMEM_WAIT_S
