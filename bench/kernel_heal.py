@@ -43,6 +43,17 @@ def set_link(netns: str, dev: str, state: str) -> None:
         ipr.link("set", index=ipr.link_lookup(ifname=dev)[0], state=state)
 
 
+def announced_failover_ms(lab: KernelLab, link: LinkDown, runs: int) -> list[float]:
+    """`runs` announced failovers of `link` (`KernelLab.fail`, as `fabricctl fail`), each restored: ms each."""
+    out = []
+    for _ in range(runs):
+        t0 = time.monotonic_ns()
+        lab.fail(link)
+        out.append((time.monotonic_ns() - t0) / 1e6)
+        lab.restore()
+    return out
+
+
 def heal_once(healer: CarrierHealer, watch: LinkWatch, netns: str, dev: str, state: str, limit: float = 10.0) -> float:
     """ms from the link set `state` to the healer's reconcile done."""
     t0 = time.monotonic_ns()
@@ -65,12 +76,7 @@ def main() -> None:
             leaf, spine = topo.switch("p0-t0-0"), topo.switch("p0-t1-1")
             netns, dev = lab.netns_of(leaf.name), intf(leaf.uplinks[spine.index])
             link = LinkDown(leaf.name, spine.name)
-            announced = []
-            for _ in range(args.runs):
-                t0 = time.monotonic_ns()
-                lab.fail(link)
-                announced.append((time.monotonic_ns() - t0) / 1e6)
-                lab.restore()
+            announced = announced_failover_ms(lab, link, args.runs)
             fleet = Fleet(topo, "srv6_spray", election_id=1, timeout=10.0)
             healer = CarrierHealer(topo, "srv6_spray", lab.failure_state_path, fleet)
             down, up = [], []

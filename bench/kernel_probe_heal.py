@@ -30,6 +30,7 @@ from controller.failover import LinkDown  # noqa: E402
 from controller.southbound.kroutes import intf  # noqa: E402
 from mininet_labs.kernel.lab import KernelLab  # noqa: E402
 from mininet_labs.lab import default_topology  # noqa: E402
+from kernel_heal import announced_failover_ms  # noqa: E402  (bench/ is on sys.path: this script's folder)
 
 TABLE = "sf_bench_probe_drop"
 SETTLE_S = 6.0  # after a restore: more than `window` (100) probes of 50 ms, so the next drop is no flap (no damping)
@@ -112,12 +113,7 @@ def main() -> None:
             leaf, spine = topo.switch("p0-t0-0"), topo.switch("p0-t1-1")
             ns, dev = lab.netns_of(leaf.name), intf(leaf.uplinks[spine.index])
             link = LinkDown(leaf.name, spine.name)
-            announced = []
-            for _ in range(args.runs):
-                t0 = time.monotonic_ns()
-                lab.fail(link)
-                announced.append((time.monotonic_ns() - t0) / 1e6)
-                lab.restore()
+            announced = announced_failover_ms(lab, link, args.runs)
             ev = Events(Path(tmp) / "fabric-events.jsonl")
             run = subprocess.Popen([sys.executable, "-m", "fabricctl", "--topology", str(lab.topology_path), "run"],
                                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -8,29 +8,15 @@ import json
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from controller.failover import LinkDown, load_origins
 from controller.southbound.kroutes import Nexthop, intf, link_local, pulled_nexthops
 from controller.state.statefile import DETECTOR
+from tests.kernel.fabricctl.test_kernel_run import _events, _until
 from tests.paths import REPO
 
 TABLE = "sf_test_probe_drop"
-
-
-def _until(what: str, ok: Callable[[], bool], limit: float = 20.0) -> None:
-    """Wait for `ok` (a deadline for a hung controller, not a timing claim)."""
-    end = time.monotonic() + limit
-    while not ok():
-        assert time.monotonic() < end, f"not within {limit} s: {what}"
-        time.sleep(0.05)
-
-
-def _events(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
 def _drop_egress(ns: str, dev: str) -> None:

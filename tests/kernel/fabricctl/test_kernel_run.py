@@ -18,7 +18,7 @@ from controller.state.statefile import DETECTOR
 from tests.paths import REPO
 
 
-def _until(what: str, ok: Callable[[], bool], limit: float = 15.0) -> None:
+def _until(what: str, ok: Callable[[], bool], limit: float = 20.0) -> None:
     """Wait for `ok` (a deadline for a hung controller, not a timing claim)."""
     end = time.monotonic() + limit
     while not ok():
