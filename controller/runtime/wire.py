@@ -293,8 +293,8 @@ def _compile(schema: _Schema, p4info: P4Info, table_name: str, action_name: str 
             src += _value(f"x{j}", p.bitwidth)
             action_pieces += [f"G{j}[s_x{j}]", f"x{j}.to_bytes(s_x{j}, 'big')"]
             action_sizes.append(f"M{j}[s_x{j}]")
-        src += [f"n = {_sum(action_sizes)}", "la = SMALL[n] if n < 128 else VARINT(n)",
-                f"n += {len(_TA_ACTION)} + len(la)"]  # the TableAction's length
+        src += [f"n = {_sum(action_sizes)}", f"if n < 128: la = SMALL[n]; n += {len(_TA_ACTION) + 1}",
+                f"else: la = VARINT(n); n += {len(_TA_ACTION)} + len(la)"]  # n: the TableAction's length
         action_pieces = ["TA_ACTION", "la", *action_pieces]
     elif not table.implementation_id:
         raise LookupError("a table without an action profile takes an action")
@@ -306,9 +306,11 @@ def _compile(schema: _Schema, p4info: P4Info, table_name: str, action_name: str 
                 "    a = TA_GROUP_ID + VARINT(group_id)",
                 "else: return None", "n = len(a)"]
         action_pieces = ["a"]
-    src += ["lt = SMALL[n] if n < 128 else VARINT(n)", "priority = e.priority", "if type(priority) is not int: return None"]
+    src += [f"if n < 128: lt = SMALL[n]; n += {len(_TE_ACTION) + 1}",  # n: its field's, tag and length too
+            f"else: lt = VARINT(n); n += {len(_TE_ACTION)} + len(lt)",
+            "priority = e.priority", "if type(priority) is not int: return None"]
     pieces += ["TE_ACTION", "lt", *action_pieces]
-    sizes += [len(_TE_ACTION), "len(lt)", "n"]
+    sizes.append("n")
     if table.needs_priority:
         src += [f"if not 0 < priority <= {_INT32_MAX}: return None", "pr = VARINT(priority)"]
         pieces += ["TE_PRIORITY", "pr"]
