@@ -9,9 +9,9 @@ Each case starts from a freshly pushed srv6_spray pipeline (empty tables) and in
 spray_dest /64 (set_spray), since each table holds at most 4096; the switch is read back after
 each case and must hold exactly those entries. Every case runs --repeat times, the cases taking
 turns; each reports its median (and min, max). Every timed region starts after a full garbage
-collection (clock()), so that no case pays for one the untimed work before it made due. p4runtime-shell runs in its own environment
-(controller.runtime.shellenv: $FABRIC_SHELL_PYTHON or the venv `fabricctl shell` makes); without
-one that case is skipped. Prints one JSON document: entries/s per case, the time encoding alone
+collection (clock()), so that no case pays for one the untimed work before it made due.
+p4runtime-shell runs in its own environment (controller.runtime.shellenv: $FABRIC_SHELL_PYTHON or
+the venv `fabricctl shell` makes); without one that case is skipped. Prints one JSON document: entries/s per case, the time encoding alone
 takes, and the ratios (aims: this client >= 10x p4runtime-shell, >= 0.8 of the raw loop, >= 0.6 of
 the raw bytes). Needs root and simple_switch_grpc. Not a test: nothing here asserts a time.
 
