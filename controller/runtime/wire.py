@@ -13,10 +13,10 @@ of 500, 5 runs per case taking turns, 2 cores shared with other jobs, load 4-5):
 table entry in the form the planner writes (match fields and params all given, in P4Info order)
 is checked and written in one pass (_fast_entry), without canonical()'s copy of the entity, by an
 encoder compiled once per (table, action) and P4Info (_compile). Encoding alone, the bench's
-10,000 entries, checks included: 0.021-0.024 s over three 5-run benches at load 1.3-1.8 (messages:
+10,000 entries, checks included: 0.020-0.024 s over four 5-run benches at load 1.3-1.8 (messages:
 0.100-0.109 s; before the compiled encoders 0.033-0.039 s); the message client's rate is 0.46-0.51
-of this module's, and SwitchConnection.write 0.64-0.75 of the raw-bytes floor, median 0.69 (0.074-0.089 s
-against 0.056-0.057 s; docs/shell.md has the runs and where the time goes). Every other entity goes
+of this module's, and SwitchConnection.write 0.64-0.75 of the raw-bytes floor, median 0.67 (0.074-0.089 s
+against 0.052-0.057 s; docs/shell.md has the runs and where the time goes). Every other entity goes
 through codec.canonical() first, and so does every entry the fast path would refuse, so each is
 checked, and each error raised, exactly as the message encoder does. It writes the bytes of exactly
 the messages that codec.encode_entity would build (same fields, same order, proto3 defaults left
