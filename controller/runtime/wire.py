@@ -27,7 +27,9 @@ the generated descriptors at import time, never typed in here.
 
 from __future__ import annotations
 
+import functools
 import socket
+from types import CodeType
 from typing import Callable, Iterable
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -323,8 +325,14 @@ def _compile(schema: _Schema, p4info: P4Info, table_name: str, action_name: str 
     src += [f"n = {_sum(sizes)}", f"return JOIN(({', '.join(['ENTITY', '(SMALL[n] if n < 128 else VARINT(n))', *pieces])}))"]
     code = "\n".join(["def encode(e):", "  try:", *("    " + line for line in src),
                       "  except (ValueError, TypeError):  # what canonical() raises its own error for", "    return None"])
-    exec(compile(code, f"<wire encoder for {table.name}, {action_name}>", "exec"), ns)
+    exec(_code(code, f"<wire encoder for {table.name}, {action_name}>"), ns)
     return ns["encode"]  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=1024)
+def _code(source: str, filename: str) -> CodeType:
+    """An encoder's source compiled (most of _compile's time): once for every P4Info of one program."""
+    return compile(source, filename, "exec")
 
 
 def _ternary_bytes(fid: bytes, value: int, mask: int) -> bytes:

@@ -58,12 +58,16 @@ def test_wide_values_give_protobufs_bytes() -> None:
     assert len(expected) > 300  # the entity's length, and its action's, take two varint bytes
 
 
-def test_one_encoder_per_pair_and_p4info() -> None:
+def test_one_encoder_per_pair_and_p4info_one_compile_per_source() -> None:
     first, second = _wide(), _wide()
     encoder = wire._recipe(derived(first, wire._Schema), first, "wide", "set")
     assert encoder is not None
     assert wire._recipe(derived(first, wire._Schema), first, "wide", "set") is encoder
-    assert wire._recipe(derived(second, wire._Schema), second, "wide", "set") is not encoder
+    other = wire._recipe(derived(second, wire._Schema), second, "wide", "set")
+    assert other is not None and other is not encoder
+    assert other.__code__ is encoder.__code__  # compiled once for both: the same source
+    entry = _wide_entry(random.Random("shared"))
+    assert other(entry) == encoder(entry) == encode_entity(entry, second).SerializeToString()
 
 
 def _srv6_spray() -> P4Info:
