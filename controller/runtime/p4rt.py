@@ -161,10 +161,11 @@ def wait_ready(channel: grpc.Channel, timeout: float) -> grpc.ChannelConnectivit
     return seen[-1]
 
 
-def _log_batch(conn: SwitchConnection, updates: list[Update], number: int, batches: int) -> None:
+def _log_batch(conn: SwitchConnection, batch: list[Update | tuple[str, Entity]], number: int, batches: int) -> None:
     """-v: one line per write batch (switch, address, counts); -vv: one line per entity."""
     if not log.isEnabledFor(logging.INFO):
         return
+    updates = [Update(_UPDATE_TYPES[kind], entity) for kind, entity in batch]  # kinds checked by write()
     counts = {kind: sum(1 for u in updates if u.type is kind) for kind in UpdateType}
     log.info("%s (%s, device %d): write batch %d/%d: %d insert, %d modify, %d delete", conn.name, conn.address,
              conn.device_id, number, batches, counts[UpdateType.INSERT], counts[UpdateType.MODIFY],
@@ -451,18 +452,19 @@ class SwitchConnection:
             raise ValueError("batch_size must be at least 1")
         p4info = self.require_p4info()
         updates = list(updates)
+        last = object()  # every kind checked before anything is encoded; Updates built only to log or report a batch
         try:
-            todo = [Update(_UPDATE_TYPES[kind], entity) for kind, entity in updates]
+            for kind, _ in updates:  # (an UpdateType hashes in Python: looked up once per run of one kind)
+                last = kind if kind is last or kind in _UPDATE_TYPES else _UPDATE_TYPES[kind]  # KeyError
         except (KeyError, TypeError):  # not a kind's name (or not an update): UpdateType() says so
-            todo = [Update(UpdateType(kind), entity) for kind, entity in updates]
-        encoded = wire.updates_bytes(todo, p4info)
+            updates = [Update(UpdateType(kind), entity) for kind, entity in updates]
+        encoded = wire.updates_bytes(updates, p4info)
         stub = self._require_primary()
         election = election_int(self.election_id)
-        written = 0
-        batches = (len(todo) + batch_size - 1) // batch_size
-        for start in range(0, len(todo), batch_size):
+        batches = (len(updates) + batch_size - 1) // batch_size
+        for start in range(0, len(updates), batch_size):
             batch = encoded[start : start + batch_size]
-            _log_batch(self, todo[start : start + batch_size], start // batch_size + 1, batches)
+            _log_batch(self, updates[start : start + batch_size], start // batch_size + 1, batches)
             if start:
                 self._check_fence()
             try:
@@ -470,10 +472,9 @@ class SwitchConnection:
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.PERMISSION_DENIED:
                     raise self._not_primary() from None
-                failures = _update_errors(e, todo[start : start + batch_size])
-                raise WriteError(self.name, failures, len(batch), written) from None
-            written += len(batch)
-        return written
+                failures = _update_errors(e, updates[start : start + batch_size])
+                raise WriteError(self.name, failures, len(batch), start) from None  # all before it written
+        return len(updates)
 
     # --- read ------------------------------------------------------------------------------
 
@@ -577,8 +578,9 @@ class SwitchConnection:
             yield PacketIn(packet.payload, meta, received_ns)
 
 
-def _update_errors(error: grpc.RpcError, updates: list[Update]) -> list[UpdateError]:
+def _update_errors(error: grpc.RpcError, batch: list[Update | tuple[str, Entity]]) -> list[UpdateError]:
     """Per-update errors from a failed Write: p4.v1.Error details (PI style), else the call's status for all."""
+    updates = [Update(_UPDATE_TYPES[kind], entity) for kind, entity in batch]  # kinds checked by write()
     status = status_pb2.Status()
     for key, value in error.trailing_metadata() or ():
         if key == _STATUS_DETAILS_KEY:

@@ -11,25 +11,30 @@ of 500, 5 runs per case taking turns, 2 cores shared with other jobs, load 4-5):
 
 (an earlier run, 3 runs per case at load 3.4-4: 0.179 s against 0.212 s, ratio 0.85). Since then a
 table entry in the form the planner writes (match fields and params all given, in P4Info order)
-is checked and written in one pass (_fast_entry), without canonical()'s copy of the entity:
-encoding alone 0.033-0.039 s for the same 10,000 (messages: 0.105-0.122 s), and the message
-client's rate 0.52-0.70 of this module's over five runs (docs/shell.md has them). Every other entity goes
+is checked and written in one pass (_fast_entry), without canonical()'s copy of the entity, by an
+encoder compiled once per (table, action) and P4Info (_compile). Encoding alone, the bench's
+10,000 entries, checks included: 0.020-0.024 s over four 5-run benches at load 1.3-1.8 (messages:
+0.100-0.109 s; before the compiled encoders 0.033-0.039 s); the message client's rate is 0.46-0.51
+of this module's, and SwitchConnection.write 0.64-0.75 of the raw-bytes floor, median 0.67 (0.074-0.089 s
+against 0.052-0.057 s; docs/shell.md has the runs and where the time goes). Every other entity goes
 through codec.canonical() first, and so does every entry the fast path would refuse, so each is
 checked, and each error raised, exactly as the message encoder does. It writes the bytes of exactly
 the messages that codec.encode_entity would build (same fields, same order, proto3 defaults left
-out), for the few message types a write uses; tests/unit/controller/runtime/test_wire.py and
-test_wire_fast.py hold it to protobuf's bytes. Field numbers come from the generated descriptors at
-import time, never typed in here.
+out), for the few message types a write uses; tests/unit/controller/runtime/test_wire.py,
+test_wire_fast.py and test_wire_compiled.py hold it to protobuf's bytes. Field numbers come from
+the generated descriptors at import time, never typed in here.
 """
 
 from __future__ import annotations
 
+import functools
 import socket
-from typing import Iterable
+from types import CodeType
+from typing import Callable, Iterable
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from controller.runtime.codec import _MAC, canonical, derived, int_bytes, scalar, to_int
+from controller.runtime.codec import canonical, derived, int_bytes, scalar, to_int
 from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, Exact, Lpm, TableEntry, Ternary
 from controller.runtime.p4info import P4Info
 from controller.runtime.proto import p4runtime_pb2
@@ -120,6 +125,8 @@ _MEMBER_ID = _tag(pb.ActionProfileGroup.Member, "member_id")
 _MEMBER_WEIGHT_1 = _tag(pb.ActionProfileGroup.Member, "weight") + varint(1)
 _MEMBER_WATCH_PORT = _tag(pb.ActionProfileGroup.Member, "watch_port")
 _UPDATE_TYPES = {name: _UPDATE_TYPE + varint(pb.Update.Type.Value(name)) for name in ("INSERT", "MODIFY", "DELETE")}
+_UPDATE_HEADS = {name: head + _UPDATE_ENTITY for name, head in _UPDATE_TYPES.items()}  # up to the entity's length
+_WR_UPDATE_HEADS = tuple(_WR_UPDATES + _SMALL[n] for n in range(128))  # an update of n bytes, up to it
 del pb
 
 
@@ -140,7 +147,7 @@ class _Schema:
         self.tables: dict[str, tuple[bytes, dict[str, bytes]]] = {}
         self.actions: dict[str, tuple[bytes, dict[str, bytes]]] = {}
         self.profiles: dict[str, int] = {}
-        self.recipes: dict[tuple[str, str | None], _Recipe | None] = {}  # see _fast_entry
+        self.recipes: dict[tuple[str, str | None], _Encoder | None] = {}  # see _fast_entry
 
     def table(self, p4info: P4Info, name: str) -> tuple[bytes, dict[str, bytes]]:
         hit = self.tables.get(name)
@@ -171,74 +178,180 @@ class _Schema:
 # or group id) needs none of that: _fast_entry checks exactly what canonical() checks for it and
 # writes its bytes in the same pass. Anything else, and anything it would refuse, it leaves
 # (returns None) to canonical(), so every other form is read, and every error raised, as before.
+#
+# The checks and bytes of one (table, action) pair are compiled once per P4Info into a function of
+# their own (_compile: Python source for exactly that pair's fields and params, their names, kinds
+# and widths as constants, the bytes around each value looked up by its length), so an entry costs
+# no loop over fields and no per-field lookups.
 
 _INT32_MAX = (1 << 31) - 1
 _UINT32_LIMIT = 1 << 32
-_AF_INET6 = socket.AF_INET6
-_inet_pton = socket.inet_pton
-_MAC_MATCH = _MAC.match
+_KINDS = {"EXACT": Exact, "LPM": Lpm, "TERNARY": Ternary}
+_Encoder = Callable[[TableEntry], "bytes | None"]
 
 
-class _Recipe:
-    """What the fast path needs for one (table, action) name pair as entities give them.
+def _read(var: str, bits: int) -> list[str]:
+    """Source turning `var`, a value that is not an int, into one as codec.to_int reads it (raising
+    as it does), or leaving the entry to canonical() (bools, bytes and the rest: its reading, its errors)."""
+    lines = [f"if type({var}) is not str: return None"]
+    if bits == 128:  # text inet_pton takes is no MAC and has no blanks: to_int would read it the same way
+        lines += [f"try: {var} = FROM_BYTES(PTON(AF_INET6, {var}), 'big')",
+                  f"except (OSError, ValueError): {var} = TO_INT({var})"]
+    elif bits == 48:  # a MAC as to_int reads it: 6 bytes from the 12 characters beside the colons are 12 hex digits
+        lines += [f"if len({var}) == 17 and {var}[2::3] == ':::::':", f"    b = FROMHEX({var}.replace(':', ''))",
+                  "    if len(b) != 6: return None  # not a MAC: canonical() reads it", f"    {var} = FROM_BYTES(b, 'big')",
+                  f"else: {var} = TO_INT({var})"]
+    else:
+        lines.append(f"{var} = TO_INT({var})")
+    return lines
 
-    fields/params: (name, match class, bit limit, bits, cache) per match field / param in P4Info
-    order; cache maps a value's byte length (and an LPM's prefix length) to the bytes around the value.
+
+def _value(var: str, bits: int) -> list[str]:
+    """Source reading `var` as an unsigned value of `bits` bits, and its length in bytes (s_`var`)."""
+    return [f"if type({var}) is not int:", *("    " + line for line in _read(var, bits)),
+            f"if not 0 <= {var} < {1 << bits}: return None", f"s_{var} = ({var}.bit_length() + 7) >> 3 or 1"]
+
+
+def _heads(bits: int, whole: Callable[[int], bytes], tail: bytes = b"") -> tuple[tuple, tuple]:
+    """For each length n of a value (1 .. its field's bytes): the bytes before the value, and the whole
+    piece's length; whole(n) is the piece with n zero bytes for the value, followed by `tail`."""
+    heads: list = [None]
+    lengths: list = [None]
+    for n in range(1, (bits + 7) // 8 + 1):
+        data = whole(n)
+        heads.append(data[: len(data) - n - len(tail)])
+        lengths.append(len(data))
+    return tuple(heads), tuple(lengths)
+
+
+def _sum(terms: list[int | str]) -> str:
+    """Source adding up `terms` (numbers and expressions), the numbers added up here."""
+    return " + ".join([*(t for t in terms if isinstance(t, str)), str(sum(t for t in terms if isinstance(t, int)))])
+
+
+def _compile(schema: _Schema, p4info: P4Info, table_name: str, action_name: str | None) -> _Encoder:
+    """The fast path's encoder for entries of table_name with action_name (None: a member or group id).
+
+    Raises (LookupError, ValueError) for a pair canonical() refuses, or a form left to it (it has no encoder then).
+    The entity's bytes are joined once: the lengths of its nested messages are summed from its pieces' lengths.
     """
+    from controller.runtime.codec import _Lookups  # the lookups canonical() uses (same checks)
+    lookups = derived(p4info, _Lookups)
+    table, _ = lookups.table(p4info, table_name)  # raises for an unknown table
+    table_head, field_ids = schema.table(p4info, table.name)
+    if any(f.match_type not in _KINDS or f.bitwidth < 1 for f in table.match_fields):
+        raise LookupError("a match kind or width the fast path leaves to canonical()")
+    ns: dict[str, object] = {
+        "EXACT": Exact, "LPM": Lpm, "TERNARY": Ternary, "FROM_BYTES": int.from_bytes, "PTON": socket.inet_pton,
+        "AF_INET6": socket.AF_INET6, "FROMHEX": bytes.fromhex, "TO_INT": to_int, "SMALL": _SMALL, "VARINT": varint,
+        "JOIN": b"".join, "TERNARY_BYTES": _ternary_bytes, "TH": table_head, "TE_ACTION": _TE_ACTION,
+        "ENTITY": _ENTITY_TABLE_ENTRY, "TE_PRIORITY": _TE_PRIORITY, "TA_ACTION": _TA_ACTION,
+        "TA_MEMBER_ID": _TA_MEMBER_ID, "TA_GROUP_ID": _TA_GROUP_ID,
+    }
+    fields = table.match_fields
+    src = ["match = e.match", f"if len(match) != {len(fields)}: return None"]
+    if fields:
+        src.append(f"{''.join(f'(f{i}, m{i}), ' for i in range(len(fields)))}= match")
+        src.append("if " + " or ".join(f"f{i} != {f.name!r} or type(m{i}) is not {f.match_type}"
+                                        for i, f in enumerate(fields)) + ": return None")
+    pieces, sizes = ["TH"], [len(table_head)]  # the TableEntry's, up to its action
+    for i, f in enumerate(fields):
+        v, fid, bits = f"v{i}", field_ids[f.name], f.bitwidth
+        src += [f"{v} = m{i}.value", *_value(v, bits)]
+        if f.match_type == "EXACT":
+            ns[f"H{i}"], ns[f"N{i}"] = _heads(bits, lambda n: _ld(_TE_MATCH, fid + _ld(_FM_EXACT, _ld(_EXACT_VALUE, bytes(n)))))
+            pieces += [f"H{i}[s_{v}]", f"{v}.to_bytes(s_{v}, 'big')"]
+            sizes.append(f"N{i}[s_{v}]")
+        elif f.match_type == "LPM":  # /0 is left out of the message: canonical() does that
+            tails = [_uint(_LPM_PREFIX_LEN, p) for p in range(1, bits + 1)]
+            by_tail = {len(t): _heads(bits, lambda n, t=t: _ld(_TE_MATCH, fid + _ld(_FM_LPM, _ld(_LPM_VALUE, bytes(n)) + t)), t)
+                       for t in {len(t): t for t in tails}.values()}
+            ns[f"H{i}"], ns[f"N{i}"], ns[f"T{i}"] = (None, *(by_tail[len(t)][0] for t in tails)), (
+                None, *(by_tail[len(t)][1] for t in tails)), (None, *tails)
+            ns[f"K{i}"] = tuple((1 << (bits - p)) - 1 for p in range(bits + 1))  # the host bits of /p
+            src += [f"p{i} = m{i}.prefix_len",
+                    f"if type(p{i}) is not int or not 0 < p{i} <= {bits} or {v} & K{i}[p{i}]: return None"]
+            pieces += [f"H{i}[p{i}][s_{v}]", f"{v}.to_bytes(s_{v}, 'big')", f"T{i}[p{i}]"]
+            sizes.append(f"N{i}[p{i}][s_{v}]")
+        else:  # a zero mask is left out of the message: canonical() does that
+            ns[f"F{i}"] = fid
+            src += [f"w{i} = m{i}.mask", *_value(f"w{i}", bits), f"if not w{i} or {v} & ~w{i}: return None",
+                    f"t{i} = TERNARY_BYTES(F{i}, {v}, w{i})"]
+            pieces.append(f"t{i}")
+            sizes.append(f"len(t{i})")
+    if action_name is not None:
+        if table.implementation_id:
+            raise LookupError("a table of an action profile takes no action")
+        action = lookups.table_action(p4info, table, action_name, False)  # raises when refused
+        if any(p.bitwidth < 1 for p in action.params):
+            raise LookupError("a param width the fast path leaves to canonical()")
+        ns["AH"], param_ids = schema.action(p4info, action.name)
+        params = action.params
+        src += ["params = e.params", f"if len(params) != {len(params)}: return None"]
+        if params:
+            src.append(f"{''.join(f'(q{j}, x{j}), ' for j in range(len(params)))}= params")
+            src.append("if " + " or ".join(f"q{j} != {p.name!r}" for j, p in enumerate(params)) + ": return None")
+        action_pieces, action_sizes = ["AH"], [len(ns["AH"])]  # type: ignore[arg-type]
+        for j, p in enumerate(params):
+            pid = param_ids[p.name]
+            ns[f"G{j}"], ns[f"M{j}"] = _heads(p.bitwidth, lambda n, pid=pid: _ld(_ACTION_PARAMS, pid + _ld(_PARAM_VALUE, bytes(n))))
+            src += _value(f"x{j}", p.bitwidth)
+            action_pieces += [f"G{j}[s_x{j}]", f"x{j}.to_bytes(s_x{j}, 'big')"]
+            action_sizes.append(f"M{j}[s_x{j}]")
+        src += [f"n = {_sum(action_sizes)}", f"if n < 128: la = SMALL[n]; n += {len(_TA_ACTION) + 1}",
+                f"else: la = VARINT(n); n += {len(_TA_ACTION)} + len(la)"]  # n: the TableAction's length
+        action_pieces = ["TA_ACTION", "la", *action_pieces]
+    elif not table.implementation_id:
+        raise LookupError("a table without an action profile takes an action")
+    else:
+        src += ["if e.params: return None", "member_id = e.member_id", "group_id = e.group_id",
+                f"if member_id is not None and group_id is None and type(member_id) is int and 0 <= member_id < {_UINT32_LIMIT}:",
+                "    a = TA_MEMBER_ID + VARINT(member_id)",
+                f"elif group_id is not None and member_id is None and type(group_id) is int and 0 <= group_id < {_UINT32_LIMIT}:",
+                "    a = TA_GROUP_ID + VARINT(group_id)",
+                "else: return None", "n = len(a)"]
+        action_pieces = ["a"]
+    src += [f"if n < 128: lt = SMALL[n]; n += {len(_TE_ACTION) + 1}",  # n: its field's, tag and length too
+            f"else: lt = VARINT(n); n += {len(_TE_ACTION)} + len(lt)",
+            "priority = e.priority", "if type(priority) is not int: return None"]
+    pieces += ["TE_ACTION", "lt", *action_pieces]
+    sizes.append("n")
+    if table.needs_priority:
+        src += [f"if not 0 < priority <= {_INT32_MAX}: return None", "pr = VARINT(priority)"]
+        pieces += ["TE_PRIORITY", "pr"]
+        sizes += [len(_TE_PRIORITY), "len(pr)"]
+    else:
+        src.append("if priority: return None")
+    src += [f"n = {_sum(sizes)}", f"return JOIN(({', '.join(['ENTITY', '(SMALL[n] if n < 128 else VARINT(n))', *pieces])}))"]
+    code = "\n".join(["def encode(e):", "  try:", *("    " + line for line in src),
+                      "  except (ValueError, TypeError):  # what canonical() raises its own error for", "    return None"])
+    exec(_code(code, f"<wire encoder for {table.name}, {action_name}>"), ns)
+    return ns["encode"]  # type: ignore[return-value]
 
-    __slots__ = ("table_head", "fields", "action_head", "params", "needs_priority", "profile")
 
-    def __init__(self, schema: _Schema, p4info: P4Info, table_name: str, action_name: str | None) -> None:
-        from controller.runtime.codec import _Lookups  # the lookups canonical() uses (same checks)
-        lookups = derived(p4info, _Lookups)
-        table, _ = lookups.table(p4info, table_name)  # raises for an unknown table: no recipe
-        self.table_head, field_ids = schema.table(p4info, table.name)
-        kinds = {"EXACT": Exact, "LPM": Lpm, "TERNARY": Ternary}
-        if any(f.match_type not in kinds or f.bitwidth < 1 for f in table.match_fields):
-            raise LookupError("a match kind or width the fast path leaves to canonical()")
-        self.fields = tuple((f.name, kinds[f.match_type], 1 << f.bitwidth, f.bitwidth, field_ids[f.name], {})
-                            for f in table.match_fields)
-        self.needs_priority = table.needs_priority
-        self.profile = bool(table.implementation_id)
-        self.action_head, self.params = b"", ()
-        if action_name is not None:
-            if self.profile:
-                raise LookupError("a table of an action profile takes no action")
-            action = lookups.table_action(p4info, table, action_name, False)  # raises when refused
-            if any(p.bitwidth < 1 for p in action.params):
-                raise LookupError("a param width the fast path leaves to canonical()")
-            self.action_head, param_ids = schema.action(p4info, action.name)
-            self.params = tuple((p.name, None, 1 << p.bitwidth, p.bitwidth, param_ids[p.name], {}) for p in action.params)
-        elif not self.profile:
-            raise LookupError("a table without an action profile takes an action")
+@functools.lru_cache(maxsize=1024)
+def _code(source: str, filename: str) -> CodeType:
+    """An encoder's source compiled (most of _compile's time): once for every P4Info of one program."""
+    return compile(source, filename, "exec")
 
 
-def _recipe(schema: _Schema, p4info: P4Info, table: str, action: str | None) -> _Recipe | None:
+def _ternary_bytes(fid: bytes, value: int, mask: int) -> bytes:
+    return _ld(_TE_MATCH, fid + _ld(_FM_TERNARY, _ld(_TERNARY_VALUE, int_bytes(value)) + _ld(_TERNARY_MASK, int_bytes(mask))))
+
+
+def _recipe(schema: _Schema, p4info: P4Info, table: str, action: str | None) -> _Encoder | None:
+    """The fast path's encoder for a (table, action) pair as entities name them; None if it has none."""
     key = (table, action)
     try:
         return schema.recipes[key]
     except KeyError:
         pass
     try:
-        made: _Recipe | None = _Recipe(schema, p4info, table, action)
+        made: _Encoder | None = _compile(schema, p4info, table, action)
     except (LookupError, ValueError, TypeError):  # canonical() says why, every time
         made = None
     schema.recipes[key] = made
     return made
-
-
-def _number(value: object, bits: int) -> int:
-    """A field value given as text, as an int, as codec.to_int reads it (raises as it does)."""
-    if type(value) is not str:
-        raise TypeError  # bools, bytes and the rest: canonical()'s reading and errors
-    if bits == 128:
-        try:  # text inet_pton takes is no MAC and has no blanks: to_int would read it the same way
-            return int.from_bytes(_inet_pton(_AF_INET6, value), "big")
-        except (OSError, ValueError):
-            pass
-    elif bits == 48 and _MAC_MATCH(value):  # what to_int does with a MAC (no blanks: it matched unstripped)
-        return int(value.replace(":", ""), 16)
-    return to_int(value)
 
 
 def _fast_entry(e: TableEntry, schema: _Schema, p4info: P4Info) -> bytes | None:
@@ -249,94 +362,10 @@ def _fast_entry(e: TableEntry, schema: _Schema, p4info: P4Info) -> bytes | None:
     action_name = e.action
     if action_name is not None and (type(action_name) is not str or e.member_id is not None or e.group_id is not None):
         return None
-    recipe = schema.recipes.get((e.table, action_name), _recipe)
-    if recipe is _recipe:
-        recipe = _recipe(schema, p4info, e.table, action_name)
-    if recipe is None:
-        return None
-    fields = recipe.fields
-    body = recipe.table_head
-    try:
-        match = e.match
-        if len(match) != len(fields):
-            return None
-        for (name, m), (fname, kind, limit, bits, fid, cache) in zip(match, fields):
-            if name != fname or type(m) is not kind:
-                return None
-            n = m.value
-            if type(n) is not int:
-                n = _number(n, bits)
-            if not 0 <= n < limit:
-                return None
-            size = (n.bit_length() + 7) >> 3 or 1
-            if kind is Exact:
-                head = cache.get(size)
-                if head is None:
-                    head = cache[size] = _ld(_TE_MATCH, fid + _ld(_FM_EXACT, _ld(_EXACT_VALUE, bytes(size))))[:-size]
-                body += head + n.to_bytes(size, "big")
-            elif kind is Lpm:
-                plen = m.prefix_len
-                if type(plen) is not int or not 0 < plen <= bits or n & ((1 << (bits - plen)) - 1):
-                    return None  # /0 is left out of the message: canonical() does that
-                key = (size, plen)
-                head = cache.get(key)
-                if head is None:
-                    tail = _uint(_LPM_PREFIX_LEN, plen)
-                    whole = _ld(_TE_MATCH, fid + _ld(_FM_LPM, _ld(_LPM_VALUE, bytes(size)) + tail))
-                    head = cache[key] = (whole[: len(whole) - size - len(tail)], tail)
-                body += head[0] + n.to_bytes(size, "big") + head[1]
-            else:
-                mask = m.mask
-                if type(mask) is not int:
-                    mask = _number(mask, bits)
-                if not 0 < mask < limit or n & ~mask:
-                    return None  # a zero mask is left out of the message: canonical() does that
-                body += _ld(_TE_MATCH, fid + _ld(_FM_TERNARY, _ld(_TERNARY_VALUE, int_bytes(n))
-                                                + _ld(_TERNARY_MASK, int_bytes(mask))))
-        if action_name is not None:
-            params = e.params
-            if len(params) != len(recipe.params):
-                return None
-            action = recipe.action_head
-            for (name, n), (pname, _, limit, bits, pid, cache) in zip(params, recipe.params):
-                if name != pname:
-                    return None
-                if type(n) is not int:
-                    n = _number(n, bits)
-                if not 0 <= n < limit:
-                    return None
-                size = (n.bit_length() + 7) >> 3 or 1
-                head = cache.get(size)
-                if head is None:
-                    head = cache[size] = _ld(_ACTION_PARAMS, pid + _ld(_PARAM_VALUE, bytes(size)))[:-size]
-                action += head + n.to_bytes(size, "big")
-            size = len(action)
-            action = _TA_ACTION + (_SMALL[size] if size < 128 else varint(size)) + action
-        else:
-            if e.params:
-                return None
-            member_id, group_id = e.member_id, e.group_id
-            if member_id is not None and group_id is None and type(member_id) is int and 0 <= member_id < _UINT32_LIMIT:
-                action = _TA_MEMBER_ID + varint(member_id)
-            elif group_id is not None and member_id is None and type(group_id) is int and 0 <= group_id < _UINT32_LIMIT:
-                action = _TA_GROUP_ID + varint(group_id)
-            else:
-                return None
-    except (ValueError, TypeError):  # a value to_int cannot read: canonical() raises its error
-        return None
-    size = len(action)
-    body += _TE_ACTION + (_SMALL[size] if size < 128 else varint(size)) + action
-    priority = e.priority
-    if type(priority) is not int:
-        return None
-    if recipe.needs_priority:
-        if not 0 < priority <= _INT32_MAX:
-            return None
-        body += _TE_PRIORITY + varint(priority)
-    elif priority:
-        return None
-    size = len(body)
-    return _ENTITY_TABLE_ENTRY + (_SMALL[size] if size < 128 else varint(size)) + body
+    encode = schema.recipes.get((e.table, action_name), _recipe)
+    if encode is _recipe:
+        encode = _recipe(schema, p4info, e.table, action_name)
+    return None if encode is None else encode(e)
 
 
 # --- entities --------------------------------------------------------------------------------
@@ -419,14 +448,18 @@ def updates_bytes(updates: Iterable[tuple[str, Entity]], p4info: P4Info) -> list
     """update_bytes() of every (kind, entity), in order: each entity checked (raising as update_bytes
     does) before the next is looked at. A kind may be an UpdateType (a str enum: it looks up as its name)."""
     schema = derived(p4info, _Schema)
-    types, entity_tag, small, fast = _UPDATE_TYPES, _UPDATE_ENTITY, _SMALL, _fast_entry
+    small, fast = _SMALL, _fast_entry
     out = []
+    append = out.append
+    last_kind, head = object(), b""  # an UpdateType hashes in Python: looked up once per run of one kind
     for kind, entity in updates:
         data = fast(entity, schema, p4info) if type(entity) is TableEntry else None
         if data is None:
             data = _checked_entity_bytes(entity, schema, p4info)
+        if kind is not last_kind:
+            head, last_kind = _UPDATE_HEADS[kind], kind
         n = len(data)
-        out.append(types[kind] + entity_tag + (small[n] if n < 128 else varint(n)) + data)
+        append(head + (small[n] if n < 128 else varint(n)) + data)
     return out
 
 
@@ -436,8 +469,9 @@ def write_request(device_id: int, election_id: int, updates: Iterable[bytes]) ->
     election_id = scalar(election_id, (0, (1 << 128) - 1), "election_id")
     election = _uint(_U128_HIGH, election_id >> 64) + _uint(_U128_LOW, election_id & _UINT64[1])
     parts = [_uint(_WR_DEVICE_ID, device_id) + _ld(_WR_ELECTION_ID, election)]
-    tag, small = _WR_UPDATES, _SMALL
+    add, heads = parts.append, _WR_UPDATE_HEADS
     for u in updates:
         n = len(u)
-        parts += (tag + (small[n] if n < 128 else varint(n)), u)
+        add(heads[n] if n < 128 else _WR_UPDATES + varint(n))
+        add(u)
     return b"".join(parts)
