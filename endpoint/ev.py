@@ -130,8 +130,8 @@ class EvHealth:
             self.stats.sent_while_failed += 1
 
     def on_ack(self, now: float, rtt: float | None, ce: bool = False) -> None:
-        """A data packet sent on this EV was acknowledged (rtt: the round trip of the transmission the ACK
-        echoes, None if unknown)."""
+        """A data packet sent on this EV was acknowledged (rtt: its round trip; None for the ACK of a
+        transmission already declared lost, Karn's rule)."""
         s = self.stats
         s.acked += 1
         self._sample(rtt)

@@ -26,7 +26,9 @@ class HostRtt:
     QP towards it, as RFC 9040 (TCP control block interdependence, 4.1/8.1) shares RTT state between
     connections to one host. Every EV to a host ends on that host's leaf ports, where an incast queues;
     an EV that carries little data learns the queue from its own samples only after its packets waited
-    in it, so an EV's timeout is never below the host's (`SenderCore.rto`)."""
+    in it, so an EV's timeout is never below the host's (`SenderCore.rto`). Fed by the ACKs of data
+    transmissions still outstanding and by probe answers, not by NACKs (a trimmed header overtakes the
+    queue) nor by the ACK of a transmission already declared lost (Karn's rule, RFC 6298 3)."""
 
     srtt: float | None = None
     rttvar: float = 0.0

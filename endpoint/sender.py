@@ -240,7 +240,6 @@ class SenderCore:
                 q.lost_how[seq] = (out.tx, "nack", self._srtt(table[ack.ev].stats.srtt))
                 self.resend.appendleft((q, seq, ack.ev))  # trimmed: resend now, not after an RTO
             return
-        self.rtts[dst].sample(rtt)  # (a NACK's is not: the trimmed header overtook the queue)
         if ack.ce:
             q.ecn += 1
             self._marked(q, table[ack.ev].stats.srtt, now)
@@ -257,10 +256,13 @@ class SenderCore:
             else:
                 self.late_acks += 1
                 self._acked(q, seq, now, now_ns, out)
-            table[ack.ev].on_ack(now, rtt, ack.ce)  # the late first try's queueing is what the RTO must learn
+            # no RTT sample (Karn, RFC 6298 3): an ACK of a transmission declared lost is the outlier that made it
+            # look lost; sampled, it raised the RTO after every CPU stall on the lab and slowed cut detection
+            table[ack.ev].on_ack(now, None, ack.ce)
             return
         self._acked(q, seq, now, now_ns, out)
         table[ack.ev].on_ack(now, rtt, ack.ce)
+        self.rtts[dst].sample(rtt)  # (a NACK's is none: the trimmed header overtook the queue)
         # An EV with a carrier is one FIFO path: what was sent on it before this packet and is still
         # unacknowledged is lost. (A leaf-spray EV is many paths: there, only timeouts tell.)
         if self.evs[dst][ack.ev].carrier:
