@@ -1,7 +1,9 @@
 """The EV table: per entropy value (one static SRv6 path) a health state machine with RTT, loss and ECN stats.
 
 States (MRC, seed 002): GOOD (used), SUSPECT (a loss inferred from a selective ACK, an ECN-CE echo
-or a trimmed packet: used only when no GOOD EV is left, probed after a probe interval), FAILED (a retransmission timeout, or a
+or a trimmed packet: used only when no GOOD EV is left; after a loss probed after a probe interval,
+after a congestion mark GOOD again once a probe interval passes without one: the mark showed the path
+delivers, a probe would only add to its queue), FAILED (a retransmission timeout, or a
 second loss while suspect: not used for data; probed in the background), PROBING (a probe is in
 flight: its ACK brings the EV back to GOOD, its timeout back to FAILED with a longer probe
 interval). Times are seconds on one monotonic clock, given by the caller (`now`), so the machine
@@ -13,6 +15,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from typing import Any
+
+from endpoint.rto import smooth, timeout
 
 
 class EvState(str, enum.Enum):
@@ -72,6 +76,7 @@ class EvHealth:
     next_probe: float = 0.0
     probe_deadline: float = 0.0
     last_loss: float = float("-inf")
+    congested: bool = False  # SUSPECT from congestion marks only (CE, trimmed): the path answers, it is busy
     transitions: list[tuple[float, str, str, str]] = field(default_factory=list)  # (t, from, to, why)
 
     # --- derived -------------------------------------------------------------------------------
@@ -81,21 +86,35 @@ class EvHealth:
 
     def rto(self) -> float:
         """RFC 6298's SRTT + 4 RTTVAR, within [min_rto, max_rto]."""
+        return timeout(self.stats.srtt, self.stats.rttvar, self.config.min_rto, self.config.max_rto)
+
+    def _sample(self, rtt: float | None) -> None:
         s = self.stats
-        if s.srtt is None:
-            return self.config.min_rto
-        return min(self.config.max_rto, max(self.config.min_rto, s.srtt + 4 * s.rttvar))
+        if rtt is not None and rtt >= 0:
+            s.srtt, s.rttvar = smooth(s.srtt, s.rttvar, rtt)
+            s.min_rtt = rtt if s.min_rtt is None else min(s.min_rtt, rtt)
 
     def _go(self, now: float, to: EvState, why: str) -> None:
         if to != self.state:
             self.transitions.append((round(now, 6), self.state.value, to.value, why))
             self.state = to
 
-    def _suspect(self, now: float, why: str) -> None:
-        """GOOD -> SUSPECT: used only when no GOOD EV is left, so it is probed like a failed one (a probe's
-        answer brings it back, its timeout fails it); without that an unused suspect EV would stay so."""
+    def _suspect(self, now: float, why: str, congested: bool = False) -> None:
+        """GOOD -> SUSPECT: used only when no GOOD EV is left. After a loss it is probed like a failed one (a
+        probe's answer brings it back, its timeout fails it); without that an unused suspect EV would stay
+        so. After a congestion mark (`congested`) the path is known to deliver (the mark came back): it is
+        GOOD again after a probe interval without marks, unprobed (a probe would join the queue that
+        marked it)."""
         self.next_probe = now + self.config.probe_interval
+        self.congested = congested
         self._go(now, EvState.SUSPECT, why)
+
+    def _marked(self, now: float, why: str) -> None:
+        """A congestion mark: a GOOD EV becomes a congested SUSPECT one; a congested one's quiet period restarts."""
+        if self.state == EvState.GOOD:
+            self._suspect(now, why, congested=True)
+        elif self.state == EvState.SUSPECT and self.congested:
+            self.next_probe = now + self.config.probe_interval
 
     def _fail(self, now: float, why: str) -> None:
         interval = min(self.config.max_probe_interval, self.config.probe_interval * 2 ** self.strikes)
@@ -111,21 +130,16 @@ class EvHealth:
             self.stats.sent_while_failed += 1
 
     def on_ack(self, now: float, rtt: float | None, ce: bool = False) -> None:
-        """A data packet sent on this EV was acknowledged (rtt: its round trip, None for a retransmission)."""
+        """A data packet sent on this EV was acknowledged (rtt: its round trip; None for the ACK of a
+        transmission already declared lost, Karn's rule)."""
         s = self.stats
         s.acked += 1
-        if rtt is not None and rtt >= 0:
-            if s.srtt is None:
-                s.srtt, s.rttvar = rtt, rtt / 2
-            else:
-                s.rttvar = 0.75 * s.rttvar + 0.25 * abs(s.srtt - rtt)
-                s.srtt = 0.875 * s.srtt + 0.125 * rtt
-            s.min_rtt = rtt if s.min_rtt is None else min(s.min_rtt, rtt)
+        self._sample(rtt)
         if ce:
             s.ecn += 1
             self.clean = 0
-            if self.config.ecn_suspect and self.state == EvState.GOOD:
-                self._suspect(now, "ecn")
+            if self.config.ecn_suspect:
+                self._marked(now, "ecn")
             return
         self.clean += 1
         if self.state == EvState.SUSPECT and self.clean >= self.config.recover_acks:
@@ -145,7 +159,7 @@ class EvHealth:
         self.stats.sack_losses += 1
         self.last_loss = now
         self.clean = 0
-        if self.state == EvState.GOOD:
+        if self.state == EvState.GOOD or (self.state == EvState.SUSPECT and self.congested):
             self._suspect(now, "sack loss")
         elif self.state == EvState.SUSPECT:
             self._fail(now, "second loss while suspect")
@@ -154,28 +168,34 @@ class EvHealth:
         """A packet on this EV was trimmed (congestion, not a dead path): retransmit at once, suspect the EV."""
         self.stats.nacks += 1
         self.clean = 0
-        if self.state == EvState.GOOD:
-            self._suspect(now, "trimmed")
+        self._marked(now, "trimmed")
 
     # --- probing -------------------------------------------------------------------------------
     def probe_due(self, now: float) -> bool:
-        return self.state in (EvState.FAILED, EvState.SUSPECT) and now >= self.next_probe
+        return (self.state == EvState.FAILED or self.state == EvState.SUSPECT and not self.congested) \
+            and now >= self.next_probe
 
-    def on_probe_sent(self, now: float) -> None:
+    def on_probe_sent(self, now: float, rto: float | None = None) -> None:
+        """A probe went out: unanswered within `rto` (default this EV's) it fails the EV again."""
         self.stats.probes += 1
-        self.probe_deadline = now + max(self.config.min_rto, self.rto())
+        self.probe_deadline = now + max(self.config.min_rto, self.rto() if rto is None else rto)
         self._go(now, EvState.PROBING, "probe sent")
 
     def on_probe_ack(self, now: float, rtt: float | None = None) -> None:
+        """A probe's answer (rtt: that probe's round trip, a sample even when it came after its deadline)."""
         self.stats.probe_acks += 1
+        self._sample(rtt)
         if self.state == EvState.PROBING:
             self.clean = 0
             self._go(now, EvState.GOOD, "probe acked")
 
     def tick(self, now: float) -> None:
-        """Expire a probe: no answer within its RTO leaves the EV FAILED, probed again later (backoff)."""
+        """Expire a probe: no answer within its RTO leaves the EV FAILED, probed again later (backoff). A
+        congested SUSPECT EV without a mark for a probe interval is GOOD again."""
         if self.state == EvState.PROBING and now >= self.probe_deadline:
             self._fail(now, "probe timeout")
+        elif self.state == EvState.SUSPECT and self.congested and now >= self.next_probe:
+            self._go(now, EvState.GOOD, "no congestion mark for a probe interval")
 
     def to_json(self) -> dict[str, Any]:
         s = self.stats

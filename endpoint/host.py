@@ -238,7 +238,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--probe-ms", type=float, default=20.0)
     s.add_argument("--start-at-ns", type=int, default=0)
     s.add_argument("--bin-ms", type=float, default=20.0)
-    s.add_argument("--cc", action="store_true", help="AIMD congestion window per QP (at most --window)")
+    s.add_argument("--cc", action="store_true", help="DCTCP congestion window per QP (at most --window)")
     r = sub.choices["recv"]
     r.add_argument("--expect", type=int, default=0)
     r.add_argument("--timeout", type=float, default=30.0)

@@ -46,7 +46,7 @@ class Workload:
     probe_ms: float = 20.0
     duration: float = 30.0
     bin_ms: float = 20.0
-    cc: bool = False  # AIMD congestion window per QP
+    cc: bool = False  # DCTCP congestion window per QP (endpoint.cc)
 
     def argv(self) -> list[str]:
         return ["--policy", self.policy, "--qps", str(self.qps), "--messages", str(self.messages),

@@ -60,7 +60,7 @@ class Schedule:
     leaf_evs_per_qp: int = 0  # leaf modes: 1 pins each QP to one plane (its own leaf-spray EV), so some avoid the fault
     bin_ms: float = 20.0
     start_delay: float = 2.5  # for the sender processes to come up on a busy machine: all start together
-    cc: bool = False  # the senders' AIMD congestion window (endpoint.cc); the incast turns it on
+    cc: bool = False  # the senders' DCTCP congestion window (endpoint.cc); the incast turns it on
 
 
 @dataclass
@@ -389,7 +389,7 @@ def describe(c: Comparison) -> list[str]:
             lines.append(f"  {'':14} loss to resend: {seen}; in SRTTs (median): {in_rtts}; RTT min "
                          f"{x['rtt_ms']['min_median']} ms, min RTO {x['min_rto_ms']} ms")
             cuts = sum(q.get("cwnd_cuts") or 0 for q in m.qps)
-            lines.append(f"  {'':14} senders: CE echoes {sum(q['ecn'] for q in m.qps)}, congestion window halved "
+            lines.append(f"  {'':14} senders: CE echoes {sum(q['ecn'] for q in m.qps)}, congestion window cut "
                          f"{cuts} times")
         if "switch" in x:
             lines.append(f"  {'':14} switch counters at the bottleneck: CE-marked {x['switch']['ce_marked']}, trimmed "

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.plan.evs import Ev
-from endpoint.cc import Aimd
+from endpoint.cc import Dctcp
 from endpoint.ev import EvConfig, EvState, EvTable
 from endpoint.policy import Flow, Policy
+from endpoint.rto import HostRtt
 from endpoint.wire import DATA, NACK, PROBE, PROBE_ACK, AckHeader, DataHeader
 
 PSN_MASK = 0xFFFFFF
+PROBE_QP = 0  # the QP number probes carry (data QPs start at SenderConfig.qp_base)
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class QpState:
     lost_how: dict[int, tuple[float, str, float]] = field(default_factory=dict)  # seq -> (lost send, how seen, SRTT then)
     resend_delays: dict[str, list[float]] = field(default_factory=dict)  # how seen -> lost send to its resend (s)
     resend_rtts: dict[str, list[float]] = field(default_factory=dict)  # how seen -> that delay in the EV's SRTTs
-    cc: Aimd | None = None  # the congestion window (SenderConfig.cc), else the fixed window
+    cc: Dctcp | None = None  # the congestion window (SenderConfig.cc), else the fixed window
 
     @property
     def done(self) -> bool:
@@ -94,7 +96,7 @@ class SenderConfig:
     ev_count: int = 0  # 0: every EV the export gives
     evs_per_qp: int = 0  # 0: every QP sprays over all of them; m: QP k over m of them starting at EV k*m
     bin_ms: float = 20.0
-    cc: bool = False  # AIMD congestion window per QP (endpoint.cc), at most `window`
+    cc: bool = False  # DCTCP congestion window per QP (endpoint.cc), at most `window`
 
 
 def choose_evs(evs: list[Ev], count: int) -> list[Ev]:
@@ -123,6 +125,7 @@ class SenderCore:
             if not v:
                 raise ValueError(f"{host} has no EV towards {d}")
         self.tables = {d: EvTable(sorted(v), ev_config) for d, v in self.evs.items()}
+        self.rtts = {d: HostRtt() for d in self.evs}  # per destination host, over all its EVs
         self.ev_seq: dict[tuple[str, int], int] = {}
         self.qps: dict[tuple[str, int], QpState] = {}
         self.order: list[QpState] = []
@@ -137,7 +140,7 @@ class SenderCore:
                             config.per_message, Flow(src, d, 0xC000 | (qp & 0x3FFF), qp, k),
                             self.tables[d].view(qp_evs(self.tables[d].ids, k, config.evs_per_qp)))
                 if config.cc:
-                    q.cc = Aimd(config.window)
+                    q.cc = Dctcp(config.window)
                 self.qps[d, qp] = q
                 self.order.append(q)
         self.resend: deque[tuple[QpState, int, int]] = deque()  # (qp, seq, the EV that lost it)
@@ -214,8 +217,13 @@ class SenderCore:
         table = self.tables.get(dst)
         if table is None or ack.ev not in table.health:
             return
+        rtt = (now_ns - ack.tx_ns) / 1e9  # of the transmission this ACK echoes (RFC 7323 4: its timestamp)
         if ack.kind == PROBE_ACK:
-            table[ack.ev].on_probe_ack(now)
+            table[ack.ev].on_probe_ack(now, rtt)
+            self.rtts[dst].sample(rtt)
+            return
+        if ack.kind == NACK and qp == PROBE_QP:  # a trimmed probe: the path delivered its headers, congested
+            table[ack.ev].on_probe_ack(now)  # (no RTT sample: the trimmed header overtook the queue)
             return
         q = self.qps.get((dst, qp))
         if q is None:
@@ -225,7 +233,7 @@ class SenderCore:
         if ack.kind == NACK:
             q.trims += 1
             table[ack.ev].on_nack(now)
-            self._congested(q, table[ack.ev].stats.srtt, now)
+            self._marked(q, table[ack.ev].stats.srtt, now)
             if out is not None and out.ev == ack.ev:
                 del q.outstanding[seq]
                 self.policy.on_done(q.flow, out.ev)
@@ -234,7 +242,7 @@ class SenderCore:
             return
         if ack.ce:
             q.ecn += 1
-            self._congested(q, table[ack.ev].stats.srtt, now)
+            self._marked(q, table[ack.ev].stats.srtt, now)
         elif q.cc is not None:
             q.cc.on_ack()
         if out is None or out.tx_ns != ack.tx_ns:  # an earlier transmission's ACK, or a duplicate
@@ -248,10 +256,13 @@ class SenderCore:
             else:
                 self.late_acks += 1
                 self._acked(q, seq, now, now_ns, out)
+            # no RTT sample (Karn, RFC 6298 3): an ACK of a transmission declared lost is the outlier that made it
+            # look lost; sampled, it raised the RTO after every CPU stall on the lab and slowed cut detection
             table[ack.ev].on_ack(now, None, ack.ce)
             return
         self._acked(q, seq, now, now_ns, out)
-        table[ack.ev].on_ack(now, now - out.tx, ack.ce)
+        table[ack.ev].on_ack(now, rtt, ack.ce)
+        self.rtts[dst].sample(rtt)  # (a NACK's is none: the trimmed header overtook the queue)
         # An EV with a carrier is one FIFO path: what was sent on it before this packet and is still
         # unacknowledged is lost. (A leaf-spray EV is many paths: there, only timeouts tell.)
         if self.evs[dst][ack.ev].carrier:
@@ -278,9 +289,15 @@ class SenderCore:
     def _srtt(srtt: float | None) -> float:
         return srtt if srtt else 1e-3  # before any RTT sample: 1 ms, the lab's order of magnitude
 
-    def _congested(self, q: QpState, srtt: float | None, now: float) -> None:
+    def _marked(self, q: QpState, srtt: float | None, now: float) -> None:
+        """A CE echo or a NACK: the congestion window's DCTCP reduction."""
         if q.cc is not None:
-            q.cc.on_congestion(now, srtt or self.tables[q.dst].config.min_rto)
+            q.cc.on_mark(now, srtt or self.tables[q.dst].config.min_rto)
+
+    def rto(self, dst: str, ev: int) -> float:
+        """An EV's retransmission timeout: its own (RFC 6298), never below its destination host's (HostRtt)."""
+        table = self.tables[dst]
+        return max(table[ev].rto(), self.rtts[dst].rto(table.config.min_rto, table.config.max_rto))
 
     def _on_ev(self, dst: str, ev: int) -> list[tuple[QpState, Outstanding]]:
         return [(q, o) for q in self.order if q.dst == dst for o in q.outstanding.values() if o.ev == ev]
@@ -293,7 +310,8 @@ class SenderCore:
         if out.attempt == 0:
             q.lost_first_tx[out.seq] = (out.first_tx, out.first_tx_ns)
         q.lost_how[out.seq] = (out.tx, how, self._srtt(table[out.ev].stats.srtt))
-        self._congested(q, table[out.ev].stats.srtt, now)
+        if q.cc is not None:
+            q.cc.on_loss(now, table[out.ev].stats.srtt or table.config.min_rto)
         before = table[out.ev].state
         if how == "sack":
             table[out.ev].on_sack_loss(now)
@@ -308,25 +326,23 @@ class SenderCore:
     def tick(self, now: float, now_ns: int) -> list[Tx]:
         """Retransmission timeouts, and probes for the failed EVs that are due one."""
         for q in self.order:
-            table = self.tables[q.dst]
             for o in list(q.outstanding.values()):
-                if o.seq in q.outstanding and now - o.tx >= table[o.ev].rto() * (2 ** min(o.attempt, 3)):
+                if o.seq in q.outstanding and now - o.tx >= self.rto(q.dst, o.ev) * (2 ** min(o.attempt, 3)):
                     self._lost(q, o, now, "timeout")
         probes = []
         for dst, table in self.tables.items():
             for ev in table.tick(now):
-                table[ev].on_probe_sent(now)
+                table[ev].on_probe_sent(now, self.rto(dst, ev))
                 self.probes_sent += 1
-                probes.append(Tx(dst, ev, 0, 0, DataHeader(PROBE, self.host, ev, 0, 0, 0, now_ns)))
+                probes.append(Tx(dst, ev, PROBE_QP, 0, DataHeader(PROBE, self.host, ev, 0, 0, 0, now_ns)))
         return probes
 
     def next_timer(self, now: float) -> float:
         """When `tick` has something to do next (at most 5 ms away)."""
         t = now + 0.005
         for q in self.order:
-            table = self.tables[q.dst]
             for o in q.outstanding.values():
-                t = min(t, o.tx + table[o.ev].rto() * (2 ** min(o.attempt, 3)))
+                t = min(t, o.tx + self.rto(q.dst, o.ev) * (2 ** min(o.attempt, 3)))
         for table in self.tables.values():
             for h in table.health.values():
                 if h.state in (EvState.FAILED, EvState.SUSPECT):

@@ -68,7 +68,7 @@ def compare_cmd(fault: str, where: tuple[str, ...], modes: str | None, percent: 
 
     incast HOST: every host under another leaf (--senders) sends to HOST, whose leaf ports are a bottleneck
     from --fault-at to --repair-at (bmv2 queue rate and depth); trimming off (host, leaf) or on
-    (host-trim, leaf-trim); the senders' AIMD congestion window on in every mode. Also per mode:
+    (host-trim, leaf-trim); the senders' DCTCP congestion window on in every mode. Also per mode:
     the time from a lost or trimmed send to its resend by how it was seen (nack, sack, timeout)
     and the bottleneck ports' CE-marked and trimmed packets as the switches counted them.
 

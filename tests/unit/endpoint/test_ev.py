@@ -94,6 +94,46 @@ def test_ecn_and_trimming_suspect_an_ev_but_never_fail_it():
     assert h.state == EvState.SUSPECT and h.stats.nacks == 10 and h.stats.timeouts == 0
 
 
+def test_a_congestion_mark_sets_an_ev_aside_for_a_quiet_probe_interval_without_probing_it():
+    h = EvHealth(8, CFG)
+    h.on_nack(1.0)  # trimmed: the path answered, it is busy
+    assert h.state == EvState.SUSPECT and h.congested and h.usable
+    h.on_ack(1.01, 0.04, ce=True)  # another mark restarts the quiet interval
+    assert not h.probe_due(1.05) and h.next_probe == 1.01 + CFG.probe_interval
+    h.tick(1.029)
+    assert h.state == EvState.SUSPECT
+    h.tick(1.031)
+    assert h.state == EvState.GOOD and h.stats.probes == 0 and h.stats.nacks == 1 and h.stats.ecn == 1
+    assert [x[1:] for x in h.transitions] == [("good", "suspect", "trimmed"),
+                                              ("suspect", "good", "no congestion mark for a probe interval")]
+
+
+def test_a_loss_on_a_congested_ev_is_its_first_loss_and_makes_it_probed_the_second_fails_it():
+    h = EvHealth(9, CFG)
+    h.on_nack(2.0)
+    h.on_sack_loss(2.005)
+    assert h.state == EvState.SUSPECT and not h.congested
+    assert not h.probe_due(2.0249) and h.probe_due(2.025)  # a loss suspect is probed after the interval
+    h.tick(2.03)
+    assert h.state == EvState.SUSPECT  # no quiet-interval return for a loss
+    h.on_sack_loss(2.031)
+    assert h.state == EvState.FAILED
+    assert [x[1:] for x in h.transitions] == [("good", "suspect", "trimmed"),
+                                              ("suspect", "failed", "second loss while suspect")]
+
+
+def test_a_probe_answer_is_a_round_trip_sample_even_after_its_deadline():
+    h = EvHealth(10, CFG)
+    h.on_timeout(0.0)
+    h.on_probe_sent(0.02, rto=0.03)
+    assert h.probe_deadline == 0.02 + 0.03  # the sender's timeout when it is above the EV's own
+    h.tick(0.05)
+    assert h.state == EvState.FAILED
+    h.on_probe_ack(0.07, 0.05)  # the probe waited in a queue: the RTO must learn that
+    assert h.stats.srtt == 0.05 and h.stats.rttvar == 0.025 and h.rto() == 0.05 + 4 * 0.025
+    assert h.state == EvState.FAILED  # a late answer does not restore the EV: the next probe does
+
+
 def test_rto_follows_rfc6298_within_its_floor_and_cap():
     h = EvHealth(5, CFG)
     assert h.rto() == CFG.min_rto  # no sample yet

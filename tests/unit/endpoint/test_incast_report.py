@@ -18,4 +18,4 @@ def test_the_incast_lines_show_resends_by_how_in_srtts_and_the_senders_ce_echoes
     lines = scenarios.describe(scenarios.Comparison("incast to h2", [("h0", "h2")], scenarios.Schedule(), [mode]))
     assert "loss to resend: nack 4x median 9.9 ms (p90 12.0, max 13.0), timeout 1x median 26.7 ms" in lines[-2]
     assert "in SRTTs (median): nack 0.42, timeout 1.3" in lines[-2]
-    assert lines[-1].split() == ["senders:", "CE", "echoes", "7,", "congestion", "window", "halved", "3", "times"]
+    assert lines[-1].split() == ["senders:", "CE", "echoes", "7,", "congestion", "window", "cut", "3", "times"]

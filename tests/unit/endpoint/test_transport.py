@@ -23,13 +23,13 @@ from controller.plan.evs import Ev, export, host_evs, load_export
 from controller.plan.fabricplan import plan
 from controller.routes import SPRAY_DEST, SPRAY_PATHS, SPRAY_SELECTOR, Fabric
 from controller.model.topology import build, load
-from endpoint.cc import Aimd
+from endpoint.cc import Dctcp
 from endpoint.ev import EvConfig, EvState
 from endpoint.policy import make
 from endpoint.receiver import ReceiverCore, reorder_bucket
-from endpoint.sender import SenderConfig, SenderCore, qp_evs
-from endpoint.wire import (ACK, CE, NACK, PROBE_ACK, TRIM_DSCP, AckHeader, DataHeader, ack_frame, data_frame, parse,
-                           sport_of)
+from endpoint.sender import PROBE_QP, SenderConfig, SenderCore, qp_evs
+from endpoint.wire import (ACK, CE, NACK, PROBE, PROBE_ACK, TRIM_DSCP, AckHeader, DataHeader, ack_frame, data_frame,
+                           parse, sport_of)
 from mininet_labs.roce import icrc_ok
 from tests.paths import UNIT_DATA
 
@@ -396,21 +396,35 @@ def test_a_sender_refuses_a_destination_without_evs():
     assert struct.calcsize(DataHeader.FMT) == DataHeader.SIZE
 
 
-def test_the_congestion_window_halves_once_per_round_trip_and_grows_back_by_one_per_window():
-    w = Aimd(16)
-    assert (w.window, w.on_congestion(1.0, 0.01), w.window) == (16, True, 8)
-    assert not w.on_congestion(1.005, 0.01) and w.window == 8  # the same round trip: one cut
-    assert w.on_congestion(1.02, 0.01) and w.window == 4
+def test_the_congestion_window_cuts_by_half_dctcps_alpha_once_per_round_trip_and_grows_by_one_per_window():
+    w = Dctcp(16)
+    assert (w.window, w.alpha, w.on_mark(1.0, 0.01), w.window) == (16, 1.0, True, 8)  # alpha starts at 1: halved
+    assert not w.on_mark(1.005, 0.01) and w.window == 8  # the same round trip: one cut
+    w = Dctcp(4)
+    for _ in range(3):
+        w.on_ack()
+    assert w.window == 4 and w.window_left == 1
+    # the 4th packet of the window is marked: the window ends with 1 of 4 marked, alpha = 15/16 * 1 + 1/16 * 1/4
+    assert w.on_mark(2.0, 0.01)
+    assert w.alpha == 0.953125 and w.cwnd == 4 * (1 - 0.953125 / 2) and (w.acked, w.marked) == (0, 0)
+    assert w.window_left == 4  # the next window of data: what was in flight when this one ended (SND.NXT)
+    quiet = Dctcp(16, alpha=0.125)
+    assert quiet.on_mark(3.0, 0.01) and quiet.cwnd == 16 * (1 - 0.125 / 2) == 15.0  # a little marking costs a little
+    assert quiet.on_loss(3.02, 0.01) and quiet.cwnd == 7.5  # a loss halves, whatever alpha (RFC 8257 3.5)
+    assert not quiet.on_loss(3.025, 0.01) and quiet.cuts == 2
+    w = Dctcp(16, cwnd=4)
     for _ in range(4):
         w.on_ack()
     assert 4.9 < w.cwnd < 5  # +1/cwnd per ACK: about one more packet per window of ACKs
     w.on_ack()
     assert w.window == 5
     for t in range(10):
-        w.on_congestion(2.0 + t, 0.01)
-    assert w.window == 1 and w.cwnd == 1.0 and w.cuts == 12
+        w.on_loss(5.0 + t, 0.01)
+    assert w.window == 1 and w.cwnd == 1.0 and w.cuts == 10
     with pytest.raises(ValueError, match="window 0 is below 1"):
-        Aimd(0)
+        Dctcp(0)
+    with pytest.raises(ValueError, match="DCTCP gain 0 is not in"):
+        Dctcp(4, g=0)
 
 
 def test_with_the_congestion_window_a_trim_halves_what_a_qp_has_in_flight():
@@ -427,3 +441,48 @@ def test_with_the_congestion_window_a_trim_halves_what_a_qp_has_in_flight():
     net = Net("health", SenderConfig(qps=1, messages=60, window=8, cc=True), mark=first, delay=0.005)
     net.run(1.0)
     assert net.sender.done and net.receiver.qps["h0", 0x100].received == 60
+
+
+def test_an_evs_timeout_is_never_below_its_hosts_which_learns_the_queue_from_every_ev():
+    """One ACK after 40 ms on one EV (a queue at the host's leaf port) raises every EV's timeout to the
+    host's RFC 6298 RTO: the packets sent on the other three EVs at the same time are not declared lost
+    at their own 10 ms floor, only once the host's RTO has passed."""
+    s = Net("health", SenderConfig(qps=1, messages=8, window=8)).sender
+    q = s.order[0]
+    txs = [s.next_packet(0.0, 0) for _ in range(4)]
+    assert sorted(tx.ev for tx in txs) == [0, 1, 1024, 1025]
+    first, others = txs[0], [tx.ev for tx in txs[1:]]
+    s.on_ack("h2", first.qp, first.psn, AckHeader(ACK, first.ev, first.header.ev_seq, first.header.tx_ns), 0.04,
+             40_000_000)
+    host_rto = 0.04 + 4 * 0.02  # SRTT 40 ms, RTTVAR 20 ms after the first sample
+    assert s.rtts["h2"].srtt == 0.04 and s.rto("h2", first.ev) == host_rto
+    assert all(s.tables["h2"][ev].rto() == 0.01 and s.rto("h2", ev) == host_rto for ev in others)
+    s.tick(0.11, 110_000_000)
+    assert len(q.outstanding) == 3 and not q.lost_how
+    s.tick(0.121, 121_000_000)
+    assert not q.outstanding and sorted(how for _, how, _ in q.lost_how.values()) == ["timeout"] * 3
+
+
+def test_a_first_trys_late_ack_completes_the_packet_as_a_spurious_loss_but_is_no_round_trip_sample():
+    s = Net("health", SenderConfig(qps=1, messages=8, window=8)).sender
+    q = s.order[0]
+    tx = s.next_packet(0.0, 0)
+    s.tick(0.0101, 10_100_000)  # the 10 ms floor: declared lost, resent on another EV
+    resend = s.next_packet(0.011, 11_000_000)
+    assert (resend.psn, resend.header.attempt) == (tx.psn, 1) and resend.ev != tx.ev
+    s.on_ack("h2", tx.qp, tx.psn, AckHeader(ACK, tx.ev, tx.header.ev_seq, tx.header.tx_ns), 0.03, 30_000_000)
+    assert q.spurious == 1 and q.acked == {0} and not q.outstanding and s.reorder_window == 0.01  # RACK widened
+    assert s.tables["h2"][tx.ev].stats.srtt is None and s.rtts["h2"].samples == 0  # Karn: the outlier is no sample
+    assert s.tables["h2"][tx.ev].stats.acked == 1
+
+
+def test_a_trimmed_probes_nack_answers_the_probe_without_a_round_trip_sample():
+    s = Net("health", SenderConfig(qps=1, messages=8, window=8)).sender
+    h = s.tables["h2"][1]
+    h.on_timeout(0.0)
+    probes = s.tick(0.0101, 10_100_000)
+    assert [(p.ev, p.qp, p.header.kind) for p in probes] == [(1, PROBE_QP, PROBE)] and h.state == EvState.PROBING
+    s.on_ack("h2", PROBE_QP, 0, AckHeader(NACK, 1, 0, 0), 0.0111, 11_100_000)  # the probe arrived, cut to its headers
+    assert h.state == EvState.GOOD and h.stats.probe_acks == 1
+    assert h.stats.srtt is None and s.rtts["h2"].samples == 0  # the trimmed header overtook the queue: no RTT
+    assert all(not q.trims for q in s.order)  # not taken for a data packet's NACK
