@@ -16,6 +16,7 @@ the read). Needs root and simple_switch_grpc. Not a test: nothing here asserts a
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -55,7 +56,9 @@ def measure(address: str, p4info: P4Info, repeat: int) -> dict:
         full: list[float] = []
         held: list = []
         for _ in range(repeat):
-            start = time.perf_counter()
+            held = []  # the last run's entities are not kept alive through the next (reconcile holds one read)
+            gc.collect()  # each run starts from the same heap, so a full collection owed to the bench's own
+            start = time.perf_counter()  # garbage does not land in one side's timed region
             held = conn.read_all()
             full.append(time.perf_counter() - start)
         # the same Read, its responses kept as bytes (no parsing) for the client-side timing
@@ -68,7 +71,10 @@ def measure(address: str, p4info: P4Info, repeat: int) -> dict:
     finally:
         conn.close()
     client: list[float] = []
+    decoded: list = []
     for _ in range(repeat):
+        decoded = []
+        gc.collect()
         start = time.perf_counter()
         decoded = [codec.decode_entity(e, p4info) for data in raw
                    for e in p4runtime_pb2.ReadResponse.FromString(data).entities]
