@@ -410,8 +410,7 @@ control Routing(inout headers_t hdr,
 control IngressPipe(inout headers_t hdr,
                     inout local_metadata_t meta,
                     inout standard_metadata_t std) {
-    counter(PORT_COUNT, CounterType.packets_and_bytes) port_rx;
-    counter(DROP_REASON_COUNT, CounterType.packets) drop_reasons;
+    counter(DROP_REASON_COUNT, CounterType.packets) drop_reasons;  /* port_rx: include/congestion.p4 */
 
     ParserErrors() parser_errors;
     CpuPunt() cpu;
@@ -426,9 +425,9 @@ control IngressPipe(inout headers_t hdr,
      * boundary and the headend (one host_policy lookup gives both what they need). No `return`: in bmv2 p4c makes each one a flag tested before
      * every later statement. */
     apply {
-        port_rx.count((bit<32>) std.ingress_port);
         if (hdr.packet_out.isValid()) {
             /* From the controller: out of the named port, untouched. */
+            port_rx.count((bit<32>) std.ingress_port);
             std.egress_spec = hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
         } else {
@@ -456,11 +455,15 @@ control IngressPipe(inout headers_t hdr,
                     meta.drop_reason = hdr.ipv4.isValid() ? DROP_NO_ROUTE : DROP_NOT_IP;
                 }
             }
+            /* Each packet is counted in port_rx once: here, or by congestion's action. */
             if (meta.drop_reason != DROP_NONE) {
+                port_rx.count((bit<32>) std.ingress_port);
                 drop_reasons.count((bit<32>) meta.drop_reason);
                 mark_to_drop(std);
             } else if (std.egress_spec != CPU_PORT) {
-                congestion.apply(hdr, meta, std);  /* trim or not, and which queue (include/congestion.p4) */
+                congestion.apply(hdr, meta, std);  /* trim or not, which queue, port_rx (include/congestion.p4) */
+            } else {
+                port_rx.count((bit<32>) std.ingress_port);
             }
         }
     }
