@@ -43,16 +43,23 @@ def _route(table: str, action: str, prefix: str, plen: int) -> TableEntry:
 def headend_entries(p4info_text: str) -> list:
     """A source leaf as the controller sets one up; with the host port's SR-domain policy where
     the program has it (checked by the packets' source) and the egress thresholds on (ECN, trim)
-    at depths the benchmark's queue never reaches, so both are evaluated per packet."""
+    at depths the benchmark's queue never reaches, so both are evaluated per packet. This build gives
+    the boundary and the headend one host_policy entry; builds before it, host_policy and host_port."""
     profile = "IngressPipe.headend.spray_selector"
+    host = [("host_addr", "fd00:0:0:11::1"), ("usid_block", BLOCK)]
+    headend = [("src_addr", "2001:db8:ff::1"), ("usid_block", BLOCK)]
     policy = []
-    if "IngressPipe.boundary.host_policy" in p4info_text:
+    if "IngressPipe.headend.host_port" not in p4info_text:
         policy.append(TableEntry("IngressPipe.boundary.host_policy", (("ingress_port", Exact(IN)),),
-                                 "IngressPipe.boundary.sr_boundary", (("host_addr", "fd00:0:0:11::1"),
-                                                                      ("usid_block", BLOCK))))
+                                 "IngressPipe.boundary.sr_boundary",
+                                 (*host, ("src_addr", "2001:db8:ff::1"), ("headend", 1))))
+    else:
+        if "IngressPipe.boundary.host_policy" in p4info_text:
+            policy.append(TableEntry("IngressPipe.boundary.host_policy", (("ingress_port", Exact(IN)),),
+                                     "IngressPipe.boundary.sr_boundary", tuple(host)))
+        policy.append(TableEntry("IngressPipe.headend.host_port", (("ingress_port", Exact(IN)),),
+                                 "IngressPipe.headend.set_headend", tuple(headend)))
     return policy + [
-        TableEntry("IngressPipe.headend.host_port", (("ingress_port", Exact(IN)),),
-                   "IngressPipe.headend.set_headend", (("src_addr", "2001:db8:ff::1"), ("usid_block", BLOCK))),
         TableEntry("IngressPipe.headend.spray_dest", (("dst_addr", Lpm("fd00:0:0:12::", 64)),),
                    "IngressPipe.headend.set_spray", (("mode", 2), ("dst_usids", 0x0012_E000))),
         ActionProfileMember(profile, 1, "IngressPipe.headend.via_spine", (("spine_usid", 1), ("path_index", 1))),
@@ -62,12 +69,18 @@ def headend_entries(p4info_text: str) -> list:
     ]
 
 
-def transit_entries() -> list:
-    return [
+def transit_entries(p4info_text: str = "") -> list:
+    """A spine as the controller sets one up: its uN, the route to the next leaf's uN and, where the
+    program has it, the uN with that next hop in one my_sid entry (the lookup the packets hit)."""
+    out = [
         TableEntry("IngressPipe.endpoint.my_sid", (("dst_addr", Lpm("fcbb:bb00:1::", 48)),),
                    "IngressPipe.endpoint.usid_un"),
         _route("IngressPipe.routing.routes_v6", "IngressPipe.routing.set_next_hop", "fcbb:bb00:12::", 48),
     ]
+    if "IngressPipe.endpoint.usid_un_next_hop" in p4info_text:
+        out.append(_route("IngressPipe.endpoint.my_sid", "IngressPipe.endpoint.usid_un_next_hop",
+                          "fcbb:bb00:1:12::", 64))
+    return out
 
 
 def roce_frames(n: int) -> list[bytes]:
@@ -136,7 +149,7 @@ def compare(other: Artifacts, plain: list[bytes], encapsulated: list[bytes], arg
     """This build's srv6_spray against another's, round after round (A, B, A, B ...): pps per round,
     and the ratio of the medians this / other per case."""
     here = Artifacts.of("srv6_spray")
-    cases = {"headend": (plain, headend_entries), "transit_un": (encapsulated, lambda _text: transit_entries())}
+    cases = {"headend": (plain, headend_entries), "transit_un": (encapsulated, transit_entries)}
     out: dict = {"other_build": str(other.bmv2_json.parent)}
     for case, (frames, entries) in cases.items():
         pps: dict[str, list[float]] = {"this": [], "other": []}
@@ -167,10 +180,11 @@ def main() -> int:
     encapsulated = encapsulated_frames(args.packets)
     baseline_route = [_route("IngressPipe.routes_v6", "IngressPipe.set_next_hop", p, plen)
                       for p, plen in (("fd00:0:0:12::", 64), ("fcbb:bb00:1::", 48))]
+    spray_p4info = Artifacts.of("srv6_spray").p4info.read_text()
     cases = {
-        "headend": ("srv6_spray", headend_entries(Artifacts.of("srv6_spray").p4info.read_text()), plain),
+        "headend": ("srv6_spray", headend_entries(spray_p4info), plain),
         "headend_baseline": ("l3_baseline", baseline_route, plain),
-        "transit_un": ("srv6_spray", transit_entries(), encapsulated),
+        "transit_un": ("srv6_spray", transit_entries(spray_p4info), encapsulated),
         "transit_baseline": ("l3_baseline", baseline_route, encapsulated),
     }
     # --base-rounds N: each case N times, the four cases interleaved round by round, so srv6_spray and

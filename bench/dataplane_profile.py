@@ -94,7 +94,7 @@ def baseline_entries() -> list:
 
 ROLES: tuple[Role, ...] = (
     Role("headend", pps.headend_entries, pps.roce_frames),
-    Role("transit_un", lambda _p4info: pps.transit_entries(), pps.encapsulated_frames),
+    Role("transit_un", pps.transit_entries, pps.encapsulated_frames),
     Role("egress_dt6", dt6_entries, lambda n: to_sid(DT6_SID, n)),
     Role("egress_dx6", dx6_entries, lambda n: to_sid(DX6_SID, n)),
     Role("l3_baseline", lambda _p4info: baseline_entries(), pps.encapsulated_frames, "l3_baseline"),

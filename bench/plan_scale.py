@@ -104,6 +104,8 @@ def _bare_switches(names: list[str]) -> int:
             out = [("my_sid", sids.un_prefix(sids.t1_usid(p, i)), 48)]
             for d, port in enumerate(sw.downlinks):
                 out.append(("routes_v6", sids.un_prefix(sids.t0_usid(p, d)), 48, port, mac, topo.t0(p, d).mac))
+                out.append(("my_sid", sids.local_sid(sids.t1_usid(p, i), sids.t0_usid(p, d)), 64, port, mac,
+                            topo.t0(p, d).mac))
             out.append(("routes_v6", "block"))
             n += len(out)
             continue
@@ -114,7 +116,7 @@ def _bare_switches(names: list[str]) -> int:
         for k, port in enumerate(sw.host_ports):
             host_mac = topo.host_mac(sw, k)
             sid = sids.local_sid_text(un, sids.dx6_usid(p, k))
-            out.append(("host_port", port, sid))
+            out.append(("host_policy", port, sids.host_v6_text(p, i, k), sid))
             out.append(("my_sid", sid, port, mac, host_mac))
             out.append(("routes_v6", sids.host_v6_text(p, i, k), port, mac, host_mac))
         spines = topo.t1s(p)

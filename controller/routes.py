@@ -30,7 +30,7 @@ from controller.model.sids import (
     fmt_v6,
 )
 from controller.model.topology import Switch, Topology, host_mac_prefix
-from controller.plan.p4names import ECMP_ROUTES, ECMP_SELECTOR, END_DT6, END_DX6, FIRST_USID_ALLOWED, HASH_POLICY, HOST_FIRST_USID, HOST_POLICY, HOST_PORT, HOST_SOURCE_ROUTING, LOCAL_LEAF, MY_SID, PINNED_PATH, ROUTES_V6, SET_HASH_MODE, SET_HEADEND, SET_NEXT_HOP, SET_NEXT_HOP_V6, SET_PIN, SET_THRESHOLDS, SPRAY, SPRAY_DEST, SPRAY_SELECTOR, SR_BOUNDARY, THRESHOLDS, USID_UN, VIA_SPINE
+from controller.plan.p4names import ECMP_ROUTES, ECMP_SELECTOR, END_DT6, END_DX6, FIRST_USID_ALLOWED, HASH_POLICY, HOST_FIRST_USID, HOST_POLICY, HOST_SOURCE_ROUTING, LOCAL_LEAF, MY_SID, PINNED_PATH, ROUTES_V6, SET_HASH_MODE, SET_NEXT_HOP, SET_NEXT_HOP_V6, SET_PIN, SET_THRESHOLDS, SPRAY, SPRAY_DEST, SPRAY_SELECTOR, SR_BOUNDARY, THRESHOLDS, USID_UN, USID_UN_NEXT_HOP, VIA_SPINE
 from controller.plan.shared import MAPPED_LEN, Options, SHARED_GROUP, Shared
 from controller.plan.p4names import DERIVE_SPRAY, DROP_USID_UNKNOWN, ECMP_DROP, EECMP, FLOW, NO_PATH, PACKET, PIN, Program, QP, SET_SPRAY, SPRAY_PATHS  # noqa: F401  (re-exported: defined here before)
 from controller.plan.shared import DROP_MEMBER, HostPin, LEAF_FIELD_END, Pin, leaf_blocks  # noqa: F401  (re-exported: defined here before)
@@ -150,7 +150,7 @@ class Fabric:
 
 
 def spray_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
-    """host_port, my_sid, routes_v6, the via_spine members and the shared spray group of a leaf."""
+    """host_policy, my_sid, routes_v6, the via_spine members and the shared spray group of a leaf."""
     p, i, sids, h = leaf.plane, leaf.index, f.sids, f.health
     out = _spray_uplink_members(f, leaf)
     un = sids.t0_usid(p, i)
@@ -170,11 +170,18 @@ def spray_leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
 def host_policies(f: Fabric, leaf: Switch) -> list[Entity]:
     """The SR-domain boundary of every host port (whatever its health: a port the plan thinks
     down is still outside the domain), its host's own address, and in endpoint mode the uSIDs
-    a host carrier may start with."""
+    a host carrier may start with. The same entry gives the headend the port's source address (its
+    DX6 SID) and turns it on while the port and the leaf are up (`headend` 1; host_port's entry
+    before the two tables were one)."""
     p, i, sids = leaf.plane, leaf.index, f.sids
     action = HOST_SOURCE_ROUTING if f.options.host_source_routing else SR_BOUNDARY
-    out: list[Entity] = [TableEntry(HOST_POLICY, (("ingress_port", Exact(port)),), action,
-                                    (("host_addr", sids.host_v6_text(p, i, k)), ("usid_block", sids.block)))
+    un, block = sids.t0_usid(p, i), sids.block
+    dx6 = f.shared.dx6_texts(p, len(leaf.host_ports))
+    sid_prefix = sids.un_text(un)
+    dead = range(len(leaf.host_ports)) if (p, i) in f.health.leaves else f.health.dead_slots(p, i)
+    out: list[Entity] = [TableEntry(HOST_POLICY, f.shared.port_match(port), action,
+                                    (("host_addr", sids.host_v6_text(p, i, k)), ("usid_block", block),
+                                     ("src_addr", sid_prefix + dx6[k]), ("headend", 0 if dead and k in dead else 1)))
                          for k, port in enumerate(leaf.host_ports)]
     if f.options.host_source_routing:
         out += host_first_usids(f, leaf)
@@ -182,11 +189,11 @@ def host_policies(f: Fabric, leaf: Switch) -> list[Entity]:
 
 
 def _spray_host_entities(f: Fabric, leaf: Switch, un: int) -> list[Entity]:
-    """Per host port that is up: host_port (set_headend with its DX6 SID), my_sid End.DX6 and
-    the host's /128 route. The hot loop of a plan (a quarter million ports at MRC scale): the
+    """Per host port that is up: my_sid End.DX6 and the host's /128 route (its headend is turned on
+    by its host_policy entry). The hot loop of a plan (a quarter million ports at MRC scale): the
     address and MAC texts are a per-leaf prefix plus a per-slot suffix built once (Shared)."""
     p, i, sids, sh = leaf.plane, leaf.index, f.sids, f.shared
-    mac, block, dead, n = leaf.mac, sids.block, f.health.dead_slots(p, i), len(leaf.host_ports)
+    mac, dead, n = leaf.mac, f.health.dead_slots(p, i), len(leaf.host_ports)
     sid_prefix, host_prefix = sids.un_text(un), sids.leaf_v6_text(p, i)
     local_sids = [sid_prefix + t for t in sh.dx6_texts(p, n)[:n]]
     hosts = ([sids.host_v6_text(p, i, k) for k in range(n)] if host_prefix is None
@@ -202,7 +209,6 @@ def _spray_host_entities(f: Fabric, leaf: Switch, un: int) -> list[Entity]:
         if dead and k in dead:
             continue
         hop = (("port", port), ("smac", mac), ("dmac", host_mac))
-        append(TableEntry(HOST_PORT, sh.port_match(port), SET_HEADEND, (("src_addr", sid), ("usid_block", block))))
         append(TableEntry(MY_SID, (("dst_addr", Lpm(sid, LOCAL_SID_LEN)),), END_DX6, hop))
         append(TableEntry(ROUTES_V6, (("dst_addr", Lpm(host, 128)),), SET_NEXT_HOP_V6, hop))
     return out
@@ -290,15 +296,21 @@ def spray_leaf_pins(f: Fabric, leaf: Switch) -> list[Entity]:
 
 
 def spray_spine(f: Fabric, spine: Switch, only: Collection[int] | None = None) -> list[Entity]:
-    """A spine's uN, a /48 route per leaf it reaches, and the block drop (`only`: just the
-    routes towards these leaves, if they are reached)."""
+    """A spine's uN, per leaf it reaches a /48 route and the uN with that next hop (block | our uN |
+    the leaf's uN as /64: the transit's one lookup, docs/pipeline.md), and the block drop (`only`:
+    just the entries towards these leaves, if they are reached)."""
     p, j, sids, h = spine.plane, spine.index, f.sids, f.health
+    own = sids.t1_usid(p, j)
     out: list[Entity] = [] if only is not None else [
-        TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.un_prefix(sids.t1_usid(p, j))), UN_LEN)),), USID_UN)]
+        TableEntry(MY_SID, (("dst_addr", Lpm(fmt_v6(sids.un_prefix(own)), UN_LEN)),), USID_UN)]
     leaves, match, mac = f.topo.t0s(p), f.shared.leaf_un_match, spine.mac
     healthy = not (h.links or h.leaves or h.spines)
-    out += [TableEntry(ROUTES_V6, match(p, i), SET_NEXT_HOP_V6, (("port", port), ("smac", mac), ("dmac", leaves[i].mac)))
-            for i, port in _downlinks(spine, only) if healthy or h.link_up(p, i, j)]
+    for i, port in _downlinks(spine, only):
+        if healthy or h.link_up(p, i, j):
+            hop = (("port", port), ("smac", mac), ("dmac", leaves[i].mac))
+            out.append(TableEntry(ROUTES_V6, match(p, i), SET_NEXT_HOP_V6, hop))
+            out.append(TableEntry(MY_SID, (("dst_addr", Lpm(sids.local_sid_text(own, sids.t0_usid(p, i)), LOCAL_SID_LEN)),),
+                                  USID_UN_NEXT_HOP, hop))
     if only is None:
         out.append(f.shared.block_drop)
     return out

@@ -130,8 +130,7 @@ control Ecmp(inout headers_t hdr,
 control IngressPipe(inout headers_t hdr,
                     inout local_metadata_t meta,
                     inout standard_metadata_t std) {
-    counter(PORT_COUNT, CounterType.packets_and_bytes) port_rx;
-    counter(DROP_REASON_COUNT, CounterType.packets) drop_reasons;
+    counter(DROP_REASON_COUNT, CounterType.packets) drop_reasons;  /* port_rx: include/congestion.p4 */
 
     ParserErrors() parser_errors;
     CpuPunt() cpu;
@@ -139,8 +138,8 @@ control IngressPipe(inout headers_t hdr,
     TrimAdmission() congestion;
 
     apply {
-        port_rx.count((bit<32>) std.ingress_port);
         if (hdr.packet_out.isValid()) {
+            port_rx.count((bit<32>) std.ingress_port);
             std.egress_spec = hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
             return;
@@ -152,8 +151,11 @@ control IngressPipe(inout headers_t hdr,
         if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
             ecmp.apply(hdr, meta, std);
         }
+        /* Each packet is counted in port_rx once: here, or by congestion's action. */
         if (meta.drop_reason == DROP_NONE && std.egress_spec != CPU_PORT) {
-            congestion.apply(hdr, meta, std);  /* trim or not, and which queue (include/congestion.p4) */
+            congestion.apply(hdr, meta, std);  /* trim or not, which queue, port_rx (include/congestion.p4) */
+        } else {
+            port_rx.count((bit<32>) std.ingress_port);
         }
         if (meta.drop_reason != DROP_NONE) {
             drop_reasons.count((bit<32>) meta.drop_reason);

@@ -40,24 +40,6 @@ control Headend(inout headers_t hdr,
     @max_group_size(512)
     action_selector(HashAlgorithm.identity, 32w4096, 32w16) spray_selector;
 
-    action set_headend(ipv6_addr_t src_addr, bit<32> usid_block) {
-        meta.headend_src = src_addr;
-        meta.usid_block = usid_block;
-    }
-
-    /* The port faces a host: RoCEv2 arriving here is sprayed. */
-    table host_port {
-        key = {
-            std.ingress_port : exact @name("ingress_port");
-        }
-        actions = {
-            set_headend;
-            @defaultonly NoAction;
-        }
-        const default_action = NoAction();
-        size = 512;
-    }
-
     /* Per destination prefix: the hash mode, and the two uSIDs that end every carrier
      * towards it (the destination leaf's uN, then its decap uSID), given whole. */
     action set_spray(bit<2> mode, bit<32> dst_usids) {
@@ -199,38 +181,37 @@ control Headend(inout headers_t hdr,
     }
 
     /* The caller applies this to RoCEv2 over plain IPv6 (a BTH, UDP right after the IPv6 header, no
-     * inner IP header) only. Nested ifs, no `return`: in bmv2 each `return` costs a condition before
-     * every later statement. */
+     * inner IP header) from a host port whose host_policy entry turns the headend on (meta.headend, with
+     * its source address and block) only. Nested ifs, no `return`: in bmv2 each `return` costs a
+     * condition before every later statement. */
     apply {
-        if (host_port.apply().hit) {
-            switch (spray_dest.apply().action_run) {
-                set_spray:
-                derive_spray: {
-                    if (meta.hash_mode == HASH_PACKET) {
-                        hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
-                             { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
-                               hdr.udp.src_port, hdr.udp.dst_port, hdr.bth.dest_qp, hdr.bth.psn },
-                             32w65536);
-                    } else if (meta.hash_mode == HASH_QP) {
-                        hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
-                             { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
-                               hdr.udp.src_port, hdr.udp.dst_port, hdr.bth.dest_qp },
-                             32w65536);
-                    } else {
-                        hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
-                             { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
-                               hdr.udp.src_port, hdr.udp.dst_port },
-                             32w65536);
-                    }
-                    if (!pinned_path.apply().hit) {
-                        if (!spray_paths.apply().hit) {
-                            /* Known destination, but no path left in this plane. */
-                            meta.drop_reason = DROP_NO_PATH;
-                        }
+        switch (spray_dest.apply().action_run) {
+            set_spray:
+            derive_spray: {
+                if (meta.hash_mode == HASH_PACKET) {
+                    hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
+                         { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
+                           hdr.udp.src_port, hdr.udp.dst_port, hdr.bth.dest_qp, hdr.bth.psn },
+                         32w65536);
+                } else if (meta.hash_mode == HASH_QP) {
+                    hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
+                         { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
+                           hdr.udp.src_port, hdr.udp.dst_port, hdr.bth.dest_qp },
+                         32w65536);
+                } else {
+                    hash(meta.spray_hash, HashAlgorithm.crc32, 16w0,
+                         { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
+                           hdr.udp.src_port, hdr.udp.dst_port },
+                         32w65536);
+                }
+                if (!pinned_path.apply().hit) {
+                    if (!spray_paths.apply().hit) {
+                        /* Known destination, but no path left in this plane. */
+                        meta.drop_reason = DROP_NO_PATH;
                     }
                 }
-                /* unknown, local or unreachable destination: not encapsulated */
             }
+            /* unknown, local or unreachable destination: not encapsulated */
         }
     }
 }
@@ -248,6 +229,21 @@ control Endpoint(inout headers_t hdr,
         hdr.ipv6.dst_addr = hdr.ipv6.dst_addr[127:96] ++ hdr.ipv6.dst_addr[79:0] ++ 16w0;
     }
 
+    /* uN and the next hop in one lookup, the uN transit's whole work (docs/pipeline.md, per-role cost):
+     * installed per next uSID this switch forwards to (block | our uSID | next uSID as /64, next uSID
+     * not 0), with that uSID's route. The shift as usid_un, the next hop as routes_v6's set_next_hop,
+     * the hop limit less one (0 stays 0: apply() drops it as HOP_LIMIT, as Routing does a packet it
+     * would take to 0). */
+    action usid_un_next_hop(port_t port, mac_addr_t smac, mac_addr_t dmac) {
+        meta.sid_behavior = SID_UN;
+        hdr.ipv6.dst_addr = hdr.ipv6.dst_addr[127:96] ++ hdr.ipv6.dst_addr[79:0] ++ 16w0;
+        std.egress_spec = port;
+        hdr.ethernet.src_addr = smac;
+        hdr.ethernet.dst_addr = dmac;
+        hdr.ipv6.hop_limit = hdr.ipv6.hop_limit == 0 ? 8w0 : hdr.ipv6.hop_limit - 1;
+        meta.egress_chosen = true;
+    }
+
     action end() {
         meta.sid_behavior = SID_END;
     }
@@ -263,14 +259,15 @@ control Endpoint(inout headers_t hdr,
         meta.sid_behavior = SID_DT6;
     }
 
-    /* uN: block+uSID as /48; End: a classic SID as /128; decap uSIDs as /64
-     * (block | leaf uN | decap uSID), so the shift and the decap are one lookup. */
+    /* uN: block+uSID as /48, and with the next hop per next uSID as /64; End: a classic SID as /128;
+     * decap uSIDs as /64 (block | leaf uN | decap uSID), so the shift and the decap are one lookup. */
     table my_sid {
         key = {
             hdr.ipv6.dst_addr : lpm @name("dst_addr");
         }
         actions = {
             usid_un;
+            usid_un_next_hop;
             end;
             end_dx6;
             end_dt6;
@@ -312,6 +309,14 @@ control Endpoint(inout headers_t hdr,
                     } else {
                         next_segment(hdr.srh_segments[3].sid);
                     }
+                }
+            }
+            usid_un_next_hop: {
+                /* uSIDs left (the entry's next uSID): what Endpoint and Routing check of a uN transit. */
+                if (hdr.routing.isValid() && hdr.routing.segments_left != 0) {
+                    meta.drop_reason = DROP_ROUTING_TYPE;
+                } else if (hdr.ipv6.hop_limit == 0) {
+                    meta.drop_reason = DROP_HOP_LIMIT;
                 }
             }
             end_dx6:
@@ -405,8 +410,7 @@ control Routing(inout headers_t hdr,
 control IngressPipe(inout headers_t hdr,
                     inout local_metadata_t meta,
                     inout standard_metadata_t std) {
-    counter(PORT_COUNT, CounterType.packets_and_bytes) port_rx;
-    counter(DROP_REASON_COUNT, CounterType.packets) drop_reasons;
+    counter(DROP_REASON_COUNT, CounterType.packets) drop_reasons;  /* port_rx: include/congestion.p4 */
 
     ParserErrors() parser_errors;
     CpuPunt() cpu;
@@ -418,12 +422,12 @@ control IngressPipe(inout headers_t hdr,
 
     /* Each role pays for its own work only (docs/pipeline.md, per-role cost): a fabric port's packet
      * misses host_policy and goes on to my_sid and routes_v6; a host port's goes through the
-     * boundary and the headend. No `return`: in bmv2 p4c makes each one a flag tested before
+     * boundary and the headend (one host_policy lookup gives both what they need). No `return`: in bmv2 p4c makes each one a flag tested before
      * every later statement. */
     apply {
-        port_rx.count((bit<32>) std.ingress_port);
         if (hdr.packet_out.isValid()) {
             /* From the controller: out of the named port, untouched. */
+            port_rx.count((bit<32>) std.ingress_port);
             std.egress_spec = hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
         } else {
@@ -437,8 +441,8 @@ control IngressPipe(inout headers_t hdr,
             if (meta.drop_reason == DROP_NONE && !meta.egress_chosen) {
                 if (hdr.ipv6.isValid()) {
                     boundary.apply(hdr, meta, std);  /* host ports only: a miss is a fabric port */
-                    if (meta.drop_reason == DROP_NONE && hdr.bth.isValid() && !hdr.inner_ipv6.isValid()
-                            && hdr.ipv6.next_hdr == PROTO_UDP) {
+                    if (meta.headend && meta.drop_reason == DROP_NONE && hdr.bth.isValid()
+                            && !hdr.inner_ipv6.isValid() && hdr.ipv6.next_hdr == PROTO_UDP) {
                         headend.apply(hdr, meta, std);
                     }
                     if (meta.drop_reason == DROP_NONE && !meta.encapsulated) {
@@ -451,11 +455,15 @@ control IngressPipe(inout headers_t hdr,
                     meta.drop_reason = hdr.ipv4.isValid() ? DROP_NO_ROUTE : DROP_NOT_IP;
                 }
             }
+            /* Each packet is counted in port_rx once: here, or by congestion's action. */
             if (meta.drop_reason != DROP_NONE) {
+                port_rx.count((bit<32>) std.ingress_port);
                 drop_reasons.count((bit<32>) meta.drop_reason);
                 mark_to_drop(std);
             } else if (std.egress_spec != CPU_PORT) {
-                congestion.apply(hdr, meta, std);  /* trim or not, and which queue (include/congestion.p4) */
+                congestion.apply(hdr, meta, std);  /* trim or not, which queue, port_rx (include/congestion.p4) */
+            } else {
+                port_rx.count((bit<32>) std.ingress_port);
             }
         }
     }

@@ -27,7 +27,6 @@ from controller.routes import (
     HASH_POLICY,
     HOST_FIRST_USID,
     HOST_POLICY,
-    HOST_PORT,
     MY_SID,
     PINNED_PATH,
     ROUTES_V6,
@@ -189,7 +188,7 @@ def count_switch(f: Fabric, sw: Switch) -> dict[str, int]:
     if sw.role == "t1":
         up = sum(1 for i in range(len(sw.downlinks)) if h.link_up(p, i, sw.index))
         if spray:
-            return _nonzero({MY_SID: 1, ROUTES_V6: up + 1, THRESHOLDS: thresholds, **punts})
+            return _nonzero({MY_SID: 1 + up, ROUTES_V6: up + 1, THRESHOLDS: thresholds, **punts})
         return _nonzero({f"{ECMP_SELECTOR}/members": up, ECMP_ROUTES: up, THRESHOLDS: thresholds, **punts})
     live = len(f.live(p, sw.index))
     slots = 0 if (p, sw.index) in h.leaves else len(sw.host_ports) - len(h.dead_slots(p, sw.index))
@@ -200,7 +199,7 @@ def count_switch(f: Fabric, sw: Switch) -> dict[str, int]:
         own_modes = _own_mode_dests(f, sw) if live else 0
         return _nonzero({
             f"{SPRAY_SELECTOR}/members": live, f"{SPRAY_SELECTOR}/groups": has_group + exc,
-            HOST_PORT: slots, MY_SID: 2 + slots, ROUTES_V6: slots + live + 1,
+            MY_SID: 2 + slots, ROUTES_V6: slots + live + 1,
             SPRAY_DEST: blocks + has_group + (dead if live else 0) + own_modes, SPRAY_PATHS: blocks + exc,
             PINNED_PATH: len(spray_leaf_pins(f, sw)),
             HOST_POLICY: len(sw.host_ports), THRESHOLDS: thresholds,

@@ -19,9 +19,6 @@ FLOW, QP, PACKET, PIN = 0, 1, 2, 3  # hash modes (docs/pipeline.md)
 
 
 # srv6_spray names
-HOST_PORT = "IngressPipe.headend.host_port"
-
-
 SPRAY_DEST = "IngressPipe.headend.spray_dest"
 
 
@@ -40,9 +37,6 @@ MY_SID = "IngressPipe.endpoint.my_sid"
 ROUTES_V6 = "IngressPipe.routing.routes_v6"
 
 
-SET_HEADEND = "IngressPipe.headend.set_headend"
-
-
 SET_SPRAY = "IngressPipe.headend.set_spray"
 
 
@@ -59,6 +53,9 @@ VIA_SPINE = "IngressPipe.headend.via_spine"
 
 
 USID_UN = "IngressPipe.endpoint.usid_un"
+
+
+USID_UN_NEXT_HOP = "IngressPipe.endpoint.usid_un_next_hop"
 
 
 END_DX6 = "IngressPipe.endpoint.end_dx6"

@@ -135,7 +135,7 @@ class Shared:
         return list(self._punts[key])
 
     def port_match(self, port: int) -> tuple[tuple[str, Exact], ...]:
-        """host_port's match on an ingress port (the same ports repeat on every leaf)."""
+        """host_policy's match on an ingress port (the same ports repeat on every leaf)."""
         m = self._port_matches.get(port)
         if m is None:
             m = self._port_matches[port] = (("ingress_port", Exact(port)),)

@@ -9,6 +9,12 @@
  * to it since. Written by both pipelines (bmv2 makes each pipeline's register accesses atomic). */
 register<qdepth_t>(QUEUE_INDEX_COUNT) queue_depth;
 
+/* Packets and bytes received per ingress port (both programs' IngressPipe.port_rx). Declared here, outside
+ * the ingress control, so that TrimAdmission's one action counts a forwarded packet (one table apply per
+ * packet less: docs/pipeline.md, per-role cost); IngressPipe counts the packets that do not get there. */
+@name("IngressPipe.port_rx")
+counter(PORT_COUNT, CounterType.packets_and_bytes) port_rx;
+
 /* Applied in ingress once the egress port is chosen: UEC / MRC trimming is decided here, before the
  * packet joins the congested queue, as a switch decides buffer admission. Thresholds come from the
  * controller (the default entry of `thresholds`; 0 turns a signal off):
@@ -17,14 +23,33 @@ register<qdepth_t>(QUEUE_INDEX_COUNT) queue_depth;
  *    marks with that class, so they overtake the congested traffic;
  *  - queue 0's depth (queue_depth) >= trim_qdepth, RoCEv2 only, not an ACK or CNP: the packet is
  *    trimmed (meta.trim, the rewrite happens in egress) and goes to TRIM_PRIORITY; otherwise it joins
- *    queue 0 and the depth grows by one. */
+ *    queue 0 and the depth grows by one.
+ * The packet is counted in port_rx here too: the thresholds, the count and the admission are one action,
+ * so one table apply per packet. */
 control TrimAdmission(in headers_t hdr,
                       inout local_metadata_t meta,
                       inout standard_metadata_t std) {
+    /* A packet of the trim class keeps its depth (written back unchanged); a RoCEv2 packet that is not
+     * an ACK or CNP meeting a queue at trim_qdepth is trimmed; anything else joins queue 0, whose depth
+     * grows by one. With trimming off (trim_qdepth 0) nothing is trimmed, the priority stays 0 and the
+     * depth is written back as read (bmv2 holds the register's lock from the read to the write). */
     action set_thresholds(qdepth_t ecn_qdepth, qdepth_t trim_qdepth, bit<6> trim_dscp) {
+        port_rx.count((bit<32>) std.ingress_port);
         meta.ecn_depth = ecn_qdepth;
         meta.trim_depth = trim_qdepth;
         meta.trim_class = trim_dscp;
+        /* Only IP packets get here (both programs drop the others first). */
+        bit<6> dscp = hdr.ipv6.isValid() ? hdr.ipv6.traffic_class[7:2] : hdr.ipv4.dscp;
+        bit<32> queue = (bit<32>) std.egress_spec << 3;
+        qdepth_t depth;
+        queue_depth.read(depth, queue);
+        bool on = trim_qdepth != 0;
+        bool in_class = on && dscp == trim_dscp;
+        bool cut = on && !in_class && depth >= trim_qdepth && hdr.bth.isValid() && hdr.udp.isValid()
+                   && hdr.bth.opcode != BTH_OPCODE_RC_ACKNOWLEDGE && hdr.bth.opcode != BTH_OPCODE_CNP;
+        meta.trim = cut;
+        std.priority = in_class || cut ? TRIM_PRIORITY : 3w0;
+        queue_depth.write(queue, !on || in_class || cut ? depth : depth + 1);
     }
 
     /* Keyless: the controller writes its default entry. */
@@ -36,29 +61,10 @@ control TrimAdmission(in headers_t hdr,
         size = 1;
     }
 
-    /* The admission of one packet, in one action (so one table apply, and bmv2 holds the register's lock
-     * from the read to the write): a packet of the trim class keeps its depth (written back unchanged);
-     * a RoCEv2 packet that is not an ACK or CNP meeting a queue at trim_qdepth is trimmed; anything else
-     * joins queue 0, whose depth grows by one. */
-    @hidden action admit(bit<6> dscp) {
-        bit<32> queue = (bit<32>) std.egress_spec << 3;
-        qdepth_t depth;
-        queue_depth.read(depth, queue);
-        bool in_class = dscp == meta.trim_class;
-        bool cut = !in_class && depth >= meta.trim_depth && hdr.bth.isValid() && hdr.udp.isValid()
-                   && hdr.bth.opcode != BTH_OPCODE_RC_ACKNOWLEDGE && hdr.bth.opcode != BTH_OPCODE_CNP;
-        meta.trim = cut;
-        std.priority = in_class || cut ? TRIM_PRIORITY : 3w0;
-        queue_depth.write(queue, in_class || cut ? depth : depth + 1);
-    }
-
-    /* The caller applies this only to a packet it forwards to a port other than CPU_PORT. */
+    /* The caller applies this only to a packet it forwards to a port other than CPU_PORT (and does not
+     * count that packet in port_rx itself). */
     apply {
         thresholds.apply();
-        if (meta.trim_depth != 0) {
-            /* Only IP packets get here (both programs drop the others first). */
-            admit(hdr.ipv6.isValid() ? hdr.ipv6.traffic_class[7:2] : hdr.ipv4.dscp);
-        }
     }
 }
 

@@ -142,13 +142,13 @@ struct local_metadata_t {
      * would cost every packet a table apply in bmv2) */
     bit<16>        first_usid;
     ipv6_addr_t    boundary_host;
-    bit<32>        boundary_block;
+    bit<32>        usid_block;      /* the fabric's uSID block (boundary and headend) */
     bool           allow_sr;
     /* drop accounting */
     drop_reason_t  drop_reason;
     /* headend */
     ipv6_addr_t    headend_src;
-    bit<32>        usid_block;
+    bool           headend;         /* host_policy: RoCEv2 from this port is sprayed */
     bit<2>         hash_mode;
     bit<32>        dst_usids;
     bit<16>        spray_hash;

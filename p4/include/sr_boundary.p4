@@ -7,7 +7,7 @@
 /* RFC 8754 5.1 and RFC 8986 8: the fabric's SIDs are only for packets that entered the SR
  * domain through a trusted node; a host port is outside the domain. Per host port the
  * controller installs one `host_policy` entry (ports without one are fabric ports and are
- * not checked here):
+ * not checked here); the same entry gives srv6_spray.p4's headend its source address:
  *  - every IPv6 packet from the port must carry the host's own source address (ingress
  *    filtering, RFC 8754 5.1 / BCP 38): otherwise HOST_SOURCE; and a hop limit the leaf
  *    may forward (> 1): otherwise HOP_LIMIT;
@@ -22,15 +22,23 @@
 control SrBoundary(in headers_t hdr,
                    inout local_metadata_t meta,
                    in standard_metadata_t std) {
-    action sr_boundary(ipv6_addr_t host_addr, bit<32> usid_block) {
+    /* One entry per host port, all the port's data in one lookup (docs/pipeline.md, per-role cost): the
+     * host's own address and the fabric's uSID block (the boundary's), and the headend's: the source of
+     * its encapsulation (the port's DX6 SID) and `headend` 1 while the controller has the port up (0: RoCEv2
+     * from it is not sprayed, as before when host_port had no entry for a port down). */
+    action sr_boundary(ipv6_addr_t host_addr, bit<32> usid_block, ipv6_addr_t src_addr, bit<1> headend) {
         meta.boundary_host = host_addr;
-        meta.boundary_block = usid_block;
+        meta.usid_block = usid_block;
+        meta.headend_src = src_addr;
+        meta.headend = headend == 1;
         meta.allow_sr = false;
     }
 
-    action host_source_routing(ipv6_addr_t host_addr, bit<32> usid_block) {
+    action host_source_routing(ipv6_addr_t host_addr, bit<32> usid_block, ipv6_addr_t src_addr, bit<1> headend) {
         meta.boundary_host = host_addr;
-        meta.boundary_block = usid_block;
+        meta.usid_block = usid_block;
+        meta.headend_src = src_addr;
+        meta.headend = headend == 1;
         meta.allow_sr = true;
     }
 
@@ -72,18 +80,18 @@ control SrBoundary(in headers_t hdr,
                 /* RFC 8200 3, RFC 2473 3.1: the leaf is the first router of the host's packet and
                  * forwards it (into a tunnel or not): a hop limit that would expire here is dropped. */
                 meta.drop_reason = DROP_HOP_LIMIT;
-            } else if (hdr.ipv6.dst_addr[127:96] != meta.boundary_block && !hdr.srh.isValid() && !hdr.routing.isValid()
+            } else if (hdr.ipv6.dst_addr[127:96] != meta.usid_block && !hdr.srh.isValid() && !hdr.routing.isValid()
                        && !hdr.inner_ipv6.isValid() && !hdr.inner_ipv4.isValid()) {
                 /* plain traffic: the headend's */
             } else if (!meta.allow_sr) {
                 meta.drop_reason = DROP_SR_BOUNDARY;
-            } else if (hdr.ipv6.dst_addr[127:96] != meta.boundary_block || hdr.routing.isValid()) {
+            } else if (hdr.ipv6.dst_addr[127:96] != meta.usid_block || hdr.routing.isValid()) {
                 meta.drop_reason = DROP_HOST_SR_STEERING;
             } else if (hdr.srh.isValid()
-                       && ((hdr.srh_segments[0].isValid() && hdr.srh_segments[0].sid[127:96] != meta.boundary_block)
-                           || (hdr.srh_segments[1].isValid() && hdr.srh_segments[1].sid[127:96] != meta.boundary_block)
-                           || (hdr.srh_segments[2].isValid() && hdr.srh_segments[2].sid[127:96] != meta.boundary_block)
-                           || (hdr.srh_segments[3].isValid() && hdr.srh_segments[3].sid[127:96] != meta.boundary_block))) {
+                       && ((hdr.srh_segments[0].isValid() && hdr.srh_segments[0].sid[127:96] != meta.usid_block)
+                           || (hdr.srh_segments[1].isValid() && hdr.srh_segments[1].sid[127:96] != meta.usid_block)
+                           || (hdr.srh_segments[2].isValid() && hdr.srh_segments[2].sid[127:96] != meta.usid_block)
+                           || (hdr.srh_segments[3].isValid() && hdr.srh_segments[3].sid[127:96] != meta.usid_block))) {
                 meta.drop_reason = DROP_HOST_SR_STEERING;
             } else {
                 meta.first_usid = hdr.ipv6.dst_addr[95:80];

@@ -112,8 +112,9 @@ def test_kernel_seg6_encapsulation_is_forwarded_by_our_end(linux):
 def _spray_to(linux: KernelLab, member_action: str, params: tuple) -> None:
     profile = "IngressPipe.headend.spray_selector"
     linux.install(
-        TableEntry("IngressPipe.headend.host_port", (("ingress_port", Exact(HOST)),),
-                   "IngressPipe.headend.set_headend", (("src_addr", "2001:db8:ff::1"), ("usid_block", BLOCK))),
+        TableEntry("IngressPipe.boundary.host_policy", (("ingress_port", Exact(HOST)),),
+                   "IngressPipe.boundary.sr_boundary", (("host_addr", "fd00:0:0:11::1"), ("usid_block", BLOCK),
+                                                        ("src_addr", "2001:db8:ff::1"), ("headend", 1))),
         TableEntry("IngressPipe.headend.spray_dest", (("dst_addr", Lpm("fd00:0:0:12::", 64)),),
                    "IngressPipe.headend.set_spray", (("mode", 1), ("dst_usids", 0x0012_E000))),
         ActionProfileMember(profile, 1, f"IngressPipe.headend.{member_action}", params),

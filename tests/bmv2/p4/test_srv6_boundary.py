@@ -15,7 +15,7 @@ from controller.plan.entries import Exact, Lpm, TableEntry
 from controller.runtime.codec import canonical
 from mininet_labs.roce import icrc_ok, roce_v6
 from tests.bmv2.p4.test_srv6_spray import (
-    BLOCK, DST_DT6, DST_HOST, DST_LEAF, HOST, SPINE_A, SPINE_B, SRC_HOST, UP_A, carrier, headend_entries, nbr_mac,
+    DST_DT6, DST_HOST, DST_LEAF, HOST, SPINE_A, SPINE_B, SRC_HOST, UP_A, carrier, headend_entries, host_entry, nbr_mac,
     outer, spray_hash, sw_mac,
 )
 
@@ -29,8 +29,7 @@ INNER = bytes(roce_v6(SRC_HOST, DST_HOST, qp=5, psn=1)[IPv6])
 
 
 def policy(action: str) -> TableEntry:
-    return TableEntry(POLICY, (("ingress_port", Exact(HOST)),), f"IngressPipe.boundary.{action}",
-                      (("host_addr", SRC_HOST), ("usid_block", BLOCK)))
+    return host_entry(action)
 
 
 def first_usid(usid: int) -> TableEntry:
@@ -49,14 +48,14 @@ def carrier_packet(dst: str, src: str = SRC_HOST, inner: bytes = INNER) -> bytes
 
 
 def install(device, action: str) -> None:
-    device.install(*headend_entries(mode=1, spines={SPINE_A: UP_A}), policy(action),
+    device.install(*headend_entries(mode=1, spines={SPINE_A: UP_A}, policy=action),
                    first_usid(SPINE_A), first_usid(SPINE_B), first_usid(OWN_LEAF))
 
 
-def drops(device, frame: bytes) -> dict[int, int]:
-    """Send from the host port; nothing may come out; the drop counts that moved."""
+def drops(device, frame: bytes, port: int = HOST) -> dict[int, int]:
+    """Send from the host port (or `port`); nothing may come out; the drop counts that moved."""
     before = device.drop_counts()
-    device.switch.send(HOST, frame)
+    device.switch.send(port, frame)
     assert device.switch.receive(timeout=0.5) == []
     after = device.drop_counts()
     return {r: after[r] - before[r] for r in after if after[r] != before[r]}
@@ -136,7 +135,7 @@ def test_endpoint_mode_drops_carriers_that_steer_outside_the_fabric(spray, name)
 
 def test_a_port_without_a_policy_is_a_fabric_port_and_transits_carriers(spray):
     """Fabric ports carry SRv6 between switches: no boundary there (only host ports get a policy)."""
-    spray.install(*headend_entries(mode=1, spines={SPINE_A: UP_A}))
+    spray.install(*headend_entries(mode=1, spines={SPINE_A: UP_A}, policy=None))
     spray.switch.send(HOST, carrier_packet(carrier(SPINE_A, DST_LEAF, DST_DT6)))
     (port, frame), = spray.switch.receive(count=1)
     assert port == UP_A and frame == bytes(outer(carrier(SPINE_A, DST_LEAF, DST_DT6), INNER, UP_A, fl=0, hlim=63,

@@ -54,16 +54,23 @@ def my_sid(prefix: str, plen: int, action: str, params: tuple = ()) -> TableEntr
                       f"IngressPipe.endpoint.{action}", params)
 
 
-def headend_entries(mode: int, spines: dict[int, int]) -> list:
-    """A source leaf: host port 1; spray set = one via_spine member per uplink."""
+def host_entry(action: str = "sr_boundary", host: str = SRC_HOST) -> TableEntry:
+    """Host port 1's one entry: the SR-domain boundary for its host's address, and the headend on with
+    this leaf's encapsulation source."""
+    return TableEntry("IngressPipe.boundary.host_policy", (("ingress_port", Exact(HOST)),),
+                      f"IngressPipe.boundary.{action}",
+                      (("host_addr", host), ("usid_block", BLOCK), ("src_addr", LEAF_SRC), ("headend", 1)))
+
+
+def headend_entries(mode: int, spines: dict[int, int], policy: str | None = "sr_boundary") -> list:
+    """A source leaf: host port 1 (with the host_policy action `policy`; None: no entry, port 1 is then
+    a fabric port); spray set = one via_spine member per uplink."""
     profile = "IngressPipe.headend.spray_selector"
     members = [ActionProfileMember(profile, i + 1, "IngressPipe.headend.via_spine",
                                    (("spine_usid", usid), ("path_index", i + 1)))
                for i, usid in enumerate(spines)]
     return [
-        TableEntry("IngressPipe.headend.host_port", (("ingress_port", Exact(HOST)),),
-                   "IngressPipe.headend.set_headend",
-                   (("src_addr", LEAF_SRC), ("usid_block", BLOCK))),
+        *([host_entry(policy)] if policy else []),
         TableEntry("IngressPipe.headend.spray_dest", (("dst_addr", Lpm(DST_PREFIX, 64)),),
                    "IngressPipe.headend.set_spray",
                    (("mode", mode), ("dst_usids", DST_LEAF << 16 | DST_DT6))),
@@ -303,8 +310,7 @@ def aggregate_entries(mode: int) -> list:
     """A plane-1 source leaf (leaf 5) with no per-leaf entry: leaves 0..511 are fd00:1::/39."""
     profile = "IngressPipe.headend.spray_selector"
     return [
-        TableEntry("IngressPipe.headend.host_port", (("ingress_port", Exact(HOST)),),
-                   "IngressPipe.headend.set_headend", (("src_addr", LEAF_SRC), ("usid_block", BLOCK))),
+        host_entry(host=f"fd00:1:{OWN_LEAF:x}::1"),
         TableEntry("IngressPipe.headend.spray_dest", (("dst_addr", Lpm("fd00:1::", 39)),),
                    "IngressPipe.headend.derive_spray",
                    (("mode", mode), ("t0_usid_base", PLANE1_T0_BASE), ("decap_usid", PLANE1_DT6))),

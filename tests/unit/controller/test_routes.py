@@ -83,11 +83,12 @@ def test_lab_leaf_entities() -> None:
     counts = plan(f).counts()
     assert counts["p0-t0-0"] == {
         "IngressPipe.headend.spray_selector/members": 2, "IngressPipe.headend.spray_selector/groups": 1,
-        "IngressPipe.headend.host_port": 2, "IngressPipe.endpoint.my_sid": 4, "IngressPipe.routing.routes_v6": 5,
+        "IngressPipe.endpoint.my_sid": 4, "IngressPipe.routing.routes_v6": 5,
         "IngressPipe.headend.spray_dest": 2, "IngressPipe.headend.spray_paths": 1,
         "IngressPipe.cpu.punt": 3,  # a probe punt per uplink, one for the hosts' NAs to the probe address
         "IngressPipe.boundary.host_policy": 2}
-    assert counts["p1-t1-1"] == {"IngressPipe.endpoint.my_sid": 1, "IngressPipe.routing.routes_v6": 3,
+    # the spine's uN, and per leaf its uN with the next hop (2) beside the leaf's route
+    assert counts["p1-t1-1"] == {"IngressPipe.endpoint.my_sid": 3, "IngressPipe.routing.routes_v6": 3,
                                  "IngressPipe.cpu.punt": 2}
 
 
@@ -174,3 +175,27 @@ def test_every_entity_encodes_against_the_compiled_p4info(program: str) -> None:
     for entities in plan(f).values():
         for e in entities:
             canonical(e, info)  # raises on an unknown table/action/param or a value too wide
+
+
+def test_a_spine_gives_its_un_with_the_next_hop_of_each_leaf_it_reaches_in_one_my_sid_entry() -> None:
+    """block | spine uN | leaf uN as /64 -> usid_un_next_hop with the leaf's route's next hop, for the
+    leaves whose link is up; a link going down takes both the route and that entry away."""
+    topo = build(2, 2, 3, 2)
+    f = Fabric(topo)
+    sids = SidPlan()
+    spine = topo.switch("p1-t1-1")
+
+    def table(fabric: Fabric, name: str) -> dict:
+        return {e.match[0][1].value: e for e in plan(fabric)[spine.name]  # type: ignore[union-attr]
+                if isinstance(e, TableEntry) and e.table.endswith(name)}
+
+    routes, sid = table(f, "routes_v6"), table(f, "my_sid")
+    nh = {k: e for k, e in sid.items() if e.action == "IngressPipe.endpoint.usid_un_next_hop"}
+    want = {fmt_v6(sids.local_sid(sids.t1_usid(1, 1), sids.t0_usid(1, i))): fmt_v6(sids.un_prefix(sids.t0_usid(1, i)))
+            for i in range(3)}
+    assert set(nh) == set(want) and all(e.match[0][1].prefix_len == 64 for e in nh.values())
+    assert {k: e.params for k, e in nh.items()} == {k: routes[r].params for k, r in want.items()}
+    assert nh["fcbb:bb00:1002:1401::"].params == (("port", spine.downlinks[1]), ("smac", spine.mac),
+                                                  ("dmac", topo.switch("p1-t0-1").mac))
+    cut = table(with_failures(f, [LinkDown("p1-t0-1", "p1-t1-1")]), "my_sid")
+    assert set(sid) - set(cut) == {"fcbb:bb00:1002:1401::"}

@@ -163,14 +163,14 @@ def test_topology_from_the_environment(lab: Path) -> None:
 # --- plan ------------------------------------------------------------------------------------
 
 SPRAY_T0 = {
-    "IngressPipe.endpoint.my_sid": 16, "IngressPipe.headend.host_port": 8, "IngressPipe.headend.spray_dest": 8,
+    "IngressPipe.endpoint.my_sid": 16, "IngressPipe.headend.spray_dest": 8,
     "IngressPipe.headend.spray_paths": 4, "IngressPipe.headend.spray_selector/groups": 4,
     "IngressPipe.headend.spray_selector/members": 8, "IngressPipe.routing.routes_v6": 20,
-    "IngressPipe.cpu.punt": 12, "IngressPipe.boundary.host_policy": 8, "all": 88,  # a probe punt entry per
+    "IngressPipe.cpu.punt": 12, "IngressPipe.boundary.host_policy": 8, "all": 80,  # a probe punt entry per
     # uplink and, per leaf, one for its hosts' Neighbor Advertisements to the probe address
 }  # spray_dest: per leaf the plane aggregate (derive_spray) and its own /64 (local_leaf)
-SPRAY_T1 = {"IngressPipe.endpoint.my_sid": 4, "IngressPipe.routing.routes_v6": 12, "IngressPipe.cpu.punt": 8,
-            "all": 24}
+SPRAY_T1 = {"IngressPipe.endpoint.my_sid": 12, "IngressPipe.routing.routes_v6": 12, "IngressPipe.cpu.punt": 8,
+            "all": 32}  # my_sid: per spine its uN and, per leaf it reaches, that uN with the leaf's next hop
 
 
 def test_plan_summary_counts(lab: Path) -> None:
@@ -188,9 +188,9 @@ def test_plan_json_shape(lab: Path) -> None:
     assert set(doc) == {"topology", "program", "failures", "switches", "totals", "congestion"}
     assert (doc["topology"], doc["program"], doc["failures"]) == ("two_plane_lab", "srv6_spray", [])
     assert doc["totals"] == {"t0": SPRAY_T0, "t1": SPRAY_T1}
-    assert doc["switches"]["p0-t1-0"] == {"IngressPipe.endpoint.my_sid": 1, "IngressPipe.routing.routes_v6": 3,
+    assert doc["switches"]["p0-t1-0"] == {"IngressPipe.endpoint.my_sid": 3, "IngressPipe.routing.routes_v6": 3,
                                           "IngressPipe.cpu.punt": 2}
-    assert sum(sum(c.values()) for c in doc["switches"].values()) == 88 + 24
+    assert sum(sum(c.values()) for c in doc["switches"].values()) == 80 + 32
     one = json.loads(run("--topology", str(lab), "--program", "eecmp_qp_hash", "plan", "p0-t0-0", "--json").stdout)
     assert list(one["switches"]) == ["p0-t0-0"] and one["totals"]["t1"] == {"all": 0}
     assert one["totals"]["t0"]["IngressPipe.ecmp.routes"] == one["switches"]["p0-t0-0"]["IngressPipe.ecmp.routes"]

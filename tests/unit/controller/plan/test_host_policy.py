@@ -13,7 +13,7 @@ from controller.routes import (
     EECMP, FIRST_USID_ALLOWED, HOST_FIRST_USID, HOST_POLICY, HOST_SOURCE_ROUTING, SPRAY, SR_BOUNDARY, SET_THRESHOLDS,
     THRESHOLDS, Fabric, Options,
 )
-from controller.model.sids import SidPlan
+from controller.model.sids import SidPlan, fmt_v6
 from controller.model.topology import TopologyError, build, from_dict, to_dict
 
 TOPO = build(2, 2, 3, 2)
@@ -27,9 +27,15 @@ def test_every_host_port_is_the_sr_boundary_with_its_hosts_own_address_by_defaul
     p = plan(Fabric(TOPO))
     leaf = TOPO.switch("p1-t0-2")
     got = _table(p[leaf.name], HOST_POLICY)
+    sids = SidPlan()
+    # one entry per host port for the boundary and the headend: the host's address, the block, the
+    # port's DX6 SID as the encapsulation's source, the headend on
     assert got == [TableEntry(HOST_POLICY, (("ingress_port", Exact(port)),), SR_BOUNDARY,
-                              (("host_addr", f"fd00:1:2::{k + 1}"), ("usid_block", SidPlan().block)))
+                              (("host_addr", f"fd00:1:2::{k + 1}"), ("usid_block", sids.block),
+                               ("src_addr", fmt_v6(sids.local_sid(sids.t0_usid(1, 2), sids.dx6_usid(1, k)))),
+                               ("headend", 1)))
                    for k, port in enumerate(leaf.host_ports)]
+    assert got[0].params[2] == ("src_addr", "fcbb:bb00:1402:1c00::")
     assert not any(_table(p[n], HOST_FIRST_USID) for n in p)
     assert not any(_table(p[n], THRESHOLDS) for n in p)
     assert all(not _table(p[s.name], HOST_POLICY) for s in TOPO.switches if s.role == "t1")
@@ -44,14 +50,17 @@ def test_endpoint_mode_lets_carriers_start_at_the_leafs_spines_or_itself() -> No
     assert {e.action for e in first} == {FIRST_USID_ALLOWED}
 
 
-def test_a_host_port_that_fails_keeps_its_boundary() -> None:
+def test_a_host_port_that_fails_keeps_its_boundary_and_turns_its_headend_off() -> None:
     f = Fabric(TOPO)
     leaf = TOPO.switch("p0-t0-1")
     failed = with_failures(f, [HostPortDown("p0-t0-1", leaf.host_ports[0])])
     d = delta(f, failed)
     changed = d[leaf.name]
     assert not [e for e in changed.deletes if isinstance(e, TableEntry) and e.table == HOST_POLICY]
-    assert _table(plan(failed)[leaf.name], HOST_POLICY) == _table(plan(f)[leaf.name], HOST_POLICY)
+    before, after = _table(plan(f)[leaf.name], HOST_POLICY), _table(plan(failed)[leaf.name], HOST_POLICY)
+    assert [e for e in changed.modifies if isinstance(e, TableEntry) and e.table == HOST_POLICY] == [after[0]]
+    assert after[0].params == (*before[0].params[:3], ("headend", 0))  # boundary and source kept
+    assert after[1:] == before[1:]
 
 
 @pytest.mark.parametrize("program", [SPRAY, EECMP])

@@ -250,13 +250,15 @@ def test_decode_counter(p4info: P4Info) -> None:
 
 _PLANS = {
     "srv6_spray": [
-        TableEntry("host_port", (("ingress_port", Exact(1)),), "set_headend",
-                   (("src_addr", "2001:db8:1::1"), ("usid_block", 0xFCBBBB00))),
+        TableEntry("host_policy", (("ingress_port", Exact(1)),), "sr_boundary",
+                   (("host_addr", "fd00::1"), ("usid_block", 0xFCBBBB00), ("src_addr", "2001:db8:1::1"), ("headend", 1))),
         TableEntry("spray_dest", (("dst_addr", Lpm("2001:db8:2::", 48)),), "set_spray", (("mode", 2), ("dst_usids", 0x0100_0D00))),
         TableEntry("pinned_path", (("dst_addr", Exact("2001:db8:2::1")), ("dest_qp", Exact(0x11))), "via_spine",
                    (("spine_usid", 0xE001), ("path_index", 3))),
         TableEntry("spray_paths", (("dst_addr", Lpm("2001:db8:2::", 48)),), group_id=1),
         TableEntry("my_sid", (("dst_addr", Lpm("fcbb:bb00:100::", 48)),), "usid_un"),
+        TableEntry("my_sid", (("dst_addr", Lpm("fcbb:bb00:100:200::", 64)),), "usid_un_next_hop",
+                   (("port", 2), ("smac", "00:00:00:00:01:01"), ("dmac", "00:00:00:00:03:01"))),
         TableEntry("my_sid", (("dst_addr", Lpm("fcbb:bb00:100:d00::", 64)),), "end_dx6",
                    (("port", 3), ("smac", "00:00:00:00:01:01"), ("dmac", "00:00:00:00:02:01"))),
         TableEntry("routes_v6", (("dst_addr", Lpm("fcbb:bb00:200::", 48)),), "set_next_hop",

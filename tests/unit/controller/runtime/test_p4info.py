@@ -110,11 +110,11 @@ def test_pipeline_differences_name_what_differs(p4info: P4Info) -> None:
 
 _NAMES = {
     "srv6_spray": {
-        "table": ["host_port", "spray_dest", "pinned_path", "spray_paths", "my_sid", "routes_v6", "punt"],
+        "table": ["host_policy", "spray_dest", "pinned_path", "spray_paths", "my_sid", "routes_v6", "punt"],
         "action_profile": ["spray_selector"],
         "counter": ["port_rx", "port_tx", "path_packets", "drop_reasons"],
-        "action": ["set_headend", "set_spray", "via_spine", "encap_carrier", "encap_srh2", "encap_srh3",
-                   "usid_un", "end", "end_dx6", "end_dt6", "drop_usid_unknown", "send_to_cpu"],
+        "action": ["sr_boundary", "host_source_routing", "set_spray", "via_spine", "encap_carrier", "encap_srh2",
+                   "encap_srh3", "usid_un", "usid_un_next_hop", "end", "end_dx6", "end_dt6", "drop_usid_unknown", "send_to_cpu"],
     },
     "eecmp_qp_hash": {
         "table": ["hash_policy", "routes", "punt"],

@@ -64,11 +64,11 @@ def test_planner_form_takes_the_fast_path_to_protobufs_bytes(program: str, p4inf
 
 
 # In the planner's form (so the fast path looks at each), but refused: it must leave them to canonical().
-_HEADEND = (("src_addr", "::1"), ("usid_block", 1))
+_HEADEND = (("host_addr", "::2"), ("usid_block", 1), ("src_addr", "::1"), ("headend", 1))
 
 
 def _host_port(value: object, params: tuple = _HEADEND, **kw: object) -> TableEntry:
-    return TableEntry("host_port", (("ingress_port", Exact(value)),), "set_headend", params, **kw)
+    return TableEntry("host_policy", (("ingress_port", Exact(value)),), "sr_boundary", params, **kw)
 
 
 def _punt(ether_type: Ternary, **kw: object) -> TableEntry:
@@ -88,10 +88,11 @@ _REFUSED = [
     _host_port("-3"),
     _host_port("port one"),
     _host_port(b"\x02\x00"),  # bytes: canonical() reads them, and finds them too wide
-    TableEntry("host_port", (("ingress_port", Lpm(1, 9)),), "set_headend", _HEADEND),  # not an LPM field
-    _host_port(1, (("src_addr", "::1"), ("usid_block", 1 << 32))),
-    _host_port(1, (("src_addr", "::1::"), ("usid_block", 1))),
-    _host_port(1, (("usid_block", 1),)),  # src_addr missing
+    TableEntry("host_policy", (("ingress_port", Lpm(1, 9)),), "sr_boundary", _HEADEND),  # not an LPM field
+    _host_port(1, (("host_addr", "::2"), ("usid_block", 1 << 32), ("src_addr", "::1"), ("headend", 1))),
+    _host_port(1, (("host_addr", "::2"), ("usid_block", 1), ("src_addr", "::1"), ("headend", 2))),  # 1 bit
+    _host_port(1, (("host_addr", "::2"), ("usid_block", 1), ("src_addr", "::1::"), ("headend", 1))),
+    _host_port(1, (("host_addr", "::2"), ("usid_block", 1), ("headend", 1))),  # src_addr missing
     _host_port(1, priority=1),
     _host_port(1, member_id=1),
     _host_port(1, group_id=0),
@@ -118,15 +119,15 @@ _REFUSED = [
     TableEntry("spray_paths", (("dst_addr", Lpm("fd00::", 64)),), member_id="1"),
     TableEntry("spray_paths", (("dst_addr", Lpm("fd00::", 64)),), member_id=1, group_id=2),
     TableEntry("spray_paths", (("dst_addr", Lpm("fd00::", 64)),), group_id=1, params=(("spine_usid", 1),)),
-    TableEntry("host_port", None, "set_headend", _HEADEND),  # not a tuple of matches
-    TableEntry("host_port", (("ingress_port", Exact(1)),), "set_headend", None),
-    TableEntry("host_port", (("ingress_port",),), "set_headend", _HEADEND),
+    TableEntry("host_policy", None, "sr_boundary", _HEADEND),  # not a tuple of matches
+    TableEntry("host_policy", (("ingress_port", Exact(1)),), "sr_boundary", None),
+    TableEntry("host_policy", (("ingress_port",),), "sr_boundary", _HEADEND),
 ]
 # Refused for their (table, action) pair: the fast path has no recipe for them at all.
 _NO_RECIPE = [
     TableEntry("spray_paths", (("dst_addr", Lpm("fd00::", 64)),), "via_spine", (("spine_usid", 1), ("path_index", 1))),
-    TableEntry("host_port", (("ingress_port", Exact(1)),), "no_such_action"),
-    TableEntry("host_port", (("ingress_port", Exact(1)),), "NoAction"),  # not an entry action of host_port
+    TableEntry("host_policy", (("ingress_port", Exact(1)),), "no_such_action"),
+    TableEntry("host_policy", (("ingress_port", Exact(1)),), "NoAction"),  # not an entry action of host_policy
     TableEntry("nowhere", (("ingress_port", Exact(1)),), "NoAction"),
 ]
 
