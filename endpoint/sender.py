@@ -21,6 +21,7 @@ from endpoint.rto import HostRtt
 from endpoint.wire import DATA, NACK, PROBE, PROBE_ACK, AckHeader, DataHeader
 
 PSN_MASK = 0xFFFFFF
+QP_MASK = 0xFFFFFF  # the BTH's destination QP, 24 bits (IBTA 9.2)
 PROBE_QP = 0  # the QP number probes carry (data QPs start at SenderConfig.qp_base)
 
 
@@ -97,6 +98,13 @@ class SenderConfig:
     evs_per_qp: int = 0  # 0: every QP sprays over all of them; m: QP k over m of them starting at EV k*m
     bin_ms: float = 20.0
     cc: bool = False  # DCTCP congestion window per QP (endpoint.cc), at most `window`
+
+    def __post_init__(self) -> None:
+        # QPs 0 and 1 are the InfiniBand special QPs (SMI, GSI; IBTA 3.5), and probes here carry QP 0 (PROBE_QP):
+        # a data QP numbered so would read as a probe's; the BTH's destination QP is 24 bits.
+        if not 2 <= self.qp_base or self.qp_base + max(self.qps, 1) - 1 > QP_MASK:
+            raise ValueError(f"first QP {self.qp_base} with {self.qps} QPs is outside 2-{QP_MASK} (the BTH's 24-bit QP;"
+                             " 0 and 1 are the special QPs, 0 the probes')")
 
 
 def choose_evs(evs: list[Ev], count: int) -> list[Ev]:

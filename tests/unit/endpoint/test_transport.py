@@ -486,3 +486,14 @@ def test_a_trimmed_probes_nack_answers_the_probe_without_a_round_trip_sample():
     assert h.state == EvState.GOOD and h.stats.probe_acks == 1
     assert h.stats.srtt is None and s.rtts["h2"].samples == 0  # the trimmed header overtook the queue: no RTT
     assert all(not q.trims for q in s.order)  # not taken for a data packet's NACK
+
+
+@pytest.mark.parametrize("qp_base, qps", [(0, 4), (1, 4), (0xFFFFFF, 2), (0xFFFFFD, 4)])
+def test_data_qps_never_take_the_probes_qp_nor_leave_24_bits(qp_base: int, qps: int) -> None:
+    with pytest.raises(ValueError, match=rf"^first QP {qp_base} with {qps} QPs is outside 2-16777215 "):
+        SenderConfig(qps=qps, qp_base=qp_base)
+
+
+def test_data_qps_at_the_edges_of_the_range_are_taken() -> None:
+    assert SenderConfig(qps=4, qp_base=2).qp_base == 2
+    assert SenderConfig(qps=4, qp_base=0xFFFFFC).qp_base + 3 == 0xFFFFFF
