@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from controller.model import congestion, limits, yamlload
+from controller.model import limits, yamlload
 from controller import failover, routes
 from controller.runtime.codec import canonical
 from controller.plan.delta import Changes
@@ -111,7 +111,8 @@ def fabric(topo: Topology, program: Program, failures: Iterable[Failure] = (), o
                                host_source_routing=opts.host_source_routing or topo.host_source_routing,
                                watch_ports=opts.watch_ports or topo.watch_ports)
     if not (opts.ecn_qdepth or opts.trim_qdepth):
-        opts = dataclasses.replace(opts, **congestion.to_dict(topo.congestion))
+        t = topo.congestion
+        opts = dataclasses.replace(opts, ecn_qdepth=t.ecn_qdepth, trim_qdepth=t.trim_qdepth, trim_dscp=t.trim_dscp)
     base = Fabric(topo, sid_plan(topo), opts)
     failures = list(failures)
     return failover.with_failures(base, failures) if failures else base

@@ -451,6 +451,6 @@ def switch_entities(f: Fabric, sw: Switch) -> SwitchEntities:
     items: list[Entity] = spine_entities(f, sw) if sw.role == "t1" else [*leaf_local(f, sw), *leaf_dests(f, sw)]
     entries = [e for e in items if type(e) is TableEntry]
     if len(entries) == len(items):
-        return SwitchEntities(entries=entries)  # type: ignore[arg-type]
-    return SwitchEntities([e for e in items if type(e) is ActionProfileMember],  # type: ignore[misc]
-                          [e for e in items if type(e) is ActionProfileGroup], entries)  # type: ignore[misc]
+        return SwitchEntities(entries=entries)
+    return SwitchEntities([e for e in items if type(e) is ActionProfileMember],
+                          [e for e in items if type(e) is ActionProfileGroup], entries)

@@ -156,9 +156,9 @@ def send(spec: SendSpec) -> dict[str, Any]:
                 emit(tx, 48)
                 probes += 1
             if now >= next_send:
-                tx = core.next_packet(now, now_ns)
-                if tx is not None:
-                    emit(tx, size)
+                packet = core.next_packet(now, now_ns)
+                if packet is not None:
+                    emit(packet, size)
                     sent += 1
                     next_send = max(next_send + interval, now - 10 * interval)
                 else:

@@ -170,15 +170,15 @@ def summarize(lab: Lab, fault: Fault | Bottleneck, mode: str, report: EndpointRe
         for q in doc["qps"]:
             faulty = {e.id for e in host_evs(fabric, s, [q["dst"]])[q["dst"]] if fault.crosses(e)}
             on_fault = how == "leaf" or bool(faulty & set(q["evs"]))
-            during = [t - t0 for t in q["lost_at_s"] if fault_s <= t - t0 < repair_s + 0.5]
-            window = round((max(during) - fault_s) * 1e3, 2) if during else None
+            lost_in_fault = [t - t0 for t in q["lost_at_s"] if fault_s <= t - t0 < repair_s + 0.5]
+            window = round((max(lost_in_fault) - fault_s) * 1e3, 2) if lost_in_fault else None
             if window is not None:
                 windows.append(window)
             first = q["first_loss_s"]
             qps.append({"sender": s, "dst": q["dst"], "qp": q["qp"], "on_fault": on_fault, "evs": q["evs"],
                         "total": q["total"], "acked": q["acked"], "lost_first_try": q["lost_first_try"],
                         "retransmitted": q["retransmitted"], "loss_window_ms": window,
-                        "lost_outside_fault": q["lost_first_try"] - len(during),
+                        "lost_outside_fault": q["lost_first_try"] - len(lost_in_fault),
                         "first_loss_s": None if first is None else round(first - t0, 4),
                         "lost_at_s": [round(t - t0, 4) for t in q["lost_at_s"]],
                         "max_recovery_ms": q["max_recovery_ms"], "trims": q["trims"], "ecn": q["ecn"],

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.plan.p4names import fabric_program
 from controller.service.runner import Config, FabricService
 from mininet_labs.lab import Lab, LabError
 
@@ -37,7 +38,7 @@ class Probing:
 @contextmanager
 def service(lab: Lab, events: Path, probing: Probing = Probing(), ready_within: float = 60.0) -> Iterator[FabricService]:
     """A FabricService over the lab (its options: endpoint mode and all), primary everywhere, until the block ends."""
-    svc = FabricService(lab.model, lab.program, lab.failure_state_path,  # type: ignore[arg-type]
+    svc = FabricService(lab.model, fabric_program(lab.program), lab.failure_state_path,
                         Config(period=probing.period, probe_timeout=probing.probe_timeout, election_id=ELECTION_ID,
                                counters_every=0, events=events, nice=probing.nice,
                                carrier_events=probing.carrier_events), options=lab.options)

@@ -24,13 +24,14 @@ from controller.runtime import tls
 from controller.failover import Failure, failure_to_json
 from controller.ops import OpError, Outcome
 from controller.runtime.p4info import P4Info, P4InfoError
+from controller.plan import p4names
 from controller.plan.fabricplan import Plan, plan as make_plan
 from controller.southbound.fleet import Fleet, Prepared
 from controller.southbound.p4runtime import show_entity  # noqa: F401  (its earlier home; tests import it here)
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import Topology
 
-FABRIC_PROGRAMS = ("srv6_spray", "eecmp_qp_hash")
+FABRIC_PROGRAMS = p4names.FABRIC_PROGRAMS
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,7 +40,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 class FabricGroup(click.Group):
     """A click group whose errors are one `error: ...` line on stderr, with meaningful exit codes."""
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
         args = options.hoist(sys.argv[1:] if args is None else args)
         if not standalone_mode:
@@ -103,7 +104,7 @@ class Env:
     """The global options, and the topology, state and P4Info they lead to (loaded when first asked for)."""
 
     topology_file: Path | None
-    program: str
+    program: p4names.Program
     state_file: Path | None
     election_id: int
     timeout: float
@@ -170,7 +171,7 @@ class Env:
                      p4info=lambda: (self.artifacts(), self.p4info()))
 
     def plan(self, failures: Iterable[Failure]) -> Plan:
-        return make_plan(ops.fabric(self.topo(), self.program, failures))  # type: ignore[arg-type]
+        return make_plan(ops.fabric(self.topo(), self.program, failures))
 
 
 class ElectionId(click.ParamType):

@@ -203,7 +203,7 @@ def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool
         click.echo(f"warning: election id {env.election_id} is above the running controller's ({controller}): "
                    "this command writes the switches itself, deposing it there until it ends", err=True)
         controller = None
-    change = ops.failure_change(t, env.program, old, new)  # type: ignore[arg-type]
+    change = ops.failure_change(t, env.program, old, new)
     new_fabric, touched = change.fabric, change.touched
     prepared = None
     if not no_apply and touched and controller is None:  # every plan checked before the record changes

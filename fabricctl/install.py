@@ -51,7 +51,7 @@ def install(env: Env, switch_names: tuple[str, ...], dry_run: bool, force_pipeli
     else:
         names = [s.name for s in t.switches if s.name not in down]
         skipped = [s.name for s in t.switches if s.name in down]
-    prepared = env.fleet().prepare(ops.fabric(t, env.program, failures), names)  # type: ignore[arg-type]
+    prepared = env.fleet().prepare(ops.fabric(t, env.program, failures), names)
     outcomes = _sync(prepared, dry_run=dry_run, push="force" if force_pipeline else "missing",
                      label="install", show=not as_json)
     _report("install", outcomes, prepared, dry_run=dry_run, as_json=as_json, skipped=skipped)

@@ -135,7 +135,7 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
     store = getattr(ctx.find_root().obj, "store_url", None)  # the plan installed is the store's record
     try:
         if run_cli:
-            running = _with_store(Lab(model, lab_dir, **opts))  # type: ignore[arg-type]
+            running = _with_store(Lab(model, lab_dir, **opts))
             try:
                 running.up(install=not no_install)
                 _print_up(running, as_json)
@@ -143,7 +143,7 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
             finally:
                 running.down()
             return
-        attached = _with_store(start_headless(model, lab_dir, install=not no_install, store=store,  # type: ignore[arg-type]
+        attached = _with_store(start_headless(model, lab_dir, install=not no_install, store=store,
                                               **opts))
     except LabError as e:
         raise _lab_error(e) from None
@@ -330,7 +330,7 @@ def traffic(lab_dir: Path, pairs: tuple[tuple[str, str], ...], qps: int, message
     running = _attach(lab_dir)
     try:
         report = running.traffic(list(pairs) or None, qps=qps, messages=messages, message_size=message_size, mtu=mtu,
-                                 verb=verb, plane_mode=plane_mode,  # type: ignore[arg-type]
+                                 verb=verb, plane_mode=plane_mode,
                                  planes=None if not planes else [int(p) for p in planes.split(",")], rate=rate)
     except LabError as e:
         raise OpError(str(e), ops.SWITCH_ERROR) from None

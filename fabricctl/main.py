@@ -10,6 +10,7 @@ from controller.model import congestion
 from controller import ops
 from fabricctl import options
 from controller.runtime import tls
+from controller.plan.p4names import Program
 from fabricctl.common import (
     FABRIC_PROGRAMS,
     FabricGroup,
@@ -108,7 +109,7 @@ Environment, config file and completion:
 @congestion.global_options
 @version_option
 @click.pass_context
-def cli(ctx: click.Context, topology_file: Path | None, program: str, state_file: Path | None, store_url: str | None,
+def cli(ctx: click.Context, topology_file: Path | None, program: Program, state_file: Path | None, store_url: str | None,
         election_id: int, timeout: float, verbose: int, tls_ca: Path | None, tls_cert: Path | None,
         tls_key: Path | None, tls_server_name: str | None) -> None:
     """Plan, install and operate a multi-plane SRv6 / E-ECMP fabric of P4Runtime switches.

@@ -8,7 +8,7 @@ import click
 
 from controller import ops
 from controller.ops import OpError
-from controller.programs.toolchain import BUILD_DIR, PROGRAMS
+from controller.programs.toolchain import BUILD_DIR, PROGRAMS, P4Program
 from fabricctl.common import (
     _json_option,
     _print_json,
@@ -30,7 +30,7 @@ def p4() -> None:
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=BUILD_DIR,
               show_default="p4/build", help="Where the bmv2 JSON and P4Info go.")
 @_json_option
-def p4_compile(programs: tuple[str, ...], out_dir: Path, as_json: bool) -> None:
+def p4_compile(programs: tuple[P4Program, ...], out_dir: Path, as_json: bool) -> None:
     """Compile P4 programs (all by default) with p4c's bmv2 backend into bmv2 JSON and P4Info.
 
     p4c is found through $P4C, $P4_TOOLCHAIN_BIN or PATH; without it, exit 5.

@@ -57,7 +57,7 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
     failures = frozenset(origins)
     chosen = [s.name for s in (ops.switches(t, switch_names) if switch_names else t.switches)]
     down = ops.down_switches(failures)
-    fab = ops.fabric(t, env.program, failures)  # type: ignore[arg-type]
+    fab = ops.fabric(t, env.program, failures)
     lost = failover.unreachable(fab)
     per_plane = {p: [str(u) for u in lost if u.plane == p] for p in range(t.planes)}
     outcomes: dict[str, Outcome] = {}

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from controller.analysis.design import KINDS, Design, Kind, Rates
 
-Probs = Mapping[str, float]  # kind -> probability that one component of that kind is down
+Probs = Mapping[Kind, float]  # kind -> probability that one component of that kind is down
 
 
 def given_pair(d: Design) -> tuple[int, int]:
@@ -169,7 +169,7 @@ def pair_survival_time(d: Design, rates: Rates, *, points: int = 4000) -> float:
 
 # --- interruption rates with repair -----------------------------------------------------------
 
-def unavailabilities(rates: Rates) -> dict[str, float]:
+def unavailabilities(rates: Rates) -> dict[Kind, float]:
     return {k: rates.unavailability(k) for k in KINDS}
 
 
@@ -191,11 +191,12 @@ def pair_interruption_rate(d: Design, rates: Rates) -> float:
     if not same:
         ends = (1 - qn) ** 2 * (1 - q0) ** 2
         # a T1 path pinned down leaves the other t1 - 1; pinned up, it is live
-        for kind, up_path in (("t1", (1 - ql) ** 2), ("link", (1 - q1) * (1 - ql))):
+        pinned: tuple[tuple[Kind, float], ...] = (("t1", (1 - ql) ** 2), ("link", (1 - q1) * (1 - ql)))
+        for kind, up_path in pinned:
             down = 1 - ends * _spine_term(d, q, ql, ql, q1, forced=0.0)
             upc = 1 - ends * _spine_term(d, q, ql, ql, q1, forced=up_path)
             count = d.planes * d.t1 * (2 if kind == "link" else 1)
-            rate += count * rates.of(kind) * (1 - q[kind]) * (down - upc) * others  # type: ignore[literal-required]
+            rate += count * rates.of(kind) * (1 - q[kind]) * (down - upc) * others
     return rate
 
 

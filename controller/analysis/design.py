@@ -86,7 +86,8 @@ def parse_design(text: str) -> Design:
     m = _SPEC.match(spec)
     if m is None:
         raise DesignError(f"design {text!r} is not PLANESxT1xT0xHOSTS_PER_T0 (e.g. 8x4x16x8)")
-    return Design(*(int(g) for g in m.groups()), name=name.strip())
+    planes, t1, t0, hosts = (int(g) for g in m.groups())
+    return Design(planes, t1, t0, hosts, name=name.strip())
 
 
 def from_topology(topo: Topology) -> Design:

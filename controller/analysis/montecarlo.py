@@ -96,7 +96,7 @@ class Process:
         else:
             m = self.rng.choice([i for i in range(n) if i not in gone])
         gone.add(m)
-        return k, self.u.glob(k, m), self.rng.expovariate(total)  # type: ignore[return-value]
+        return k, self.u.glob(k, m), self.rng.expovariate(total)
 
 
 def random_down(u: Universe, rng: random.Random, k: int, rates: Rates | None = None, kind: Kind | None = None) -> Down:
@@ -226,8 +226,9 @@ def with_repair(design: Design, hosts: Sequence[int], rates: Rates, *, seed: int
     """Event-driven: exponential failures at each kind's rate among the up components, each repaired
     MTTR hours later; an interruption is a change from no pair of `hosts` cut to some pair cut."""
     rng, u, tick = random.Random(seed), Universe(design, hosts), _ticker(tick)
-    down, gone = Down(design), {k: set() for k in KINDS}
-    repairs: list[tuple[float, str, int, int]] = []
+    down = Down(design)
+    gone: dict[Kind, set[int]] = {k: set() for k in KINDS}
+    repairs: list[tuple[float, Kind, int, int]] = []
     t, events, interruptions, was_cut = 0.0, 0, 0, False
     step = max(1, max_events // 100)
     while events < max_events and t < max_hours:
@@ -236,7 +237,7 @@ def with_repair(design: Design, hosts: Sequence[int], rates: Rates, *, seed: int
         if repairs and repairs[0][0] <= t_fail:
             t, k, m, g = heapq.heappop(repairs)
             gone[k].discard(m)
-            down.remove(k, g)  # type: ignore[arg-type]
+            down.remove(k, g)
         elif t_fail == math.inf:
             break
         else:
@@ -251,8 +252,8 @@ def with_repair(design: Design, hosts: Sequence[int], rates: Rates, *, seed: int
             while (m := rng.randrange(n)) in gone[k]:
                 pass
             gone[k].add(m)
-            g = u.glob(k, m)  # type: ignore[arg-type]
-            down.add(k, g)  # type: ignore[arg-type]
+            g = u.glob(k, m)
+            down.add(k, g)
             heapq.heappush(repairs, (t + rates.mttr, k, m, g))
         now_cut = cut(down, hosts)
         interruptions += now_cut and not was_cut

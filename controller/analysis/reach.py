@@ -3,7 +3,7 @@ answer from the controller's own failover code (failover.with_failures + unreach
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from controller.analysis.design import Design, Kind
@@ -130,7 +130,7 @@ def _cut_pair(down: Down, hosts: Sequence[int] | range) -> tuple[int, int] | Non
     for (p, h) in down.nics:
         nic_dead.setdefault(h, set()).add(p)
     lo, hi = (hosts.start, hosts.stop) if isinstance(hosts, range) and hosts.step == 1 else (None, None)
-    member = (lambda h: lo <= h < hi) if lo is not None else set(hosts).__contains__  # type: ignore[operator]
+    member = (lambda h: lo <= h < hi) if lo is not None else set(hosts).__contains__
     reps: list[int] = []
     classes: dict[tuple[int, frozenset[int]], int] = {}
 
@@ -159,9 +159,9 @@ def _cut_pair(down: Down, hosts: Sequence[int] | range) -> tuple[int, int] | Non
         return None
 
     for col in sorted(nic_cols - dirty_cols):
-        h = clean_on(col)
-        if h is not None:
-            keep(h)
+        clean = clean_on(col)
+        if clean is not None:
+            keep(clean)
     clean_cols = 0
     columns = (range(d.column(hosts[0]), d.column(hosts[-1]) + 1) if isinstance(hosts, range)
                else sorted({d.column(h) for h in hosts}))
@@ -170,9 +170,9 @@ def _cut_pair(down: Down, hosts: Sequence[int] | range) -> tuple[int, int] | Non
             break
         if col in dirty_cols:
             continue
-        h = clean_on(col)
-        if h is not None:
-            reps.append(h)
+        clean = clean_on(col)
+        if clean is not None:
+            reps.append(clean)
             clean_cols += 1
     return _first_cut_pair(down, sorted(set(reps)))
 
@@ -269,7 +269,8 @@ class ControllerReach:
                     out.add((a, b))
         return out
 
-    def _plane_ok(self, p: int, a: int, b: int, gone: set[tuple[int, str, str]], usable) -> bool:  # type: ignore[no-untyped-def]
+    def _plane_ok(self, p: int, a: int, b: int, gone: set[tuple[int, str, str]],
+                  usable: Callable[[int, int], bool]) -> bool:
         if not (usable(p, a) and usable(p, b)):
             return False
         la, lb = self.topo.t0(p, self.design.column(a)).name, self.topo.t0(p, self.design.column(b)).name

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -73,7 +73,7 @@ def poisson_rate(k: int, exposure: float, conf: float = 0.95) -> Estimate:
         half = NormalDist().inv_cdf(1 - a) * math.sqrt(k)
         return Estimate(k / exposure, (k - half) / exposure, (k + half) / exposure, k)
 
-    def solve(f, lo: float, hi: float) -> float:  # type: ignore[no-untyped-def]
+    def solve(f: Callable[[float], bool], lo: float, hi: float) -> float:
         for _ in range(100):
             mid = (lo + hi) / 2
             if f(mid):

@@ -124,7 +124,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def write_atomic(path: str | Path, text: str, *, what: str = "file",
-                 ours: Callable[[Path], None] | None = None) -> None:
+                 ours: Callable[[Path], object] | None = None) -> None:
     """Write `text` to `path` whole or not at all (open_atomic)."""
     with open_atomic(path, what=what, ours=ours) as fh:
         fh.write(text)
@@ -132,7 +132,7 @@ def write_atomic(path: str | Path, text: str, *, what: str = "file",
 
 @contextlib.contextmanager
 def open_atomic(path: str | Path, *, what: str = "file",
-                ours: Callable[[Path], None] | None = None) -> Iterator[TextIO]:
+                ours: Callable[[Path], object] | None = None) -> Iterator[TextIO]:
     """A text file to write in pieces that replaces `path` only when the block ends without an error.
 
     A symlink is written through (its target is replaced, the link stays); a directory, FIFO,

@@ -222,13 +222,14 @@ def build(planes: int, t1_per_plane: int, t0_per_plane: int, hosts_per_t0: int, 
     host_names = [tuple(f"h{i * hosts_per_t0 + k}" for k in range(hosts_per_t0)) for i in range(t0_per_plane)]
     switches: list[Switch] = []
     for plane in range(planes):
-        for role, count in (("t1", t1_per_plane), ("t0", t0_per_plane)):
+        counts: tuple[tuple[Role, int], ...] = (("t1", t1_per_plane), ("t0", t0_per_plane))
+        for role, count in counts:
             for index in range(count):
                 dev = len(switches) + 1
                 switches.append(Switch(
-                    name=switch_name(plane, role, index), role=role, plane=plane, index=index,  # type: ignore[arg-type]
+                    name=switch_name(plane, role, index), role=role, plane=plane, index=index,
                     device_id=dev, grpc_addr=f"{grpc_host}:{grpc_base_port + dev - 1}",
-                    mac=switch_mac(plane, role, index),  # type: ignore[arg-type]
+                    mac=switch_mac(plane, role, index),
                     host_ports=host_ports if role == "t0" else (),
                     host_names=host_names[index] if role == "t0" else (),
                     uplinks=uplinks if role == "t0" else (),
@@ -408,7 +409,7 @@ class _Loader:
                     self.problems.append(f"MAC {mac!r} of {name} is not a quoted xx:xx:xx:xx:xx:xx string")
             own_tls, problems = tlsconf.parse(rec.get("tls"), f"switch {name}", self.base)
             self.problems += problems
-            records[name] = dict(rec, _order=n, _tls=tlsconf.resolve(fabric_tls, own_tls))  # type: ignore[arg-type]
+            records[name] = dict(rec, _order=n, _tls=tlsconf.resolve(fabric_tls, own_tls))
         return records
 
     def _resolve(self, raw: dict[str, dict[str, Any]]) -> list[Switch]:

@@ -27,7 +27,7 @@ try:
     from yaml import _yaml as _libyaml
     from yaml._yaml import CParser
 except ImportError:  # PyYAML built without libyaml
-    _libyaml = CParser = None
+    _libyaml = CParser = None  # type: ignore[assignment, misc]  # None when absent: every use checks CParser first
 
 # libyaml 0.2.6 (PyYAML 6.0.4's wheels) refuses flow collections nested deeper than its own limit,
 # 1000, while it scans ahead for a simple key, in its own words and before our composer sees depth
@@ -54,17 +54,17 @@ class _Strict:
     _aliases = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(AliasEvent):  # type: ignore[attr-defined]
+        if self.check_event(AliasEvent):  # type: ignore[attr-defined]  # a mixin: the parser's method
             self._aliases += 1
             if self._aliases > limits.MAX_YAML_ALIASES:
-                raise YamlError(f"{_where(self.peek_event())}more than {limits.MAX_YAML_ALIASES} aliases "  # type: ignore[attr-defined]
+                raise YamlError(f"{_where(self.peek_event())}more than {limits.MAX_YAML_ALIASES} aliases "  # type: ignore[attr-defined]  # parser's
                                 "(*name): refused (an alias bomb?)")
         self._depth += 1
         try:
             if self._depth > limits.MAX_YAML_DEPTH:
-                raise YamlError(f"{_where(self.peek_event())}nested more than {limits.MAX_YAML_DEPTH} "  # type: ignore[attr-defined]
+                raise YamlError(f"{_where(self.peek_event())}nested more than {limits.MAX_YAML_DEPTH} "  # type: ignore[attr-defined]  # parser's
                                 "levels deep")
-            return Composer.compose_node(self, parent, index)  # type: ignore[arg-type]
+            return Composer.compose_node(self, parent, index)  # type: ignore[arg-type]  # self is a Composer once mixed in
         finally:
             self._depth -= 1
 
@@ -73,7 +73,7 @@ class _Strict:
         for key_node, _ in node.value:  # the mapping's own keys; a '<<' merge may be overridden
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
-            key = self.construct_object(key_node, deep=True)  # type: ignore[attr-defined]
+            key = self.construct_object(key_node, deep=True)  # type: ignore[attr-defined]  # the constructor's method
             try:
                 duplicate = key in seen
             except TypeError:  # an unhashable key: SafeConstructor reports it
@@ -81,11 +81,11 @@ class _Strict:
             if duplicate:
                 raise ConstructorError(None, None, f"duplicate key {str(key)[:60]!r}", key_node.start_mark)
             seen.add(key)
-        return SafeConstructor.construct_mapping(self, node, deep=deep)  # type: ignore[arg-type]
+        return SafeConstructor.construct_mapping(self, node, deep=deep)  # type: ignore[arg-type]  # a SafeConstructor once mixed in
 
 
 if CParser is not None:
-    class _Loader(_Strict, CParser, Composer, SafeConstructor, Resolver):  # type: ignore[misc, valid-type]
+    class _Loader(_Strict, CParser, Composer, SafeConstructor, Resolver):
         """libyaml's events, PyYAML's composer (per node, not per document) and safe constructor."""
 
         def __init__(self, stream: Any) -> None:
@@ -97,7 +97,7 @@ if CParser is not None:
         def value(self) -> Any:
             return self.construct_document(self.compose_node(None, None))
 else:
-    class _Loader(_Strict, yaml.SafeLoader):  # type: ignore[no-redef]
+    class _Loader(_Strict, yaml.SafeLoader):  # type: ignore[no-redef]  # the other branch's _Loader, without libyaml
         """The pure-Python parser where PyYAML has no libyaml."""
 
         def value(self) -> Any:

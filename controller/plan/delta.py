@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, Iterable, NamedTuple, TypeVar
+from typing import Any, Generic, Iterable, NamedTuple, TypeGuard, TypeVar
 
 from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, entity_key
 
@@ -107,7 +107,7 @@ def pi_read_watch_ports(group: ActionProfileGroup) -> set[tuple[tuple[int, int],
     return {tuple((m, port) for m in group.members) for _, port in group.watch_ports}
 
 
-def _is_default(entity: Entity) -> bool:
+def _is_default(entity: Entity) -> TypeGuard[TableEntry]:
     return isinstance(entity, TableEntry) and entity.is_default
 
 
@@ -150,7 +150,8 @@ def diff(desired: Iterable[Entity], actual: Iterable[Entity]) -> Delta:
                 if first is not None:
                     unwatch.append(first)
     deletes = [e for k, e in have.items() if k not in want and not _is_default(e)]
-    return Delta(*(tuple(sorted(xs, key=sort_key)) for xs in (inserts, modifies, deletes)),
+    return Delta(tuple(sorted(inserts, key=sort_key)), tuple(sorted(modifies, key=sort_key)),
+                 tuple(sorted(deletes, key=sort_key)),
                  unwatch=tuple(sorted(unwatch, key=sort_key)),
                  rewatch=tuple(tuple(sorted(stage, key=sort_key)) for stage in rewatch))
 

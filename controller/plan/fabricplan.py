@@ -84,7 +84,7 @@ class Plan(Mapping[str, tuple[Entity, ...]]):
             return NotImplemented
         return set(self) == set(other) and all(set(self[n]) == set(other[n]) for n in self)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: equality compares the entities
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Switch -> {table or 'profile/members' / 'profile/groups': count}; computed without

@@ -15,6 +15,17 @@ SPRAY: Program = "srv6_spray"
 EECMP: Program = "eecmp_qp_hash"
 
 
+FABRIC_PROGRAMS: tuple[Program, ...] = (SPRAY, EECMP)
+
+
+def fabric_program(name: str) -> Program:
+    """`name` as a Program (a fabric program the plan writes entities for); ValueError, one line, if it is none."""
+    for program in FABRIC_PROGRAMS:
+        if program == name:
+            return program
+    raise ValueError(f"unknown fabric program {name!r}; known: {', '.join(FABRIC_PROGRAMS)}")
+
+
 FLOW, QP, PACKET, PIN = 0, 1, 2, 3  # hash modes (docs/pipeline.md)
 
 

@@ -17,6 +17,7 @@ def _imports_and_deps(path: Path) -> tuple[set[str], list[str], list[Path]]:
     """(undefined dynamic symbols, DT_NEEDED names, RUNPATH/RPATH directories with $ORIGIN expanded)."""
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
 
     imports: set[str] = set()
     needed: list[str] = []
@@ -24,16 +25,16 @@ def _imports_and_deps(path: Path) -> tuple[set[str], list[str], list[Path]]:
     with open(path, "rb") as f:
         elf = ELFFile(f)
         dynsym = elf.get_section_by_name(".dynsym")
-        if dynsym is not None:
+        if isinstance(dynsym, SymbolTableSection):
             imports = {s.name for s in dynsym.iter_symbols() if s.name and s["st_shndx"] == "SHN_UNDEF"}
         for section in elf.iter_sections():
             if not isinstance(section, DynamicSection):
                 continue
             for tag in section.iter_tags():
                 if tag.entry.d_tag == "DT_NEEDED":
-                    needed.append(tag.needed)
+                    needed.append(tag.needed)  # type: ignore[attr-defined]  # elftools sets it on DT_NEEDED tags only
                 elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
-                    value = tag.runpath if tag.entry.d_tag == "DT_RUNPATH" else tag.rpath
+                    value = tag.runpath if tag.entry.d_tag == "DT_RUNPATH" else tag.rpath  # type: ignore[attr-defined]  # set per tag kind
                     for d in value.split(":"):
                         if d:
                             dirs.append(Path(d.replace("$ORIGIN", str(path.parent)).replace("${ORIGIN}", str(path.parent))))

@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.programs.toolchain import BUILD_DIR, P4_DIR, PROGRAMS, REPO_ROOT, Artifacts, find_binary
+from controller.programs.toolchain import BUILD_DIR, P4_DIR, PROGRAMS, REPO_ROOT, Artifacts, P4Program, find_binary
 
 
 class CompileError(RuntimeError):
@@ -40,7 +40,7 @@ def bmv2_backend() -> str:
     return backend
 
 
-def compile_program(program: str, out_dir: Path = BUILD_DIR) -> CompileResult:
+def compile_program(program: P4Program, out_dir: Path = BUILD_DIR) -> CompileResult:
     """Run p4c's bmv2 backend (v1model) on p4/<program>.p4, writing <program>.json and .p4info.txtpb.
 
     p4c runs from the repository root on relative paths, so the source references in

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import operator
 import re
 import socket
 import weakref
-from typing import Callable, TypeVar
+from typing import Callable, TypeVar, cast, overload
 
 from controller.runtime.proto import p4runtime_pb2
 
@@ -91,6 +92,12 @@ def int_bytes(number: int) -> bytes:
     return number.to_bytes((number.bit_length() + 7) // 8 or 1, "big")
 
 
+# int_bytes for the values of an entity canonical() returned: every one is an int there (it read the
+# notation), which the entity's Value type cannot say. A cast of the function, not of each value: no
+# call added on the encoders' path.
+canonical_bytes = cast(Callable[[Value], bytes], int_bytes)
+
+
 def decode_value(data: bytes) -> int:
     """A P4Runtime bytestring as an int (canonical or zero-padded)."""
     return int.from_bytes(data, "big")
@@ -102,6 +109,11 @@ _CACHES: dict[int, tuple[weakref.ref, dict]] = {}
 _T = TypeVar("_T")
 
 
+def _forget(key: int, _ref: weakref.ref) -> None:
+    """Drop what was derived from a P4Info once it is gone (its id may be reused)."""
+    _CACHES.pop(key, None)
+
+
 def derived(p4info: P4Info, factory: Callable[[], _T]) -> _T:
     """The object factory() made for `p4info` on first use; it lives as long as the P4Info.
 
@@ -111,7 +123,7 @@ def derived(p4info: P4Info, factory: Callable[[], _T]) -> _T:
     key = id(p4info)
     hit = _CACHES.get(key)
     if hit is None or hit[0]() is not p4info:
-        hit = _CACHES[key] = (weakref.ref(p4info, lambda _ref, key=key: _CACHES.pop(key, None)), {})
+        hit = _CACHES[key] = (weakref.ref(p4info, functools.partial(_forget, key)), {})
     made = hit[1].get(factory)
     if made is None:
         made = hit[1][factory] = factory()
@@ -174,7 +186,7 @@ def scalar(value: object, bounds: tuple[int, int], what: str) -> int:
     """An integer field that no P4Info width covers (priority, member and group ids), checked to its
     protobuf type's range (int32, uint32, ...), as protobuf checks it when a message is built."""
     try:
-        number = operator.index(value)  # type: ignore[arg-type]
+        number = operator.index(value)  # type: ignore[arg-type]  # any object: a non-integer raises TypeError, told below
     except TypeError:
         raise TypeError(f"{what}: {value!r} is not an integer") from None
     if not bounds[0] <= number <= bounds[1]:
@@ -192,9 +204,9 @@ def _canonical_match(name: str, match: Match, bitwidth: int, match_type: str) ->
         raise ValueError(f"match field {name} is {match_type}, got {type(match).__name__}")
     value = checked_int(match.value, bitwidth, f"match field {name}")
     same = type(match) is kind and value is match.value
-    if kind is Exact:
+    if isinstance(match, Exact):
         return match if same else Exact(value)
-    if kind is Lpm:
+    if isinstance(match, Lpm):
         if not 0 <= match.prefix_len <= bitwidth:
             raise ValueError(f"match field {name}: prefix length {match.prefix_len} outside 0..{bitwidth}")
         host_bits = bitwidth - match.prefix_len
@@ -279,6 +291,14 @@ def _canonical_entry(entry: TableEntry, p4info: P4Info, lookups: _Lookups) -> Ta
     return TableEntry(table.name, tuple(match), action, params, member_id, group_id, priority, is_default)
 
 
+@overload
+def canonical(entity: TableEntry, p4info: P4Info) -> TableEntry: ...
+@overload
+def canonical(entity: ActionProfileMember, p4info: P4Info) -> ActionProfileMember: ...
+@overload
+def canonical(entity: ActionProfileGroup, p4info: P4Info) -> ActionProfileGroup: ...
+@overload
+def canonical(entity: Entity, p4info: P4Info) -> Entity: ...
 def canonical(entity: Entity, p4info: P4Info) -> Entity:
     """The one form an entity has on both sides of a comparison, checked against the P4Info.
 
@@ -334,25 +354,25 @@ def _canonical_watch(watch_ports: tuple[tuple[int, int], ...], members: tuple[in
 
 # --- Entity messages ------------------------------------------------------------------------
 
-def _fill_action(msg: p4runtime_pb2.Action, action: ActionInfo, params: tuple[tuple[str, int], ...], lookups: _Lookups) -> None:
+def _fill_action(msg: p4runtime_pb2.Action, action: ActionInfo, params: tuple[tuple[str, Value], ...], lookups: _Lookups) -> None:
     """Fill an Action message in place from canonical (checked) params."""
     msg.action_id = action.id
     known = lookups.action_params(action)
     for name, value in params:
-        msg.params.add(param_id=known[name].id, value=int_bytes(value))
+        msg.params.add(param_id=known[name].id, value=canonical_bytes(value))
 
 
 def _fill_match(msg: p4runtime_pb2.FieldMatch, f: MatchFieldInfo, match: Match) -> None:
     """Fill a FieldMatch message in place from a canonical (checked) match."""
     msg.field_id = f.id
     if isinstance(match, Exact):
-        msg.exact.value = int_bytes(match.value)
+        msg.exact.value = canonical_bytes(match.value)
     elif isinstance(match, Lpm):
-        msg.lpm.value = int_bytes(match.value)
+        msg.lpm.value = canonical_bytes(match.value)
         msg.lpm.prefix_len = match.prefix_len
     else:
-        msg.ternary.value = int_bytes(match.value)
-        msg.ternary.mask = int_bytes(match.mask)
+        msg.ternary.value = canonical_bytes(match.value)
+        msg.ternary.mask = canonical_bytes(match.mask)
 
 
 def fill_entity(msg: p4runtime_pb2.Entity, entity: Entity, p4info: P4Info) -> None:
@@ -455,7 +475,8 @@ def decode_entity(msg: p4runtime_pb2.Entity, p4info: P4Info) -> Entity:
         last = (len(fields), None)
         found = sorted(((fields.get(f.field_id, last), f) for f in te.match), key=lambda pair: pair[0][0])
         match = tuple(_decode_match(f, table, name) for (_, name), f in found)
-        action, params, member_id, group_id = None, (), None, None
+        action, member_id, group_id = None, None, None
+        params: tuple[tuple[str, int], ...] = ()
         ta = te.action
         which = ta.WhichOneof("type")
         if which == "action":

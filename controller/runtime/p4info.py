@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Iterable, TypeVar
+from typing import Generic, Iterable, Protocol, TypeVar
 
 from google.protobuf import text_format
 
@@ -162,11 +162,31 @@ class _Index(Generic[T]):
             raise UnknownNameError(f"{self.kind} id", ident, []) from None
 
 
-def _preamble(msg) -> tuple[int, str, str]:
+class _Described(Protocol):
+    """A P4Info message with a preamble: table, action, action profile, counter, controller packet metadata."""
+
+    @property
+    def preamble(self) -> p4info_pb2.Preamble: ...
+
+
+class _Param(Protocol):
+    """An action parameter or a packet metadata field: both have an id, a name and a width."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def bitwidth(self) -> int: ...
+
+
+def _preamble(msg: _Described) -> tuple[int, str, str]:
     return msg.preamble.id, msg.preamble.name, msg.preamble.alias
 
 
-def _params(params) -> tuple[ParamInfo, ...]:
+def _params(params: Iterable[_Param]) -> tuple[ParamInfo, ...]:
     return tuple(ParamInfo(p.id, p.name, p.bitwidth) for p in params)
 
 
@@ -263,7 +283,7 @@ class P4Info:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, P4Info) and not pipeline_differences(self, other)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: equal P4Infos compare by content
 
 
 def _signature(p4info: P4Info) -> dict[str, object]:

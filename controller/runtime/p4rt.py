@@ -40,7 +40,7 @@ class _Stub(p4runtime_pb2_grpc.P4RuntimeStub):
     """The P4Runtime stub, but Write takes the WriteRequest as wire bytes (controller.runtime.wire.write_request)."""
 
     def __init__(self, channel: grpc.Channel) -> None:
-        super().__init__(channel)
+        super().__init__(channel)  # type: ignore[call-arg]  # finsy's stub declares __new__ only; the class's __init__ takes it
         self.Write = channel.unary_unary(
             "/p4.v1.P4Runtime/Write",
             request_serializer=_identity,

@@ -33,9 +33,10 @@ from types import CodeType
 from typing import Callable, Iterable
 
 from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 
-from controller.runtime.codec import canonical, derived, int_bytes, scalar, to_int
-from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, Exact, Lpm, TableEntry, Ternary
+from controller.runtime.codec import canonical, canonical_bytes, derived, int_bytes, scalar, to_int
+from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, Exact, Lpm, TableEntry, Ternary, Value
 from controller.runtime.p4info import P4Info
 from controller.runtime.proto import p4runtime_pb2
 
@@ -64,7 +65,7 @@ def varint(number: int) -> bytes:
     return bytes(out)
 
 
-def _tag(message: type, name: str) -> bytes:
+def _tag(message: type[Message], name: str) -> bytes:
     """The key bytes of field `name` of a generated message class, from its descriptor."""
     field = message.DESCRIPTOR.fields_by_name[name]
     if field.type in _VARINT_TYPES:
@@ -254,18 +255,22 @@ def _compile(schema: _Schema, p4info: P4Info, table_name: str, action_name: str 
         src.append(f"{''.join(f'(f{i}, m{i}), ' for i in range(len(fields)))}= match")
         src.append("if " + " or ".join(f"f{i} != {f.name!r} or type(m{i}) is not {f.match_type}"
                                         for i, f in enumerate(fields)) + ": return None")
-    pieces, sizes = ["TH"], [len(table_head)]  # the TableEntry's, up to its action
+    pieces: list[str] = ["TH"]
+    sizes: list[int | str] = [len(table_head)]  # the TableEntry's, up to its action
     for i, f in enumerate(fields):
         v, fid, bits = f"v{i}", field_ids[f.name], f.bitwidth
         src += [f"{v} = m{i}.value", *_value(v, bits)]
         if f.match_type == "EXACT":
-            ns[f"H{i}"], ns[f"N{i}"] = _heads(bits, lambda n: _ld(_TE_MATCH, fid + _ld(_FM_EXACT, _ld(_EXACT_VALUE, bytes(n)))))
+            def exact(n: int, fid: bytes = fid) -> bytes:
+                return _ld(_TE_MATCH, fid + _ld(_FM_EXACT, _ld(_EXACT_VALUE, bytes(n))))
+            ns[f"H{i}"], ns[f"N{i}"] = _heads(bits, exact)
             pieces += [f"H{i}[s_{v}]", f"{v}.to_bytes(s_{v}, 'big')"]
             sizes.append(f"N{i}[s_{v}]")
         elif f.match_type == "LPM":  # /0 is left out of the message: canonical() does that
             tails = [_uint(_LPM_PREFIX_LEN, p) for p in range(1, bits + 1)]
-            by_tail = {len(t): _heads(bits, lambda n, t=t: _ld(_TE_MATCH, fid + _ld(_FM_LPM, _ld(_LPM_VALUE, bytes(n)) + t)), t)
-                       for t in {len(t): t for t in tails}.values()}
+            def lpm(n: int, t: bytes, fid: bytes = fid) -> bytes:
+                return _ld(_TE_MATCH, fid + _ld(_FM_LPM, _ld(_LPM_VALUE, bytes(n)) + t))
+            by_tail = {len(t): _heads(bits, functools.partial(lpm, t=t), t) for t in {len(t): t for t in tails}.values()}
             ns[f"H{i}"], ns[f"N{i}"], ns[f"T{i}"] = (None, *(by_tail[len(t)][0] for t in tails)), (
                 None, *(by_tail[len(t)][1] for t in tails)), (None, *tails)
             ns[f"K{i}"] = tuple((1 << (bits - p)) - 1 for p in range(bits + 1))  # the host bits of /p
@@ -291,10 +296,13 @@ def _compile(schema: _Schema, p4info: P4Info, table_name: str, action_name: str 
         if params:
             src.append(f"{''.join(f'(q{j}, x{j}), ' for j in range(len(params)))}= params")
             src.append("if " + " or ".join(f"q{j} != {p.name!r}" for j, p in enumerate(params)) + ": return None")
-        action_pieces, action_sizes = ["AH"], [len(ns["AH"])]  # type: ignore[arg-type]
+        action_pieces: list[str] = ["AH"]
+        action_sizes: list[int | str] = [len(ns["AH"])]  # type: ignore[arg-type]  # ns holds objects; "AH" is bytes
         for j, p in enumerate(params):
             pid = param_ids[p.name]
-            ns[f"G{j}"], ns[f"M{j}"] = _heads(p.bitwidth, lambda n, pid=pid: _ld(_ACTION_PARAMS, pid + _ld(_PARAM_VALUE, bytes(n))))
+            def param(n: int, pid: bytes = pid) -> bytes:
+                return _ld(_ACTION_PARAMS, pid + _ld(_PARAM_VALUE, bytes(n)))
+            ns[f"G{j}"], ns[f"M{j}"] = _heads(p.bitwidth, param)
             src += _value(f"x{j}", p.bitwidth)
             action_pieces += [f"G{j}[s_x{j}]", f"x{j}.to_bytes(s_x{j}, 'big')"]
             action_sizes.append(f"M{j}[s_x{j}]")
@@ -326,7 +334,7 @@ def _compile(schema: _Schema, p4info: P4Info, table_name: str, action_name: str 
     code = "\n".join(["def encode(e):", "  try:", *("    " + line for line in src),
                       "  except (ValueError, TypeError):  # what canonical() raises its own error for", "    return None"])
     exec(_code(code, f"<wire encoder for {table.name}, {action_name}>"), ns)
-    return ns["encode"]  # type: ignore[return-value]
+    return ns["encode"]  # type: ignore[return-value]  # the function exec() just defined from `code`
 
 
 @functools.lru_cache(maxsize=1024)
@@ -362,35 +370,37 @@ def _fast_entry(e: TableEntry, schema: _Schema, p4info: P4Info) -> bytes | None:
     action_name = e.action
     if action_name is not None and (type(action_name) is not str or e.member_id is not None or e.group_id is not None):
         return None
-    encode = schema.recipes.get((e.table, action_name), _recipe)
-    if encode is _recipe:
+    try:
+        encode = schema.recipes[e.table, action_name]
+    except KeyError:
         encode = _recipe(schema, p4info, e.table, action_name)
     return None if encode is None else encode(e)
 
 
 # --- entities --------------------------------------------------------------------------------
 
-def _action(schema: _Schema, p4info: P4Info, name: str, params: tuple[tuple[str, int], ...]) -> bytes:
+def _action(schema: _Schema, p4info: P4Info, name: str, params: tuple[tuple[str, Value], ...]) -> bytes:
     head, param_ids = schema.action(p4info, name)
-    return head + b"".join([_ld(_ACTION_PARAMS, param_ids[p] + _ld(_PARAM_VALUE, int_bytes(v))) for p, v in params])
+    return head + b"".join([_ld(_ACTION_PARAMS, param_ids[p] + _ld(_PARAM_VALUE, canonical_bytes(v))) for p, v in params])
 
 
 def _table_entry(e: TableEntry, schema: _Schema, p4info: P4Info) -> bytes:
     head, field_ids = schema.table(p4info, e.table)
     parts = [head]
     for name, m in e.match:
-        if type(m) is Exact:
-            body = _ld(_FM_EXACT, _ld(_EXACT_VALUE, int_bytes(m.value)))
-        elif type(m) is Lpm:
-            body = _ld(_FM_LPM, _ld(_LPM_VALUE, int_bytes(m.value)) + _uint(_LPM_PREFIX_LEN, m.prefix_len))
+        if isinstance(m, Exact):
+            body = _ld(_FM_EXACT, _ld(_EXACT_VALUE, canonical_bytes(m.value)))
+        elif isinstance(m, Lpm):
+            body = _ld(_FM_LPM, _ld(_LPM_VALUE, canonical_bytes(m.value)) + _uint(_LPM_PREFIX_LEN, m.prefix_len))
         else:
-            body = _ld(_FM_TERNARY, _ld(_TERNARY_VALUE, int_bytes(m.value)) + _ld(_TERNARY_MASK, int_bytes(m.mask)))
+            body = _ld(_FM_TERNARY, _ld(_TERNARY_VALUE, canonical_bytes(m.value)) + _ld(_TERNARY_MASK, canonical_bytes(m.mask)))
         parts.append(_ld(_TE_MATCH, field_ids[name] + body))
     if e.action is not None:
         action = _ld(_TA_ACTION, _action(schema, p4info, e.action, e.params))
     elif e.member_id is not None:  # a oneof member: written even when 0
         action = _TA_MEMBER_ID + varint(e.member_id)
     else:
+        assert e.group_id is not None  # canonical(): an entry has an action, a member or a group
         action = _TA_GROUP_ID + varint(e.group_id)
     parts.append(_ld(_TE_ACTION, action))
     if e.priority:
@@ -413,7 +423,7 @@ def _group(g: ActionProfileGroup, schema: _Schema, p4info: P4Info) -> bytes:
     parts = [_uint(_APG_PROFILE_ID, schema.profile(p4info, g.profile)), _uint(_APG_GROUP_ID, g.group_id)]
     watch = dict(g.watch_ports)
     parts += [_ld(_APG_MEMBERS, _uint(_MEMBER_ID, m) + _MEMBER_WEIGHT_1
-                  + (_ld(_MEMBER_WATCH_PORT, int_bytes(watch[m])) if m in watch else b""))
+                  + (_ld(_MEMBER_WATCH_PORT, canonical_bytes(watch[m])) if m in watch else b""))
               for m in g.members]
     parts.append(_uint(_APG_MAX_SIZE, g.max_size))
     return _ld(_ENTITY_GROUP, b"".join(parts))
@@ -449,7 +459,7 @@ def updates_bytes(updates: Iterable[tuple[str, Entity]], p4info: P4Info) -> list
     does) before the next is looked at. A kind may be an UpdateType (a str enum: it looks up as its name)."""
     schema = derived(p4info, _Schema)
     small, fast = _SMALL, _fast_entry
-    out = []
+    out: list[bytes] = []
     append = out.append
     last_kind, head = object(), b""  # an UpdateType hashes in Python: looked up once per run of one kind
     for kind, entity in updates:
