@@ -49,8 +49,8 @@ def _sbin_which(name: str) -> str | None:
 
 def check_toolchain() -> list[Check]:
     out = []
-    for name, fix in (("p4c", "build p4c (README 'The P4 toolchain') or set P4C / P4_TOOLCHAIN_BIN"),
-                      ("simple_switch_grpc", "build behavioral-model --with-pi (README 'The P4 toolchain') or set "
+    for name, fix in (("p4c", "build p4c (docs/guide/install.md, 'The P4 toolchain') or set P4C / P4_TOOLCHAIN_BIN"),
+                      ("simple_switch_grpc", "build behavioral-model --with-pi (docs/guide/install.md, 'The P4 toolchain') or set "
                                              "SIMPLE_SWITCH_GRPC / P4_TOOLCHAIN_BIN")):
         path, text = tool_version(name)
         out.append(Check(f"{name}", path is not None, f"{text} ({path})" if path else text, "" if path else fix))

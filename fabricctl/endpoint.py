@@ -15,7 +15,7 @@ FAULTS = ("cut", "blackhole", "gray", "slow", "incast")
 
 @click.group("endpoint")
 def endpoint() -> None:
-    """Endpoint mode (MRC, issue 10): hosts write the uSID carriers and route around faults themselves.
+    """Endpoint mode (MRC): hosts write the uSID carriers and route around faults themselves.
 
     \b
     Examples:

@@ -1,4 +1,4 @@
-"""A throwaway PKI for labs and tests, made with the openssl CLI (the README's commands): a CA, a switch
+"""A throwaway PKI for labs and tests, made with the openssl CLI (the commands of docs/guide/cli.md, TLS on P4Runtime): a CA, a switch
 certificate for localhost and 127.0.0.1, and a client certificate for the controller."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Failure, cross-plane and balance scenarios on one lab: counts and tables are asserted, never times
-(the loss windows go to bench/loss_window.py and the README).
+(the loss windows go to bench/loss_window.py and docs/guide/benchmarks.md).
 
 The first tests need no lab (gaps, IPv4 frames, re-homing, pins, the plot's missing-matplotlib error).
 """

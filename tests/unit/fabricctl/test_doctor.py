@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from fabricctl.main import cli
 from controller.programs.toolchain import find_binary
 from fabricctl import doctor as dr
+from tests.paths import REPO
 
 
 def run(*args: str, env: dict[str, str] | None = None):
@@ -49,7 +50,8 @@ def test_doctor_without_the_toolchain_says_what_to_do_and_exits_1():
     lines = r.stdout.splitlines()
     assert lines[0].split() == ["check", "status", "found", "what", "to", "do"]
     rows = {line.split("  ")[0]: line for line in lines[1:-1]}
-    assert "MISSING" in rows["p4c"] and "build p4c (README 'The P4 toolchain') or set P4C / P4_TOOLCHAIN_BIN" in rows["p4c"]
+    assert "MISSING" in rows["p4c"] and "build p4c (docs/guide/install.md, 'The P4 toolchain') or set P4C / P4_TOOLCHAIN_BIN" in rows["p4c"]
+    assert "\n## The P4 toolchain\n" in (REPO / "docs" / "guide" / "install.md").read_text()  # the section it names
     assert "MISSING" in rows["bmv2 with PI"] and " warn " in rows["bmv2 non-blocking pcap"]
     assert lines[-1].startswith("not ready: p4c, simple_switch_grpc, bmv2 with PI")
     doc = json.loads(run("doctor", "--json", env=env).stdout)
