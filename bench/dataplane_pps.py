@@ -1,7 +1,7 @@
 """Packets per second through simple_switch_grpc: srv6_spray as headend and as uN transit,
 each against the minimal forwarding program (p4/l3_baseline.p4) run the same way in the same run.
 
-Prints one JSON document: pps per case and the ratios srv6_spray / baseline (aim, issue 20: >= 0.7).
+Prints one JSON document: pps per case and the ratios srv6_spray / baseline (aim: >= 0.7).
 With --compare-build DIR (another build's p4/build, e.g. of main), srv6_spray from there is run
 the same way, the rounds interleaved, and the ratios this build / that build are printed too.
 Needs root and simple_switch_grpc. Not a test: nothing here asserts a time.

@@ -7,7 +7,7 @@ controller, on a lab of 2 planes x 4 T1 x 2 T0 x 2 hosts, all in one process and
 - gray 10% (and 1%): goodput during the fault over healthy, health-aware against oblivious spraying
   (aim: health-aware >= 95%);
 - blackhole (one direction) and slow path (tbf on one uplink): the same table;
-- seed 003's question, single-path (Ethereal: each message split into equal parts, each part on the
+- single-path (Ethereal: each message split into equal parts, each part on the
   least-loaded EV) against per-packet spraying, healthy and under each fault;
 - incast: h0 and h1 to h2 while h2's leaf ports serve 200 packets/s (bmv2 queue rate, 32 deep), trimming
   off against on (trim at 8 queued): the time from a lost or trimmed send to its resend, by how the loss
@@ -116,7 +116,7 @@ def incast_figures(runs: list[dict[str, Any]], min_rto_ms: float) -> dict[str, A
     figures["trim_over_off_goodput_same_run"] = spread(goodput)
     nack = trim["nack_in_srtts"]
     srtts = [x for x in trim["loss_to_resend_srtts_median_per_run"] if x is not None]
-    figures["aim"] = {  # issue 20's, per run (every run must meet them)
+    figures["aim"] = {  # the incast aims, per run (every run must meet them)
         "loss_to_resend_le_2_srtt": bool(srtts) and max(srtts) <= 2,
         "loss_to_resend_le_half_of_off_same_run": bool(same_run) and max(same_run) <= 0.5,
         "goodput_ge_1_3x_off_same_run": bool(goodput) and min(goodput) >= 1.3,

@@ -257,8 +257,8 @@ def _child(argv: list[str], tmp: Path) -> tuple[float, float]:
 
 def _export(size: dict[str, int]) -> dict[str, Any]:
     """A 1,152-switch topology file: load time with libyaml and pure-Python PyYAML, then
-    `fabricctl plan --export` (streamed) against building the whole JSON document first (how
-    export worked before), each in a child process whose peak RSS is measured alone."""
+    `fabricctl plan --export` (streamed) against building the whole JSON document first (the
+    baseline), each in a child process whose peak RSS is measured alone."""
     topo = build(**size)
     with tempfile.TemporaryDirectory(prefix=f"plan-export-{os.getpid()}-") as tmp:
         path = Path(tmp) / "fabric.yaml"

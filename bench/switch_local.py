@@ -10,7 +10,7 @@ announced at once, no carrier change), measured the same way. Medians and spread
 
 Not a test. bmv2 learns a carrier by polling each port's operstate every 200 ms (PortMonitorActive,
 src/bm_sim/port_monitor.cpp), so on a stock build the switch-local time is that poll's phase (0-200 ms)
-plus PI's enforcement; the aim (issue 18) is <= 50 ms. The resolution is one counter read (reported).
+plus PI's enforcement; the aim is <= 50 ms. The resolution is one counter read (reported).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ class Options:
     dest_modes: tuple[tuple[int, int, int], ...] = ()  # (plane, dst leaf, mode)
     pins: tuple[Pin, ...] = ()
     host_pins: tuple[HostPin, ...] = ()
-    host_source_routing: bool = False  # endpoint mode (issue 10): leaves transit carriers their hosts write
+    host_source_routing: bool = False  # endpoint mode: leaves transit carriers their hosts write
     # leaf uplink group members watch their uplink ports (P4Runtime watch_port: the switch leaves out a member whose
     # carrier is lost). Off unless asked for: stock bmv2 1.15.5 divides by zero when every member of a group is down
     # (patches/bmv2-group-all-members-down.patch), which a leaf losing all its uplinks does (docs/faults.md)

@@ -1,28 +1,17 @@
 """P4Runtime write requests encoded straight to protobuf wire bytes, for SwitchConnection.write.
 
-Kept because it is faster than protobuf's own messages on its C core (upb, protobuf 6.33.6),
-measured by bench/install_rate.py in one run (10,000 entries into one simple_switch_grpc in batches
-of 500, 5 runs per case taking turns, 2 cores shared with other jobs, load 4-5):
+Why it exists: it writes faster than protobuf's own messages, even on protobuf's C core (upb) --
+bench/install_rate.py measures both; docs/shell.md ("Why the write path encodes its own bytes") has the
+figures. A table entry in the form the planner writes (match fields and params all given, in P4Info
+order) is checked and written in one pass (_fast_entry), by an encoder compiled once per (table, action)
+and P4Info (_compile), without canonical()'s copy of the entity. Every other entity goes through
+codec.canonical() first, and so does every entry the fast path would refuse, so each is checked, and
+each error raised, exactly as the message encoder does.
 
-    case                                   median s   entries/s (min-max)
-    SwitchConnection.write, this module    0.170      58,800 (39,500-63,000)
-    the same requests as protobuf messages 0.218      46,000 (40,900-54,100)   ratio 0.78
-    encoding alone (checks included)       0.087 wire against 0.106 messages
-
-(an earlier run, 3 runs per case at load 3.4-4: 0.179 s against 0.212 s, ratio 0.85). Since then a
-table entry in the form the planner writes (match fields and params all given, in P4Info order)
-is checked and written in one pass (_fast_entry), without canonical()'s copy of the entity, by an
-encoder compiled once per (table, action) and P4Info (_compile). Encoding alone, the bench's
-10,000 entries, checks included: 0.020-0.024 s over four 5-run benches at load 1.3-1.8 (messages:
-0.100-0.109 s; before the compiled encoders 0.033-0.039 s); the message client's rate is 0.46-0.51
-of this module's, and SwitchConnection.write 0.64-0.75 of the raw-bytes floor, median 0.67 (0.074-0.089 s
-against 0.052-0.057 s; docs/shell.md has the runs and where the time goes). Every other entity goes
-through codec.canonical() first, and so does every entry the fast path would refuse, so each is
-checked, and each error raised, exactly as the message encoder does. It writes the bytes of exactly
-the messages that codec.encode_entity would build (same fields, same order, proto3 defaults left
-out), for the few message types a write uses; tests/unit/controller/runtime/test_wire.py,
-test_wire_fast.py and test_wire_compiled.py hold it to protobuf's bytes. Field numbers come from
-the generated descriptors at import time, never typed in here.
+It writes the bytes of exactly the messages codec.encode_entity would build (same fields, same order,
+proto3 defaults left out), for the few message types a write uses; tests/unit/controller/runtime/
+test_wire.py, test_wire_fast.py and test_wire_compiled.py hold it to protobuf's bytes. Field numbers come
+from the generated descriptors at import time, never typed in here.
 """
 
 from __future__ import annotations
@@ -178,7 +167,7 @@ class _Schema:
 # planner writes (match fields and params all given, in P4Info order, a direct action or a member
 # or group id) needs none of that: _fast_entry checks exactly what canonical() checks for it and
 # writes its bytes in the same pass. Anything else, and anything it would refuse, it leaves
-# (returns None) to canonical(), so every other form is read, and every error raised, as before.
+# (returns None) to canonical(), so every other form is read, and every error raised, as canonical() does.
 #
 # The checks and bytes of one (table, action) pair are compiled once per P4Info into a function of
 # their own (_compile: Python source for exactly that pair's fields and params, their names, kinds
