@@ -14,6 +14,7 @@ from controller.ops import BAD_INPUT, OpError
 from controller.service.detect import Thresholds
 from controller.service.events import read
 from controller.service.linkdetect import ProbeSettings
+from controller.service.portstatus import path_problem
 from controller.service.runner import EVENTS_NAME, Config, FabricService
 from controller.southbound.fleet import require_p4runtime
 from fabricctl.kernel_run import all_kernel, refuse_p4_options, run_kernel
@@ -104,6 +105,8 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
     """
     if probe_timeout < period:
         raise OpError(f"--probe-timeout ({probe_timeout:g} ms) must be at least --period ({period:g} ms)", BAD_INPUT)
+    if carrier_events is not None and path_problem(carrier_events) is not None:
+        raise OpError(f"--carrier-events: {path_problem(carrier_events)}", BAD_INPUT)
     topo = env.topo()
     try:
         thresholds = Thresholds(k, m, window, gray_loss, max_damping)
