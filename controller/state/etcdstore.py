@@ -252,10 +252,10 @@ class EtcdStore(Store):
             "failure": [{"request_range": {"key": leader}}] if self.leader_revision is not None else []})
         if not result.get("succeeded"):
             if self.leader_revision is not None:
-                now = _create_revision(result)
-                if now != self.leader_revision:
+                held_by = _create_revision(result)
+                if held_by != self.leader_revision:
                     raise Deposed(f"{self.where}: not saved: this controller no longer leads (the leader key's "
-                                  f"create revision is {now or 'none'}, its win was {self.leader_revision})")
+                                  f"create revision is {held_by or 'none'}, its win was {self.leader_revision})")
             raise Conflict(f"{self.where}: the record changed since revision {rev} was read")
         return int(result["header"]["revision"])
 
