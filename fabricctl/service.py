@@ -199,6 +199,8 @@ def events_cmd(env: Any, follow: bool, events_file: Path | None, kinds: tuple[st
     path = events_file or env.state_path().with_name(EVENTS_NAME)
     if not path.exists():
         raise OpError(f"no events file {path} ('fabricctl run' writes it)", BAD_INPUT)
+    if not path.is_file():  # a directory, a FIFO (reading one would wait for a writer forever)
+        raise OpError(f"{path} is not an events file (not a regular file)", BAD_INPUT)
     try:
         for event in read(path, follow=follow):
             if kinds and event.get("kind") not in kinds:
