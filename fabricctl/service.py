@@ -105,8 +105,8 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
     """
     if probe_timeout < period:
         raise OpError(f"--probe-timeout ({probe_timeout:g} ms) must be at least --period ({period:g} ms)", BAD_INPUT)
-    if carrier_events is not None and path_problem(carrier_events) is not None:
-        raise OpError(f"--carrier-events: {path_problem(carrier_events)}", BAD_INPUT)
+    if carrier_events is not None and (problem := path_problem(carrier_events)) is not None:
+        raise OpError(f"--carrier-events: {problem}", BAD_INPUT)
     topo = env.topo()
     try:
         thresholds = Thresholds(k, m, window, gray_loss, max_damping)
