@@ -14,6 +14,7 @@ import click
 from controller import ops
 from controller.analysis.design import KINDS, Design, DesignError, Kind, Rates, from_topology, parse_design, parse_rate
 from controller.ops import OpError
+from fabricctl.options import Finite
 
 EXAMPLES = """\b
 Examples:
@@ -79,7 +80,7 @@ def _designs(ctx: click.Context, specs: Sequence[str]) -> list[Design]:
 @click.option("--t1", metavar="RATE", help="T1 switch rate.")
 @click.option("--t0", metavar="RATE", help="T0 switch rate.")
 @click.option("--nic", metavar="RATE", help="NIC port rate (NIC and host cable).")
-@click.option("--mttr", type=click.FloatRange(min=0, min_open=True, max=1e6), default=8.0, show_default=True,
+@click.option("--mttr", type=Finite(min=0, min_open=True, max=1e6), default=8.0, show_default=True,
               help="Mean time to repair, hours.")
 @click.option("--repair-events", type=click.IntRange(0, 10_000_000), default=20_000, show_default=True,
               help="Events of the with-repair simulation of the job (0: closed form only).")

@@ -9,6 +9,7 @@ import click
 
 from controller import ops
 from controller.ops import OpError
+from fabricctl.options import MAX_SECONDS, Finite
 
 FAULTS = ("cut", "blackhole", "gray", "slow", "incast")
 
@@ -36,11 +37,11 @@ def endpoint() -> None:
                               "host,host-trim): host, host-trim, leaf, leaf-trim (-trim: the switches trim).")
 @click.option("--percent", type=click.IntRange(1, 100), default=10, show_default=True, help="gray: loss in percent.")
 @click.option("--rate-limit", default="2mbit", show_default=True, help="slow: the tbf rate on the T0's uplink.")
-@click.option("--rate", type=click.FloatRange(min=1), default=500.0, show_default=True, help="Packets/s per sender.")
-@click.option("--seconds", type=click.FloatRange(min=1), default=4.0, show_default=True)
-@click.option("--fault-at", type=click.FloatRange(min=0.3), default=1.0, show_default=True)
-@click.option("--repair-at", type=click.FloatRange(min=0.5), default=2.5, show_default=True)
-@click.option("--min-rto-ms", type=click.FloatRange(min=1), default=25.0, show_default=True)
+@click.option("--rate", type=Finite(min=1), default=500.0, show_default=True, help="Packets/s per sender.")
+@click.option("--seconds", type=Finite(min=1, max=MAX_SECONDS), default=4.0, show_default=True)
+@click.option("--fault-at", type=Finite(min=0.3, max=MAX_SECONDS), default=1.0, show_default=True)
+@click.option("--repair-at", type=Finite(min=0.5, max=MAX_SECONDS), default=2.5, show_default=True)
+@click.option("--min-rto-ms", type=Finite(min=1), default=25.0, show_default=True)
 @click.option("--senders", help="incast: comma-separated senders (default: every host under another leaf).")
 @click.option("--bottleneck-pps", type=click.IntRange(1, 1_000_000), default=200, show_default=True,
               help="incast: packets/s the receiving host's leaf ports serve during the fault.")

@@ -16,6 +16,7 @@ import click
 
 from controller import ops
 from controller.ops import OpError
+from fabricctl.options import Finite
 
 DEMO_DIR = "/tmp/srv6-fabric-demo"
 CANNOT = ("per-packet spraying in the switch", "E-ECMP on the BTH QP (eecmp_qp_hash)", "pinned QPs",
@@ -134,9 +135,9 @@ def status(lab_dir: Path, check: bool, as_json: bool, prepare: Callable[[Any], A
               help="auto: bmv2 where simple_switch_grpc is found, else the kernel's SRv6.")
 @click.option("--dir", "lab_dir", type=click.Path(file_okay=False, path_type=Path), default=DEMO_DIR,
               show_default=True, help="Where the demo lab lives while it runs.")
-@click.option("--rate", type=click.FloatRange(50, 5000), default=400.0, show_default=True,
+@click.option("--rate", type=Finite(50, 5000), default=400.0, show_default=True,
               help="Packets per second per sender.")
-@click.option("--seconds", type=click.FloatRange(2, 60), default=4.0, show_default=True, help="Traffic duration.")
+@click.option("--seconds", type=Finite(2, 60), default=4.0, show_default=True, help="Traffic duration.")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.png",
               help="Also draw the packets delivered per plane over time, with the cut and the recovery marked.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table (with the timeline).")

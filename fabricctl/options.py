@@ -62,6 +62,9 @@ class Seconds(click.ParamType):
         return seconds
 
 
+MAX_SECONDS = 365 * 86_400.0  # a duration or period option's bound: a year (a thread's wait takes at most ~292 years)
+
+
 class Finite(click.FloatRange):
     """A FloatRange that also refuses nan and inf (which FloatRange lets through: nan compares false)."""
 

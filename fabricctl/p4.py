@@ -42,6 +42,8 @@ def p4_compile(programs: tuple[P4Program, ...], out_dir: Path, as_json: bool) ->
     """
     from controller.programs.p4compile import CompileError, compile_program
 
+    if out_dir.exists() and not out_dir.is_dir():  # click checks only what it can stat as a regular file
+        raise OpError(f"--out-dir: {out_dir} exists and is not a directory", ops.BAD_INPUT)
     done = []
     for program in programs or PROGRAMS:
         try:

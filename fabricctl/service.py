@@ -14,16 +14,18 @@ from controller.ops import BAD_INPUT, OpError
 from controller.service.detect import Thresholds
 from controller.service.events import read
 from controller.service.linkdetect import ProbeSettings
+from controller.service.portstatus import path_problem
 from controller.service.runner import EVENTS_NAME, Config, FabricService
 from controller.southbound.fleet import require_p4runtime
 from fabricctl.kernel_run import all_kernel, refuse_p4_options, run_kernel
+from fabricctl.options import MAX_SECONDS, Finite
 
 
 @click.command("run")
-@click.option("--period", type=click.FloatRange(min=1, max=10000), default=50.0, show_default=True, metavar="MS",
+@click.option("--period", type=Finite(min=1, max=10000), default=50.0, show_default=True, metavar="MS",
               help="Probe period per link direction (the 2-core lab sustains 50 ms; at 20 ms the controller takes "
               "most of a core and its probes queue: bench/service_probe_load.py).")
-@click.option("--probe-timeout", type=click.FloatRange(min=1, max=60000), default=80.0, show_default=True,
+@click.option("--probe-timeout", type=Finite(min=1, max=60000), default=80.0, show_default=True,
               metavar="MS", help="A probe not back this long after it left is lost: the floor of the timeout, "
               "which rises to twice the 99th percentile of recent probe delays (and to 1.5x a late probe's delay) "
               "on a busy fabric.")
@@ -33,7 +35,7 @@ from fabricctl.kernel_run import all_kernel, refuse_p4_options, run_kernel
               help="Consecutive probes back that restore a failed link (doubled per recent flap).")
 @click.option("--window", type=click.IntRange(min=1), default=100, show_default=True, metavar="N",
               help="Probes over which the gray-failure loss ratio is taken.")
-@click.option("--gray-loss", type=click.FloatRange(min=0, max=1, min_open=True), default=0.1, show_default=True,
+@click.option("--gray-loss", type=Finite(min=0, max=1, min_open=True), default=0.1, show_default=True,
               metavar="RATIO", help="Loss ratio over the window that fails a link (gray failure).")
 @click.option("--max-damping", type=click.IntRange(min=0, max=10), default=4, show_default=True,
               help="Flap damping: M is doubled at most this many times.")
@@ -41,7 +43,7 @@ from fabricctl.kernel_run import all_kernel, refuse_p4_options, run_kernel
               help="Serve Prometheus metrics on 127.0.0.1:PORT (0: off).")
 @click.option("--events", "events_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help=f"Events file (JSON lines) [default: {EVENTS_NAME} next to the state file].")
-@click.option("--counters-every", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
+@click.option("--counters-every", type=Finite(min=0, max=MAX_SECONDS), default=5.0, show_default=True, metavar="SECONDS",
               help="Read per-port and drop counters for the metrics this often (0: never).")
 @click.option("--nice", type=click.IntRange(min=-20, max=19), default=-10, show_default=True,
               help="Nice value of the controller's threads: on cores shared with switches and traffic, a starved "
@@ -54,16 +56,16 @@ from fabricctl.kernel_run import all_kernel, refuse_p4_options, run_kernel
               "back; K unanswered (with the port counters agreeing) record the host port failed (a NIC down).")
 @click.option("--host-probe-every", "host_every", type=click.IntRange(min=1, max=1000), default=5, show_default=True,
               metavar="N", help="Probe host NICs every N probe periods (each NIC costs as much as a link direction).")
-@click.option("--switch-deadline", type=click.FloatRange(min=10, max=60000), default=500.0, show_default=True,
+@click.option("--switch-deadline", type=Finite(min=10, max=60000), default=500.0, show_default=True,
               metavar="MS", help="Every call to a switch has this long; a switch that leaves one unanswered while "
               "the others answer and no probe crosses it is recorded failed (as 'fabricctl fail switch').")
-@click.option("--ping-every", type=click.FloatRange(min=0, max=60000), default=100.0, show_default=True, metavar="MS",
+@click.option("--ping-every", type=Finite(min=0, max=60000), default=100.0, show_default=True, metavar="MS",
               help="A liveness call (P4Runtime Capabilities) to each switch this often (0: none).")
 @click.option("--carrier-events", type=click.Path(dir_okay=False, path_type=Path), metavar="SOCKET",
               help="Listen on this unix datagram socket for port status (a port's carrier lost or back, e.g. from "
               "'fabricctl lab carrier-watch'): a lost carrier fails its link at once, the probes restore it.")
 @click.option("--no-probe", is_flag=True, help="Hold the sessions and the plan, but send no probes.")
-@click.option("--duration", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
+@click.option("--duration", type=Finite(min=0, max=MAX_SECONDS), default=0.0, metavar="SECONDS",
               help="Stop after this long (0: run until SIGTERM or Ctrl-C).")
 @click.option("--web", "web_listen", metavar="HOST:PORT",
               help="Serve the live view there too (as 'fabricctl web'; loopback unless --web-allow-remote).")
@@ -103,6 +105,8 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
     """
     if probe_timeout < period:
         raise OpError(f"--probe-timeout ({probe_timeout:g} ms) must be at least --period ({period:g} ms)", BAD_INPUT)
+    if carrier_events is not None and (problem := path_problem(carrier_events)) is not None:
+        raise OpError(f"--carrier-events: {problem}", BAD_INPUT)
     topo = env.topo()
     try:
         thresholds = Thresholds(k, m, window, gray_loss, max_damping)
@@ -195,6 +199,8 @@ def events_cmd(env: Any, follow: bool, events_file: Path | None, kinds: tuple[st
     path = events_file or env.state_path().with_name(EVENTS_NAME)
     if not path.exists():
         raise OpError(f"no events file {path} ('fabricctl run' writes it)", BAD_INPUT)
+    if not path.is_file():  # a directory, a FIFO (reading one would wait for a writer forever)
+        raise OpError(f"{path} is not an events file (not a regular file)", BAD_INPUT)
     try:
         for event in read(path, follow=follow):
             if kinds and event.get("kind") not in kinds:

@@ -16,6 +16,7 @@ from controller.service.runner import EVENTS_NAME
 from controller.service.web.view import Sources
 from controller.state.backends import open_store
 from controller.state.store import StoreError, Unreachable
+from fabricctl.options import MAX_SECONDS, Finite
 
 DEFAULT_LISTEN = "127.0.0.1:9400"
 
@@ -27,7 +28,7 @@ DEFAULT_LISTEN = "127.0.0.1:9400"
               help="Allow a non-loopback --listen: anyone who reaches it sees the fabric (the page stays read-only).")
 @click.option("--events", "events_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help=f"Events file [default: the running controller's, else {EVENTS_NAME} next to the state file].")
-@click.option("--duration", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
+@click.option("--duration", type=Finite(min=0, max=MAX_SECONDS), default=0.0, metavar="SECONDS",
               help="Stop after this long (0: until Ctrl-C or SIGTERM).")
 @click.pass_obj
 def web(env: Any, listen: str, allow_remote: bool, events_file: Path | None, duration: float) -> None:

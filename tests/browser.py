@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import pytest
+from tests.require import need
 
 T = TypeVar("T")
 CHROMIUM_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -34,8 +35,7 @@ def missing() -> str | None:
 def chromium() -> Iterator[Any]:
     """A headless Chromium driven by chromedriver, with its own throw-away profile; skip if absent."""
     why = missing()
-    if why:
-        pytest.skip(why)
+    need("chromium", why is None, why or "")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -18,9 +18,21 @@ def _required() -> set[str]:
     return {t.strip() for t in os.environ.get("SRV6_FABRIC_REQUIRE_TIERS", "").split(",") if t.strip()}
 
 
+TESTS = Path(__file__).resolve().parent
+
+
+def tier_of(path: Path, tests: Path = TESTS) -> str | None:
+    """The tier of a test file: the first folder under `tests` (a folder named like a tier above the
+    checkout, e.g. /home/unit/srv6-fabric, is none of its business); None outside `tests`."""
+    try:
+        top = Path(path).resolve().relative_to(tests).parts[0]
+    except (ValueError, IndexError):
+        return None
+    return top if top in _TIERS else None
+
+
 def _tier(item: pytest.Item) -> str | None:
-    parts = Path(str(item.fspath)).parts
-    return next((t for t in _TIERS if t in parts), None)
+    return tier_of(Path(str(item.fspath)))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -10,12 +10,16 @@ coming back is left to the probes (M in a row), as for any failure the detector 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger("controller.service")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,16 +59,90 @@ def send(path: str | os.PathLike[str], status: PortStatus) -> bool:
             return False
 
 
-class PortStatusListener:
-    """Binds the socket (replacing a stale one), hands every valid datagram to `on_status` on its thread."""
+class NotASocket(OSError):
+    """The listener's path holds something other than a socket (a file, a directory): it is left as it is."""
 
-    def __init__(self, path: Path, on_status: Callable[[PortStatus], None]) -> None:
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(str(path))
+        self.path, self.what = path, what
+
+    def __str__(self) -> str:
+        return f"{self.path} is {self.what}, not a socket: left as it is (give a free path)"
+
+
+class SocketInUse(OSError):
+    """Another listener is bound at the listener's path (a second controller on the same socket)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(str(path))
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"{self.path}: another listener is bound there"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return "a special file"
+
+
+def path_problem(path: Path) -> NotASocket | None:
+    """Why a listener cannot take `path` without harm (something other than a socket is there), else None."""
+    try:
+        st = Path(path).lstat()
+    except OSError:
+        return None
+    return None if stat.S_ISSOCK(st.st_mode) else NotASocket(Path(path), _kind(st.st_mode))
+
+
+def _clear_stale(path: Path) -> None:
+    """Remove a socket nobody listens on at `path` (one a stopped listener left); refuse anything else."""
+    problem = path_problem(path)
+    if problem is not None:
+        raise problem
+    if not path.exists():
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(str(path))
+        except ConnectionRefusedError:  # nobody bound: stale
+            path.unlink(missing_ok=True)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:  # a socket of another type: someone's
+            pass
+    raise SocketInUse(path)
+
+
+class PortStatusListener:
+    """Binds the socket (replacing a stale one, refusing any other file), hands every valid datagram to
+    `on_status` on its thread. If receiving fails, the thread ends and says why once: `on_error(why)`
+    (default: a log line) and `error`."""
+
+    def __init__(self, path: Path, on_status: Callable[[PortStatus], None],
+                 on_error: Callable[[str], None] | None = None) -> None:
         self.path, self.on_status = Path(path), on_status
+        self.on_error = on_error or (lambda why: log.error("%s", why))
         self.received = 0
         self.refused = 0
+        self.error: str | None = None
+        _clear_stale(self.path)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.path.unlink(missing_ok=True)
-        self._sock.bind(str(self.path))
+        try:
+            self._sock.bind(str(self.path))
+            st = self.path.lstat()
+        except OSError:
+            self._sock.close()
+            raise
+        self._bound = (st.st_dev, st.st_ino)  # the socket file this listener made: the only one stop() removes
         self._sock.settimeout(0.2)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -78,7 +156,12 @@ class PortStatusListener:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._sock.close()
-        self.path.unlink(missing_ok=True)
+        try:
+            st = self.path.lstat()
+        except FileNotFoundError:
+            return
+        if (st.st_dev, st.st_ino) == self._bound:
+            self.path.unlink(missing_ok=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -86,7 +169,11 @@ class PortStatusListener:
                 data = self._sock.recv(4096)
             except TimeoutError:
                 continue
-            except OSError:
+            except OSError as e:
+                if not self._stop.is_set():
+                    self.error = (f"carrier events on {self.path} stopped: {e.strerror or e}; "
+                                  "the probes alone judge links")
+                    self.on_error(self.error)
                 return
             status = parse(data)
             if status is None:

@@ -100,7 +100,8 @@ class FabricService:
                              host_every=config.host_every, calls=self.calls, on_switch=self._switch_change)
         self.pinger = Pinger(self.calls, self.sessions, lambda n: self.sessions[n].ready, config.ping_every)
         self.port_status = None if config.carrier_events is None else \
-            PortStatusListener(config.carrier_events, self._port_status)
+            PortStatusListener(config.carrier_events, self._port_status,
+                               on_error=lambda why: self.events.emit("carrier_events_stopped", error=why))
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._drop_names = drop_reason_names()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import queue
 import socket
@@ -30,11 +31,12 @@ from etcd3gw.client import Etcd3Client
 
 from controller.state import statefile
 from controller.failover import Failure
-from controller.state.store import Conflict, EtcdTls, EtcdUrl, Record, Store, StoreError, StoreUnavailable, Unreachable
+from controller.state.store import Conflict, Deposed, EtcdTls, EtcdUrl, Record, Store, StoreError, StoreUnavailable, Unreachable
 from controller.state.statefile import OPERATOR, Origin
 from controller.model.topology import Topology
 
 ROOT = "/srv6-fabric/"
+log = logging.getLogger("controller.state")
 T = TypeVar("T")
 
 
@@ -134,6 +136,15 @@ class EtcdClient:
         return int(result["header"]["revision"])
 
 
+def _create_revision(txn: dict[str, Any]) -> int:
+    """The create revision a transaction's one range response read (0: no such key)."""
+    for response in txn.get("responses") or []:
+        kvs = (response.get("response_range") or {}).get("kvs") or []
+        if kvs:
+            return int(kvs[0].get("create_revision", 0))
+    return 0
+
+
 def _short(e: BaseException) -> str:
     text = getattr(e, "detail_text", None) or str(e) or type(e).__name__
     try:
@@ -183,6 +194,8 @@ class EtcdStore(Store):
         self.client = EtcdClient(url, timeout=min(timeout, 2.0))
         self.prefix = f"{ROOT}{fabric}/"
         self.where = f"{url} (fabric {fabric})"
+        # set by a leader (leader.py): saves then also compare the leader key's create revision with its win's
+        self.leader_revision: int | None = None
 
     def __str__(self) -> str:
         return f"{self.url}{self.prefix}"
@@ -228,11 +241,21 @@ class EtcdStore(Store):
             given = {f: given.get(f, now.get(f, OPERATOR)) for f in failures}
         text = statefile.to_text(failures, given)
         key = b64(self.key("failures"))
+        compare = [{"key": key, "result": "EQUAL", "target": "MOD", "mod_revision": rev}]
+        leader = b64(self.key("leader"))
+        if self.leader_revision is not None:  # etcd itself refuses a deposed leader's save, whatever its clock says
+            compare.append({"key": leader, "result": "EQUAL", "target": "CREATE",
+                            "create_revision": self.leader_revision})
         result = self.client.txn({
-            "compare": [{"key": key, "result": "EQUAL", "target": "MOD", "mod_revision": rev}],
+            "compare": compare,
             "success": [{"request_put": {"key": key, "value": b64(text)}}],
-            "failure": []})
+            "failure": [{"request_range": {"key": leader}}] if self.leader_revision is not None else []})
         if not result.get("succeeded"):
+            if self.leader_revision is not None:
+                held_by = _create_revision(result)
+                if held_by != self.leader_revision:
+                    raise Deposed(f"{self.where}: not saved: this controller no longer leads (the leader key's "
+                                  f"create revision is {held_by or 'none'}, its win was {self.leader_revision})")
             raise Conflict(f"{self.where}: the record changed since revision {rev} was read")
         return int(result["header"]["revision"])
 
@@ -313,8 +336,9 @@ TRIM_EVERY = 1_000  # a sink trims after this many of its own events
 
 class EventSink:
     """Puts a controller's events into the store from a thread of its own: emit never waits for etcd;
-    while etcd cannot take them, up to `backlog` wait and older ones are dropped (counted). Every `trim_every`
-    events it deletes all but the newest `keep` of the fabric's events (keys sort by time), so a long-running
+    while etcd cannot take them, up to `backlog` wait and older ones are dropped (counted); one etcd
+    refuses (too large, no space) is dropped at once, counted in `refused` and logged, and the next goes
+    on. Every `trim_every` events it deletes all but the newest `keep` of the fabric's events (keys sort by time), so a long-running
     fabric does not fill etcd's space quota (what the state file's event log leaves to the operator)."""
 
     def __init__(self, store: EtcdStore, backlog: int = 2048, *, keep: int = KEEP_EVENTS,
@@ -323,7 +347,9 @@ class EventSink:
             raise ValueError("keep and trim_every must be at least 1")
         self.store = store
         self.keep, self.trim_every = keep, trim_every
-        self.dropped = 0
+        self.dropped = 0  # while etcd could not take them, the backlog was full
+        self.refused = 0  # etcd refused them (a permanent error: too large, no space)
+        self.refused_why = ""  # the last refusal, one line
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(backlog)
         self._id = f"{socket.gethostname()}-{os.getpid()}"
         self._n = 0
@@ -347,13 +373,21 @@ class EventSink:
                 try:
                     self.store.client.put(key, json.dumps(event, default=str))
                     break
-                except StoreError:
+                except StoreUnavailable:  # no member, no quorum: it passes; the event waits
                     time.sleep(0.5)
+                except StoreError as e:  # etcd answered no (too large, no space, ...): the same event never goes
+                    self._refuse(event, e)
+                    break
             if self._n % self.trim_every == 0:
                 try:
                     self.trim()
                 except StoreError:
                     pass  # the next round trims what this one could not
+
+    def _refuse(self, event: dict[str, Any], error: StoreError) -> None:
+        self.refused += 1
+        self.refused_why = f"event {event.get('kind', '?')} not stored, dropped: {error}"
+        log.warning("%s", self.refused_why)
 
     def trim(self) -> int:
         """Delete the fabric's events older than the newest `keep`; how many went."""

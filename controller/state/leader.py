@@ -11,6 +11,13 @@ ttl/6 s, and `fence()` allows writes only until `renewal sent + ttl - guard` (th
 expire before ttl after etcd took the renewal, which is after we sent it). A leader that cannot
 renew (partitioned, no quorum) is fenced by its own clock; if the lease is gone or the key is no
 longer its own, `lost` is set and the leader must stop.
+
+The fence's clock is CLOCK_BOOTTIME: it goes on while the machine is suspended, as etcd's lease
+clock does (CLOCK_MONOTONIC stops). A hypervisor's pause of the whole VM stops every clock of the
+guest, so no local clock can fence that: there the store's save compares the leader key's create
+revision in its transaction (etcd refuses a deposed leader's save whenever it arrives, so a save
+RPC still in flight when the fence closes cannot land after the lease is gone), and the switches
+refuse the deposed leader's lower election id.
 """
 
 from __future__ import annotations
@@ -30,6 +37,22 @@ from controller.state.store import StoreError
 Emit = Callable[..., object]
 
 
+def boottime() -> float:
+    """Seconds of a clock that counts time suspended (etcd's lease clock does not stop either)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def guard_of(ttl: int) -> float:
+    """How long before a lease of `ttl` seconds could expire writes stop (a quarter of it, at least 0.5 s)."""
+    return max(0.5, ttl / 4)
+
+
+def write_deadline(sent: float, ttl: int) -> float:
+    """Writes are allowed before this, for a grant or renewal sent at `sent` that etcd answered with `ttl`:
+    etcd took it after we sent it, so the lease lives at least until sent + ttl."""
+    return sent + ttl - guard_of(ttl)
+
+
 def election_id_of(create_revision: int) -> int:
     """The P4Runtime election id a win at this create revision gives (the revision in the high 64 bits)."""
     return create_revision << 64
@@ -44,12 +67,13 @@ class Leadership:
     emit: Emit = lambda *a, **k: None
     poll: float = 0.2
     identity: dict[str, Any] = field(default_factory=lambda: {"host": socket.gethostname(), "pid": os.getpid()})
+    clock: Callable[[], float] = boottime
     lease: int = field(default=0, init=False)
     granted_ttl: int = field(default=0, init=False)
     create_revision: int = field(default=0, init=False)
     lost: threading.Event = field(default_factory=threading.Event, init=False)
     lost_why: str = field(default="", init=False)
-    _deadline: float = field(default=0.0, init=False)  # monotonic: writes allowed before this
+    _deadline: float = field(default=0.0, init=False)  # on `clock`: writes allowed before this
     _unrenewed: str = field(default="", init=False)  # why the last renewal failed
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
@@ -65,7 +89,7 @@ class Leadership:
     @property
     def guard(self) -> float:
         """How long before the lease could expire writes stop (a quarter of the TTL, at least 0.5 s)."""
-        return max(0.5, self.granted_ttl / 4)
+        return guard_of(self.granted_ttl)
 
     def holder(self) -> dict[str, Any] | None:
         """The leader key's value and create revision (None: no leader)."""
@@ -81,7 +105,7 @@ class Leadership:
     # --- campaign ------------------------------------------------------------------------------
     def try_once(self) -> bool:
         """One attempt: grant a lease and create the leader key under it if absent; True if won."""
-        sent = time.monotonic()
+        sent = self.clock()
         grant = self.store.client.post("/lease/grant", {"TTL": self.ttl, "ID": 0})
         lease, granted = int(grant["ID"]), int(grant["TTL"])
         key = b64(self.key)
@@ -95,7 +119,8 @@ class Leadership:
             return False
         self.lease, self.granted_ttl = lease, granted
         self.create_revision = int(result["header"]["revision"])
-        self._deadline = sent + granted - self.guard
+        self.store.leader_revision = self.create_revision  # the store's saves compare it from now on
+        self._deadline = write_deadline(sent, granted)
         self.lost.clear()
         self.lost_why = ""
         return True
@@ -129,7 +154,7 @@ class Leadership:
             return f"leadership lost: {self.lost_why}"
         if self.create_revision == 0:
             return "not the leader"
-        late = time.monotonic() - self._deadline
+        late = self.clock() - self._deadline
         if late >= 0:
             return (f"lease {self.lease:x} not renewed for {late + self.granted_ttl - self.guard:.1f} s "
                     f"({self._unrenewed or 'no answer yet'}): writes stop {self.guard:g} s before it can expire")
@@ -149,7 +174,7 @@ class Leadership:
 
     def renew(self) -> None:
         """One renewal: extend the write deadline, or set `lost` if the lease or the key is gone."""
-        sent = time.monotonic()
+        sent = self.clock()
         try:
             result = self.store.client.post("/lease/keepalive", {"ID": self.lease})
             ttl = int(result.get("result", {}).get("TTL", -1))
@@ -162,7 +187,7 @@ class Leadership:
         elif holder is None or holder.get("create_revision") != self.create_revision:
             self._lose(f"the leader key is another's now (create revision {holder and holder['create_revision']})")
         else:
-            self._deadline = max(self._deadline, sent + ttl - self.guard)
+            self._deadline = max(self._deadline, write_deadline(sent, ttl))
             self._unrenewed = ""
 
     def _lose(self, why: str) -> None:
@@ -179,8 +204,21 @@ class Leadership:
             self._revoke(self.lease)
         self.create_revision = 0
 
-    def _revoke(self, lease: int) -> None:
-        try:
-            self.store.client.post("/kv/lease/revoke", {"ID": lease})
-        except StoreError:
-            pass
+    def _revoke(self, lease: int, attempts: int = 3) -> bool:
+        """Revoke `lease` (its keys go at once); True if it is gone. A member that fails the call is retried
+        (the next leader would otherwise wait the lease's TTL); if none can, that is said (an event)."""
+        why = ""
+        for attempt in range(attempts):
+            try:
+                self.store.client.post("/kv/lease/revoke", {"ID": lease})
+                return True
+            except StoreError as e:
+                if "lease not found" in str(e):  # expired already: gone
+                    return True
+                why = str(e)
+            if attempt + 1 < attempts:
+                time.sleep(0.2)
+        ttl = self.granted_ttl or self.ttl
+        self.emit("lease_revoke_failed", lease=f"{lease:x}", error=why,
+                  consequence=f"the next leader waits until the lease expires (at most {ttl} s)")
+        return False

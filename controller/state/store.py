@@ -44,6 +44,11 @@ class Conflict(StoreError):
     """Another writer changed the record since it was read: read again and recompute."""
 
 
+class Deposed(StoreError):
+    """A leader's save refused because the leader key is no longer its own (its lease expired, another
+    leads): nothing was saved, and reading again does not help."""
+
+
 @dataclass(frozen=True)
 class EtcdTls:
     """TLS to etcd: the CA file that signed the members' certificates (None: the system's), and a client

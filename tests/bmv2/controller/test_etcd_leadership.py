@@ -115,8 +115,10 @@ def test_leader_killed_then_frozen_tables_follow_the_record_and_the_deposed_writ
         wait_for(lambda: "leadership lost" in log.read_text())
         said = log.read_text().splitlines()
         stopped = next(n for n, line in enumerate(said) if line.startswith("writes stopped: "))
-        assert stopped < next(n for n, line in enumerate(said) if line.startswith("leadership lost: "))
-        time.sleep(1.0)  # time for anything the thawed one still had queued
+        lost = next(n for n, line in enumerate(said) if line.startswith("leadership lost: "))
+        assert stopped < lost
+        # its service stopped (every thread joined, so nothing it had queued is left) once it campaigns again
+        wait_for(lambda: any(line.startswith("campaigning: ") for line in log.read_text().splitlines()[lost + 1:]))
         after = [e for e in events(logs[second["pid"]]) if e["t"] > frozen_at]
         written = [e for e in after if e["kind"] == "reconciled"
                    or (e["kind"] == "deltas_written" and e.get("switches"))]

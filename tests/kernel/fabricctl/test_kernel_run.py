@@ -105,7 +105,18 @@ def test_the_operator_holds_its_failures_and_a_dead_link_restored_by_hand_is_rec
         assert {r.local.action for r in lab.routes(leaf.name) if r.local} == {"End", "End.DT6", "End.DX6"}
         subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], check=True)
         _until("the dead link restored", lambda: load_origins(lab.failure_state_path) == {held: OPERATOR})
-        time.sleep(2 * RECHECK_S)  # two rechecks of the record: the operator's failure is still held
+        # two rechecks of the record (every RECHECK_S without a carrier change) leave the operator's failure held:
+        # each is seen at work, removing a detector's failure of a healthy link written behind its back
+        from controller.failover import failure_to_json, save_state
+        from controller.state.statelock import state_lock
+
+        marker = LinkDown("p1-t0-1", "p1-t1-1")
+        for n in (1, 2):
+            with state_lock(lab.failure_state_path, 10.0):
+                save_state(lab.failure_state_path, {held, marker}, {held: OPERATOR, marker: DETECTOR})
+            _until(f"recheck {n} finds the stale failure", lambda n=n: sum(
+                e["kind"] == "link_up" and e.get("failure") == failure_to_json(marker) for e in _events(events)) == n,
+                limit=20 * RECHECK_S)
         assert load_origins(lab.failure_state_path) == {held: OPERATOR}
         pulled = pulled_nexthops(healthy["p1-t0-0"], lab.routes("p1-t0-0"))
         assert set(pulled) == {"fd00:1:1::/64", "fcbb:bb00:1001::/48"}  # the held link's nexthops stay pulled

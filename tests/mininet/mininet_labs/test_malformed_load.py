@@ -105,10 +105,10 @@ def test_ten_thousand_malformed_frames_are_each_dropped_once_and_counted_by_reas
                     # accounted exactly below, as `noise`, in the drop totals
                     _wait(lambda: received(t) - base, start + len(batch), f"{t.switch} port {t.port}",
                           exact=t.host is None)
-            time.sleep(0.5)  # anything forwarded on reaches the next switch (or a host) by now
             delivered, noise = _seen(listen, {a.frame for a in attacks})
-            time.sleep(0.5)  # the hosts' frames seen so far have reached their leaf by now
-            after = drops()
+            # until every frame sent (ours, and the hosts' seen so far) is counted where it is dropped: a frame
+            # forwarded on instead never is, and the totals below then show where it went
+            after = _settled(drops, before, sum(_expected(attacks, noise).values()))
             # the hosts' kernels may send while the counters are read: such a frame may or may not be counted yet
             late_delivered, late_noise = _seen(listen, {a.frame for a in attacks})
             delivered += late_delivered
@@ -117,12 +117,8 @@ def test_ten_thousand_malformed_frames_are_each_dropped_once_and_counted_by_reas
             for sock in [*send.values(), *listen]:
                 sock.close()
 
-    dropped: Counter = Counter()
-    for name in after:
-        dropped.update(after[name] - before[name])
-    want = Counter(a.reason.value for a in attacks)
-    want.update(a.reason.value for a in attacks if a.target.host is None and len(a.frame) <= PEER_PASSES)
-    want.update(noise)
+    dropped = _dropped(after, before)
+    want = _expected(attacks, noise)
     late = {r: dropped[r] - want[r] for r in late_noise}  # 0 up to all of the hosts' frames seen after the read
     assert all(0 <= n <= late_noise[r] for r, n in late.items()), (late, late_noise)
     assert {DropReason(r).name: n for r, n in sorted(dropped.items()) if r not in late_noise} == \
@@ -144,6 +140,32 @@ def _send(sock: socket.socket, frame: bytes) -> None:
     except OSError as e:
         if e.errno != errno.ENOBUFS:
             raise
+
+
+def _expected(attacks: list, noise: Counter) -> Counter:
+    """The drops by reason the attacks and the hosts' own frames must add up to."""
+    want = Counter(a.reason.value for a in attacks)
+    want.update(a.reason.value for a in attacks if a.target.host is None and len(a.frame) <= PEER_PASSES)
+    want.update(noise)
+    return want
+
+
+def _dropped(after: dict[str, Counter], before: dict[str, Counter]) -> Counter:
+    out: Counter = Counter()
+    for name in after:
+        out.update(after[name] - before[name])
+    return out
+
+
+def _settled(read, before: dict[str, Counter], total: int, timeout: float = 60.0) -> dict[str, Counter]:  # type: ignore[no-untyped-def]
+    """The drop counters once they count at least `total` drops since `before`, or as they are after
+    `timeout` (the caller's exact comparison then says what is missing)."""
+    end = time.monotonic() + timeout
+    while True:
+        now = read()
+        if sum(_dropped(now, before).values()) >= total or time.monotonic() >= end:
+            return now
+        time.sleep(0.05)
 
 
 def _wait(count_now, want: int, what: str, timeout: float = 20.0, exact: bool = True) -> None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
+from endpoint import scenarios  # loads without Mininet (only running a scenario needs a lab)
 
 
 def test_the_incast_lines_show_resends_by_how_in_srtts_and_the_senders_ce_echoes_and_window_cuts() -> None:
-    scenarios = pytest.importorskip("endpoint.scenarios", reason="Mininet is needed by the lab the scenarios run on")
     summary = {"lost_first_try": 3, "retransmitted": 5, "lost": 0, "loss_window_ms": {"median": 4.0, "max": 9.0},
                "goodput_pps": {"fault": 300, "healthy": 600, "ratio": 0.5}, "ecn": 7, "trimmed": 4, "reorder": {},
                "evs_on_fault": 0, "resend_delay_ms": {"nack": {"count": 4, "median": 9.9, "p90": 12.0, "max": 13.0},

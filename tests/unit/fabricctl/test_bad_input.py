@@ -29,6 +29,7 @@ from controller.programs.p4compile import CompileError, compile_program
 from controller.programs.toolchain import Artifacts
 from mininet_labs import bmv2proc
 from tests.unit.usage import says
+from tests.require import need
 
 LAB = UNIT_DATA / "two_plane_lab.yaml"
 CLEAN_ENV = {"FABRIC_TOPOLOGY": None, "FABRIC_STATE": None, "FABRIC_CONFIG": None, "FABRIC_TIMEOUT": None,
@@ -334,7 +335,7 @@ def test_a_path_without_ifconfig_is_named_not_an_exit(tmp_path: Path, monkeypatc
     try:
         _mininet.load()
     except _mininet.MininetMissing as e:
-        pytest.skip(str(e))
+        need("mininet", False, str(e))
     (tmp_path / "mnexec").write_text("#!/bin/sh\n")
     (tmp_path / "mnexec").chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))

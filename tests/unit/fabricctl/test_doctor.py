@@ -14,6 +14,7 @@ from fabricctl.main import cli
 from controller.programs.toolchain import find_binary
 from fabricctl import doctor as dr
 from tests.paths import REPO
+from tests.require import need
 
 
 def run(*args: str, env: dict[str, str] | None = None):
@@ -36,8 +37,7 @@ def test_version_names_the_package_protobuf_grpcio_and_p4runtime():
 
 def test_version_names_the_toolchain_it_finds():
     p4c, ssg = find_binary("p4c"), find_binary("simple_switch_grpc")
-    if p4c is None or ssg is None:
-        pytest.skip("p4c or simple_switch_grpc not found (PATH, $P4_TOOLCHAIN_BIN)")
+    need("p4-toolchain", p4c is not None and ssg is not None, "p4c or simple_switch_grpc not found (PATH, $P4_TOOLCHAIN_BIN)")
     lines = run("--version").stdout.splitlines()
     assert lines[1].startswith("p4c: p4c ") and lines[1].endswith(f"({p4c})")
     assert lines[2].startswith("simple_switch_grpc: ") and lines[2].endswith(f"({ssg})")
@@ -79,8 +79,7 @@ def test_doctor_names_a_busy_port():
 
 
 def test_imported_symbols_are_read_from_the_elf():
-    if shutil.which("nm") is None:
-        pytest.skip("nm not found (binutils)")
+    need("binutils", shutil.which("nm") is not None, "nm not found (binutils)")
     ls = shutil.which("ls")
     assert dr.imports(ls, "malloc") is True  # every dynamic ls takes malloc from libc
     assert dr.imports(ls, dr.PCAP_FIX) is False
@@ -88,8 +87,8 @@ def test_imported_symbols_are_read_from_the_elf():
 
 def test_bmv2_build_of_the_toolchain_here():
     ssg = find_binary("simple_switch_grpc")
-    if ssg is None or shutil.which("nm") is None or shutil.which("readelf") is None:
-        pytest.skip("simple_switch_grpc, nm or readelf not found")
+    need("p4-toolchain", ssg is not None, "simple_switch_grpc not found (PATH, $P4_TOOLCHAIN_BIN)")
+    need("binutils", shutil.which("nm") is not None and shutil.which("readelf") is not None, "nm or readelf not found")
     rows = {c.name: c for c in dr.check_bmv2_build()}
     assert rows["bmv2 with PI"].ok and "libpi.so" in rows["bmv2 with PI"].found
     pcap = rows["bmv2 non-blocking pcap"]

@@ -132,3 +132,54 @@ def test_leader_without_quorum_stops_writing_and_resumes_when_it_returns(cluster
         assert back[0]["election_id"] >= won["election_id"]
     finally:
         c.stop()
+
+
+def test_a_deposed_leaders_save_is_refused_by_etcd_whatever_its_clock_says(cluster: EtcdCluster) -> None:
+    """The record's save compares the leader key's create revision: a leader whose lease went (its clock
+    frozen in a VM pause, say, so its own fence still reads open) cannot write the shared record."""
+    import pytest
+
+    from controller.failover import LinkDown
+    from controller.state.etcdstore import EtcdStore
+    from controller.state.leader import Leadership
+    from controller.state.store import Deposed, parse_url
+
+    first_store = EtcdStore(parse_url(cluster.url), "lab")
+    first = Leadership(first_store, TTL, clock=lambda: 0.0)  # a clock that never moves: its fence stays open
+    assert first.try_once()
+    mine = LinkDown("p0-t0-0", "p0-t1-0")
+    first_store.save({mine})
+    assert set(first_store.load()) == {mine}
+    # its lease goes (expired while it was paused): the leader key with it
+    first_store.client.post("/kv/lease/revoke", {"ID": first.lease})
+    assert first.fence() is None  # its own clock cannot tell
+    with pytest.raises(Deposed, match="create revision is none, its win was"):
+        first_store.save({mine, LinkDown("p0-t0-1", "p0-t1-0")})
+    second_store = EtcdStore(parse_url(cluster.url), "lab")
+    second = Leadership(second_store, TTL)
+    assert second.try_once() and second.create_revision > first.create_revision
+    second_store.save(set())
+    with pytest.raises(Deposed, match=f"create revision is {second.create_revision}, its win was "
+                                      f"{first.create_revision}"):
+        first_store.save({mine})
+    assert second_store.load() == {}  # the new leader's record stands
+    second_store.save({mine})  # and the leader itself still saves
+    assert set(second_store.load()) == {mine}
+    events: list = []
+    first.emit = lambda kind, **f: events.append(kind)
+    assert first._revoke(first.lease) and events == []  # a lease already gone counts as revoked
+    second.resign()
+
+
+def test_an_event_etcd_refuses_is_dropped_and_the_sink_goes_on(cluster: EtcdCluster) -> None:
+    from controller.state.etcdstore import EtcdStore, EventSink
+    from controller.state.store import parse_url
+
+    store = EtcdStore(parse_url(cluster.url), "lab")
+    sink = EventSink(store)
+    sink({"kind": "link_down", "n": 0})
+    sink({"kind": "huge", "blob": "x" * (2 * 1024 * 1024)})  # past the gateway's message limit (2 MiB)
+    sink({"kind": "link_up", "n": 2})
+    sink.close(timeout=60)
+    assert [doc["kind"] for _, doc in store.events_since(None)[0]] == ["link_down", "link_up"]
+    assert sink.refused == 1 and "larger than max" in sink.refused_why, sink.refused_why

@@ -99,7 +99,11 @@ def test_quorum_lost_refuses_changes_in_one_line_and_recovers(cluster: EtcdClust
     before = store(cluster).export_text()
     for m in cluster.members[1:]:
         cluster.kill(m)
-    time.sleep(2.5)  # the survivor has noticed it has no leader (election timeout 1 s)
+    # until the survivor has noticed it has no leader (election timeout 1 s): a linearizable read fails
+    deadline = time.monotonic() + 60
+    while store(cluster).health() is None:
+        assert time.monotonic() < deadline, "the survivor still answers linearizable reads 60 s after losing quorum"
+        time.sleep(0.1)
     r = run(cluster, "restore", "all", "--no-apply")
     assert r.exit_code == 1
     lines = r.output.strip().splitlines()

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from controller.failover import LinkDown
 from controller.service.status import read_status
 from controller.state.statefile import DETECTOR, OPERATOR
 from tests.mininet.controller.service.test_service import (  # noqa: F401  (controller: the fixture starting `fabricctl run`)
-    LEAF, ROOT, SPINE, TIMEOUT, controller, link_event, recorded_event, tables_equal_plan, wait_until)
+    LEAF, ROOT, SPINE, controller, link_event, recorded_event, tables_equal_plan, wait_until)
 
 OTHER = LinkDown("p1-t0-0", "p1-t1-0")  # a link of the other plane
 M = 20  # --restore-after of the tests' controllers
@@ -117,13 +116,12 @@ def test_restoring_a_link_whose_probes_still_fail_is_refused_by_the_controller(l
     lab.cut_link(LEAF, SPINE)
     try:
         c.wait(recorded_event(True), "the cut recorded")
-        t0 = time.monotonic()
         r = fabricctl(lab, "--timeout", "20", "restore", "link", LEAF, SPINE)
         assert r.returncode == 1
+        # the controller's verdict, read from its view (a command that ran out of --timeout says that instead)
         assert r.stderr == (f"error: the running controller (pid {c.proc.pid}, election id 10) keeps link {LEAF} -- "
                             f"{SPINE} failed: its probes still fail, so its detector recorded it again ('fabricctl "
                             "status' shows them)\n")
-        assert time.monotonic() - t0 < TIMEOUT
         assert origins(lab) == {LinkDown(LEAF, SPINE): DETECTOR}
         assert tables_equal_plan(lab) == {}
     finally:

@@ -15,6 +15,7 @@ from controller.failover import LinkDown, SwitchDown, with_failures
 from controller.plan.fabricplan import FORMAT, Plan, entity_to_json, plan
 from controller.routes import EECMP, Fabric, Options
 from controller.model.topology import build, load, to_dict
+from tests.require import needs
 
 pytestmark = pytest.mark.unit
 
@@ -69,14 +70,14 @@ DOCUMENTS = [
 ]
 
 
-@pytest.mark.skipif(not yamlload.available(), reason="PyYAML built without libyaml")
+@needs("libyaml", yamlload.available(), "PyYAML built without libyaml")
 @pytest.mark.parametrize("text", DOCUMENTS)
 def test_the_record_by_record_loader_gives_what_safe_load_gives(text: str) -> None:
     assert yamlload.load(text) == yaml.safe_load(text)
     assert yamlload.load(io.StringIO(text)) == yaml.safe_load(text)
 
 
-@pytest.mark.skipif(not yamlload.available(), reason="PyYAML built without libyaml")
+@needs("libyaml", yamlload.available(), "PyYAML built without libyaml")
 @pytest.mark.parametrize(("text", "problem"), [
     ("name: x\n---\nname: y\n", "line 2: expected a single document in the stream"),  # our words
     ("switches:\n- {name: a\n", "line 3: "),  # the rest of the line is libyaml's or PyYAML's wording

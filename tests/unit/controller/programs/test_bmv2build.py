@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from controller.programs.bmv2build import libpcap_version, nonblocking_warning, pcap_nonblocking
+from tests.require import need
 
 BMI_FIXED = """extern int pcap_next_ex(void*, void*, void*); extern int pcap_setnonblock(void*, int, char*);
 int bmi(void) { return pcap_next_ex(0, 0, 0) + pcap_setnonblock(0, 1, 0); }
@@ -22,8 +23,7 @@ MAIN = "int bmi(void);\nint main(void) { return bmi(); }\n"
 def build(where: Path, bmi_source: str) -> Path:
     """bin/switch needing lib/libbmi.so, found through RUNPATH $ORIGIN/../lib."""
     gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc not found on PATH (builds the ELF files these tests read)")
+    need("gcc", gcc is not None, "gcc not found on PATH (builds the ELF files these tests read)")
     (where / "bin").mkdir(parents=True)
     (where / "lib").mkdir()
     (where / "bmi.c").write_text(bmi_source)

@@ -304,6 +304,7 @@ def test_fast_address_parsing_agrees_with_ipaddress() -> None:
     """inet_pton never accepts what ipaddress refuses, and reads the same number (seeded random texts)."""
     rng = random.Random("addresses")
     hexdigits = "0123456789abcdefABCDEF"
+    fast_read = 0
     for _ in range(20000):
         if rng.randrange(2):
             count = rng.choice([2, 3, 5, 7, 8, 8, 8, 9])
@@ -323,11 +324,13 @@ def test_fast_address_parsing_agrees_with_ipaddress() -> None:
             i = rng.randrange(len(text) + 1)
             text = text[:i] + rng.choice(":.x% 0\x00") + text[i:]
         fast = _inet(family, text)
-        assert fast is None or fast == _by_ipaddress(text), text
-        if ":" in text or text.count(".") == 3:
-            expected = _by_ipaddress(text)
-            if expected is not None:
-                assert to_int(text) == expected, text
+        expected = _by_ipaddress(text)
+        # inet_pton reads no scope id (ipaddress does): only those are left to the slow path
+        assert fast == expected or (fast is None and "%" in text), text
+        fast_read += fast is not None
+        if (":" in text or text.count(".") == 3) and expected is not None:
+            assert to_int(text) == expected, text
+    assert fast_read >= 1000  # the texts exercise the fast path (1617 of 20000 with this seed)
 
 
 @pytest.mark.parametrize(

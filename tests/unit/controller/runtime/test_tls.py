@@ -20,6 +20,7 @@ from controller.model import topology
 from fabricctl.main import cli
 from controller.runtime.tls import TlsConfig
 from tests.paths import UNIT_DATA
+from tests.require import need
 
 DATA = UNIT_DATA
 LAB = DATA / "two_plane_lab.yaml"
@@ -36,8 +37,7 @@ def run(*args: str, env: dict[str, str | None] | None = None) -> Result:
 def pki(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     from mininet_labs import pki as labpki
 
-    if labpki.openssl() is None:
-        pytest.skip("openssl not found on PATH (these tests make certificates with it)")
+    need("openssl", labpki.openssl() is not None, "openssl not found on PATH (these tests make certificates with it)")
     return labpki.make_pki(tmp_path_factory.mktemp("pki"))
 
 

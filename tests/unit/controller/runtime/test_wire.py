@@ -22,6 +22,7 @@ from controller.runtime.p4rt import SwitchConnection
 from controller.runtime.proto import p4runtime_pb2, p4info_pb2, code_pb2
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
 from tests.paths import REPO
+from tests.require import needs
 
 BUILD = REPO / "p4" / "build"
 COMPILED = sorted(BUILD.glob("*.p4info.txtpb"))
@@ -45,7 +46,7 @@ def _programs() -> list[tuple[str, P4Info]]:
 
 
 PROGRAMS = _programs()
-needs_build = pytest.mark.skipif(not COMPILED, reason=f"no compiled P4Info in {BUILD}")
+needs_build = needs("p4-build", bool(COMPILED), f"no compiled P4Info in {BUILD}")
 
 
 # --- random entities -------------------------------------------------------------------------

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from tests.paths import UNIT_DATA
 
+import os
+import socket
+import stat
 from pathlib import Path
 
+import pytest
+
 from controller.service.detect import Change, Thresholds
-from controller.service.portstatus import PortStatus, PortStatusListener, parse, send
+from controller.service.portstatus import NotASocket, PortStatus, PortStatusListener, SocketInUse, parse, send
 from controller.service.prober import Prober
 from controller.model.topology import load
 
@@ -58,3 +63,80 @@ def test_a_lost_carrier_fails_both_directions_of_that_link_at_once_and_only_thos
     assert len(changes) == 2
     host = p.carrier("p0-t0-0", 1, up=False)  # a host port: its NIC's direction
     assert [s.d.host for s in host] == ["h0"]
+
+
+@pytest.mark.parametrize("what", ["a regular file", "a directory", "a FIFO"])
+def test_the_listener_leaves_anything_but_a_socket_where_it_is(tmp_path: Path, what: str):
+    path = tmp_path / "carrier.sock"
+    if what == "a regular file":
+        path.write_text("the operator's notes\n")
+    elif what == "a directory":
+        path.mkdir()
+        (path / "inside").write_text("kept\n")
+    else:
+        os.mkfifo(path)
+    with pytest.raises(NotASocket) as e:
+        PortStatusListener(path, lambda s: None)
+    assert str(e.value) == f"{path} is {what}, not a socket: left as it is (give a free path)"
+    if what == "a regular file":
+        assert path.read_text() == "the operator's notes\n"
+    elif what == "a directory":
+        assert (path / "inside").read_text() == "kept\n"
+    else:
+        assert stat.S_ISFIFO(path.lstat().st_mode)
+
+
+def test_a_stale_socket_is_replaced_a_live_one_refused_and_stop_removes_only_its_own(tmp_path: Path):
+    path = tmp_path / "carrier.sock"
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    stale.bind(str(path))
+    stale.close()  # the file stays, nobody listens: what a killed listener leaves
+    listener = PortStatusListener(path, lambda s: None)
+    with pytest.raises(SocketInUse) as e:
+        PortStatusListener(path, lambda s: None)
+    assert str(e.value) == f"{path}: another listener is bound there"
+    path.unlink()
+    path.write_text("put here after we bound\n")  # not ours: stop() must leave it
+    listener.stop()
+    assert path.read_text() == "put here after we bound\n"
+
+
+def test_a_receive_error_ends_the_listener_with_a_word(tmp_path: Path):
+    import errno
+    import queue
+
+    said: queue.Queue = queue.Queue()
+    listener = PortStatusListener(tmp_path / "carrier.sock", lambda s: None, on_error=said.put)
+    real = listener._sock
+
+    class Broken:
+        def recv(self, n: int) -> bytes:
+            raise OSError(errno.EIO, "Input/output error")
+
+        def close(self) -> None:
+            real.close()
+
+    listener._sock = Broken()  # type: ignore[assignment]
+    listener.start()
+    try:
+        why = said.get(timeout=30)
+    finally:
+        listener.stop()
+    assert why == (f"carrier events on {tmp_path / 'carrier.sock'} stopped: Input/output error; "
+                   "the probes alone judge links")
+    assert listener.error == why
+
+
+def test_run_refuses_a_carrier_events_path_that_is_not_a_socket(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from fabricctl.main import cli
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me\n")
+    r = CliRunner().invoke(cli, ["--topology", str(DATA / "two_plane_lab.yaml"), "--state", str(tmp_path / "s.json"),
+                                 "run", "--carrier-events", str(notes), "--duration", "0.1"], prog_name="fabricctl")
+    assert (r.exit_code, r.stderr) == (2, f"error: --carrier-events: {notes} is a regular file, not a socket: "
+                                          "left as it is (give a free path)\n")
+    assert notes.read_text() == "keep me\n"
+    assert not (tmp_path / "fabric-events.jsonl").exists()  # nothing started

@@ -21,16 +21,17 @@ from controller.model.topology import load
 DATA = UNIT_DATA
 HUNG = "p0-t1-1"
 BOUND = 30.0  # generous bound on any wait here; nothing asserts how long a step took
+LATE_AFTER = 0.05  # the deadline of a call made to a switch held by an event (late whatever the machine's load)
 
 
 # --- SwitchCalls ---------------------------------------------------------------------------------
 
 def test_a_call_past_its_deadline_makes_only_that_switch_silent_until_it_answers():
-    calls = SwitchCalls(["a", "b"], deadline=0.05)
+    calls = SwitchCalls(["a", "b"], deadline=BOUND)  # calls that are answered have all the time they need
     release = threading.Event()
     try:
         with pytest.raises(CallLate):
-            calls.call("a", lambda t: release.wait(BOUND))  # a switch that ignores every deadline
+            calls.call("a", lambda t: release.wait(BOUND), LATE_AFTER)  # a switch that ignores every deadline
         assert calls.silent_since("a") is not None
         with pytest.raises(SwitchSilent):  # refused at once: nothing queues behind a silent switch
             calls.submit("a", lambda t: "never run")
@@ -47,7 +48,7 @@ def test_a_call_past_its_deadline_makes_only_that_switch_silent_until_it_answers
 
 
 def test_a_deadline_exceeded_error_is_no_answer_and_an_application_error_is_one():
-    calls = SwitchCalls(["a"], deadline=1.0)
+    calls = SwitchCalls(["a"], deadline=BOUND)
 
     def deadline_exceeded(t: float) -> None:
         raise P4RuntimeError("a: Read on x failed: DEADLINE_EXCEEDED Deadline Exceeded")
@@ -67,10 +68,11 @@ def test_a_deadline_exceeded_error_is_no_answer_and_an_application_error_is_one(
 
 
 def test_gather_waits_for_the_slowest_at_most_the_deadline():
-    calls = SwitchCalls(["a", "b", "c"], deadline=0.05)
+    calls = SwitchCalls(["a", "b", "c"], deadline=BOUND)
     release = threading.Event()
     try:
-        out = calls.gather({"a": lambda t: 1, "b": lambda t: release.wait(BOUND), "c": lambda t: 3})
+        # b is held until released: late whatever the deadline; a and c answer at once, given 2 s to be seen
+        out = calls.gather({"a": lambda t: 1, "b": lambda t: release.wait(BOUND), "c": lambda t: 3}, 2.0)
         assert out["a"] == 1 and out["c"] == 3 and isinstance(out["b"], CallLate)
         out = calls.gather({"a": lambda t: 1, "b": lambda t: 2})
         assert out["a"] == 1 and isinstance(out["b"], SwitchSilent)
@@ -111,8 +113,9 @@ def test_a_failed_switch_comes_back_when_it_answers_and_its_probes_arrive():
 # --- a prober with one switch that stops answering ---------------------------------------------
 
 class FakeConn:
-    """The reading seam of one switch: counters, Capabilities. `hung` set: every call waits out its
-    deadline and fails the way gRPC does then (DEADLINE_EXCEEDED)."""
+    """The reading seam of one switch: counters, Capabilities. `hung` set: every call fails the way gRPC
+    ends one that ran out its deadline (DEADLINE_EXCEEDED), at once: the deadlines here are generous, so on a
+    loaded machine no answering switch is taken for a silent one."""
 
     def __init__(self, name: str, hung: threading.Event) -> None:
         self.name, self.hung = name, hung
@@ -121,7 +124,6 @@ class FakeConn:
     def _answer(self, t: float) -> None:
         self.calls += 1
         if self.hung.is_set():
-            time.sleep(t)
             raise P4RuntimeError(f"{self.name}: Read failed: DEADLINE_EXCEEDED Deadline Exceeded")
 
     def read_counter(self, name: str, index: int, timeout: float) -> list:
@@ -143,7 +145,7 @@ def test_one_silent_switch_is_recorded_failed_and_holds_up_no_other_probing():
     topo = load(DATA / "two_plane_lab.yaml")
     hung = {sw.name: threading.Event() for sw in topo.switches}
     sessions = {sw.name: FakeSession(FakeConn(sw.name, hung[sw.name])) for sw in topo.switches}
-    calls = SwitchCalls(sessions, deadline=0.05)
+    calls = SwitchCalls(sessions, deadline=BOUND)
     pinger = Pinger(calls, sessions, lambda n: True)
     links: list[tuple[str, Change]] = []
     switches: list[tuple[str, Change]] = []

@@ -328,14 +328,25 @@ def test_run_with_web_serves_the_view_of_that_controller(tmp_path: Path):
                              "--web", "127.0.0.1:0"], cwd=root, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             text=True, env={**os.environ, "PYTHONPATH": str(root)})
     try:
-        url = None
-        for _ in range(20):
-            line = proc.stderr.readline()  # type: ignore[union-attr]
+        import queue
+        import threading
+
+        said: queue.Queue = queue.Queue()  # its stderr lines, read on a thread: a silent run cannot hold the test
+        threading.Thread(target=lambda: [said.put(line) for line in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
+        url, seen = None, []
+        end = time.monotonic() + 60
+        while url is None and time.monotonic() < end:
+            try:
+                line = said.get(timeout=0.2)
+            except queue.Empty:
+                if proc.poll() is not None and said.empty():
+                    break
+                continue
+            seen.append(line)
             m = re.match(r"fabric view: (http://127\.0\.0\.1:(\d+)/) \(loopback only", line)
             if m:
                 url = m.group(1)
-                break
-        assert url, "run --web printed no URL"
+        assert url, f"run --web printed no URL: {seen}"
         port = int(url.rsplit(":", 1)[1].strip("/"))
         deadline = time.monotonic() + 30
         controller = None
