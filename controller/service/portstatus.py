@@ -128,7 +128,7 @@ class PortStatusListener:
     (default: a log line) and `error`."""
 
     def __init__(self, path: Path, on_status: Callable[[PortStatus], None],
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], object] | None = None) -> None:
         self.path, self.on_status = Path(path), on_status
         self.on_error = on_error or (lambda why: log.error("%s", why))
         self.received = 0
