@@ -148,13 +148,13 @@ def step_spans(sched: Schedule, records: Iterable[Record]) -> dict[tuple[int, in
 
 def fault_hits(sched: Schedule, records: Iterable[Record], fault_start: float,
                fault_end: float | None = None) -> list[StepHit]:
-    """The steps running while a fault was on ([fault_start, fault_end]; no end: to the end of the run)."""
+    """The steps running while a fault was on (overlapping (fault_start, fault_end); no end: to the end of the run)."""
     spans = step_spans(sched, records)
     stop = math.inf if fault_end is None else fault_end
-    hit_its = {it for (it, _), (a, b) in spans.items() if a <= stop and b >= fault_start}
+    hit_its = {it for (it, _), (a, b) in spans.items() if a < stop and b > fault_start}
     out: list[StepHit] = []
     for (it, s), (a, b) in sorted(spans.items()):
-        if not (a <= stop and b >= fault_start):
+        if not (a < stop and b > fault_start):
             continue
         clean = [e - f for (i2, s2), (f, e) in spans.items() if s2 == s and i2 not in hit_its and i2 >= sched.workload.warmup]
         base = statistics.median(clean) if clean else None
