@@ -78,8 +78,6 @@ def grid(planes: int, leaves: int, hosts_per_leaf: int, spec: str, n: int) -> Pl
     in turn: balanced over every leaf), 'uneven' (slot 0 of each leaf first, then slot 2, 4...: one host
     of each leaf's pair busy, Meta's fragmented placement), or 'h3,h7,...' (these hosts, in rank order)."""
     total = leaves * hosts_per_leaf
-    if n < 2:
-        raise PlacementError(f"a collective needs at least 2 ranks, got {n}")
     if spec not in PLACEMENTS:
         names = [s.strip() for s in spec.split(",") if s.strip()]
         ids: list[int] = []
@@ -91,6 +89,8 @@ def grid(planes: int, leaves: int, hosts_per_leaf: int, spec: str, n: int) -> Pl
             raise PlacementError(f"placement {spec!r}: give 'packed', 'spread', 'uneven' or at least two hosts h0,h1,...")
         return Placement(tuple(Rank(i, f"h{k}", k // hosts_per_leaf, k % hosts_per_leaf) for i, k in enumerate(ids)),
                          planes)
+    if n < 2:
+        raise PlacementError(f"a collective needs at least 2 ranks, got {n}")
     if spec == "uneven":
         order = [(leaf, slot) for slot in range(0, hosts_per_leaf, 2) for leaf in range(leaves)]
     elif spec == "spread":
