@@ -115,6 +115,11 @@ def check(settings: Settings) -> Placement:
         variants(settings.workload, Placement(p.ranks[:2], p.planes), settings.fabric(), False)
     except (CollectiveError, PlacementError) as e:
         raise LoadError(str(e)) from None
+    d = settings.design
+    room = d.planes * d.t1 * (len(set(p.leaves)) if settings.kind == "link" else 1)
+    if settings.failures > room:
+        what = "leaf-spine links of the job's leaves" if settings.kind == "link" else "T1 switches"
+        raise LoadError(f"--failures {settings.failures} is more than the {room} {what}")
     return p
 
 

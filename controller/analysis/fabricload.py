@@ -263,7 +263,7 @@ def _hashed(v: Variant, scheme: Scheme, fabric: Fabric, failed: Failed) -> Loads
     p, a, b = v.plane[cross], v.a[cross], v.b[cross]
     spine = h % fabric.spines
     if failed.any:
-        dead = ~failed.alive.all(axis=2)
+        dead = np.logical_not(failed.alive.all(axis=2))
         hit = np.nonzero(dead[p, a] | dead[p, b])[0]
         for lo in range(0, len(hit), _CHUNK):
             r = hit[lo:lo + _CHUNK]

@@ -18,9 +18,10 @@ rank (chunk d goes to rank d).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
+if TYPE_CHECKING:  # numpy only for the fabric-scale patterns: the labs' schedules do without it
+    import numpy as np
 
 Collective = Literal["allreduce", "allgather", "reducescatter", "alltoall", "allreduce_hd"]
 COLLECTIVES: tuple[Collective, ...] = ("allreduce", "allgather", "reducescatter", "alltoall", "allreduce_hd")
@@ -109,6 +110,8 @@ def step_flows(kind: Collective, n: int, step: int) -> list[Flow]:
 def patterns(kind: Collective, n: int, max_flows: int = 50_000_000) -> list[Pattern]:
     """The collective's distinct steps as numpy arrays (for fabric-scale load computation); raise
     CollectiveError when one step holds more than max_flows flows (all-to-all over many ranks)."""
+    import numpy as np
+
     check(kind, n)
     r = np.arange(n, dtype=np.int64)
     if kind in ("allreduce", "allgather", "reducescatter"):

@@ -10,8 +10,10 @@ sum of its steps' ideals. With a perfect split no spine and no single link limit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from controller.workload.collectives import patterns
 from controller.workload.placement import Placement
@@ -30,6 +32,8 @@ def ideal_time(workload: Workload, placement: Placement, spines: int, rates: Rat
                leaf_uplinks: np.ndarray | None = None) -> float:
     """Seconds one iteration takes at best. `spines`: T1 per plane; `leaf_uplinks`: working uplinks of
     each leaf summed over planes (default: planes x spines for every leaf), for a fabric with failures."""
+    import numpy as np
+
     n = placement.size
     leaves = np.asarray(placement.leaves, dtype=np.int64)
     n_leaves = int(leaves.max()) + 1
