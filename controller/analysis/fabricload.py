@@ -16,9 +16,10 @@ is its index mod the planes, as the lab's senders do). Schemes:
     leaf_spray  srv6_spray.p4 PACKET: every packet hashed with its PSN, i.e. an even split over the
                 live spines of the QP's plane
     host_spray  endpoint mode (MRC): the host sprays over every live (plane, spine) path, evenly
-    ethereal    Ethereal: a source leaf's flows split into equal single-path parts (parts enough that its
-                flows cover its paths), each part to the least-loaded path (uplink and destination
-                downlink) of any plane, flows assigned in rounds
+    ethereal    Ethereal: a source leaf's flows split into equal single-path parts (_parts: enough that its
+                flows cover its paths as evenly as whole parts can), each part in turn to the path of any
+                plane whose busiest link after it (source and destination NIC ports, uplink, destination
+                downlink) is least loaded; one flow of every source leaf at a time
 """
 
 from __future__ import annotations
@@ -336,6 +337,27 @@ def _host_spray(v: Variant, fabric: Fabric, failed: Failed) -> Loads:
     return out
 
 
+def _place(out: Loads, a: np.ndarray, b: np.ndarray, src: np.ndarray, dst: np.ndarray, col: np.ndarray,
+           part: np.ndarray, spines: int) -> None:
+    """Parts on their paths: uplink of a, downlink into b, and the NIC ports of the path's plane."""
+    np.add.at(out.up, (a, col), part)
+    np.add.at(out.down, (b, col), part)
+    np.add.at(out.host_up, (col // spines, src), part)
+    np.add.at(out.host_down, (col // spines, dst), part)
+
+
+def _parts(flows: np.ndarray, paths: np.ndarray) -> np.ndarray:
+    """Ethereal's split: equal parts per flow so that a source leaf's flows x parts cover its paths as evenly
+    as whole parts can. From k0 = ceil(paths / flows) up to 16 k0 (and at most one part a path), the k whose
+    busiest path, ceil(flows k / paths) parts of 1/k flow, carries least; the smallest such k."""
+    paths = np.maximum(paths, 1)
+    k0 = np.minimum(-(-paths // flows), paths)
+    ks = k0[:, None] + np.arange(min(15 * int(k0.max()), int(paths.max())) + 1)[None, :]
+    ok = (ks <= 16 * k0[:, None]) & (ks <= paths[:, None])
+    load = np.where(ok, -(-(flows[:, None] * ks) // paths[:, None]) / ks, np.inf)
+    return np.take_along_axis(ks, np.argmin(load, axis=1)[:, None], axis=1)[:, 0]
+
+
 def _ethereal(v: Variant, fabric: Fabric, failed: Failed) -> Loads:
     out = Loads.zero(fabric)
     P, S, PS = fabric.planes, fabric.spines, fabric.paths
@@ -363,26 +385,41 @@ def _ethereal(v: Variant, fabric: Fabric, failed: Failed) -> Loads:
         n_live = live.sum(axis=1)
         if not bool((n_live > 0).all()):
             out.cut = True
-        k = np.clip(-(-n_live // nflows), 1, np.maximum(n_live, 1))
-        offset = (a * 7 + b * 13) % PS
-        unit = v.bytes[rows] / k * 8 / max(fabric.link_bps, fabric.host_bps) * 1e-3  # well under one part's time
-        tie = ((pos[None, :] - offset[:, None]) % PS) / (PS + 1) * unit[:, None]
-        plane_of = np.arange(PS) // S
-        src_port = out.host_up[plane_of[None, :], v.src[rows][:, None]] * 8 / fabric.host_bps
-        dst_port = out.host_down[plane_of[None, :], v.dst[rows][:, None]] * 8 / fabric.host_bps
-        links = np.maximum(out.up[a], out.down[b]) * 8 / fabric.link_bps
-        cost = np.where(live, np.maximum(links, np.maximum(src_port, dst_port)) + tie, np.inf)
-        kmax = int(k.max())
-        pick = np.argpartition(cost, kmax - 1, axis=1)[:, :kmax] if kmax < PS else np.tile(np.arange(PS), (len(rows), 1))
-        pick = np.take_along_axis(pick, np.argsort(np.take_along_axis(cost, pick, axis=1), axis=1), axis=1)
-        use = (np.arange(kmax)[None, :] < k[:, None]) & np.take_along_axis(live, pick, axis=1)
+        k = _parts(nflows, n_live)
         part = v.bytes[rows] / k
-        rr, cc = np.nonzero(use)
-        cols = pick[rr, cc]
-        _fabric_single(out, a[rr], b[rr], cols, part[rr], fabric)
-        sub = Variant(v.src[rows][rr], v.dst[rows][rr], a[rr], b[rr], v.slot_b[rows][rr], cols // S,
-                      v.qp[rows][rr], v.sport[rows][rr], part[rr], 1)
-        _host_ports(out, sub, cols // S, part[rr], fabric)
+        whole = k >= n_live  # a flow with a path for each part: its equal split over every live path
+        if whole.any():
+            w = np.nonzero(whole)[0]
+            _spread(out, a[w], b[w], v.bytes[rows][w], live[w], fabric)
+            share = live[w].reshape(len(w), P, S).sum(axis=2) / np.maximum(n_live[w], 1)[:, None]
+            for p in range(P):
+                _host_ports(out, v, np.full(len(w), p), v.bytes[rows][w] * share[:, p], fabric, rows[w])
+        offset = (a * 7 + b * 13) % PS
+        unit = part * 8 / max(fabric.link_bps, fabric.host_bps) * 1e-3  # well under one part's time
+        tie = ((pos[None, :] - offset[:, None]) % PS) / (PS + 1) * unit[:, None]
+        src, dst = v.src[rows], v.dst[rows]
+        # a healthy leaf pair whose flows' parts cover its paths exactly: every part at once, on the loads
+        # before the round (the tie order spreads them over the planes); else one part at a time
+        clean = ~whole & (k * nflows == n_live) & (n_live == PS)
+        c = np.nonzero(clean)[0]
+        if len(c):
+            kc = int(k[c].max())
+            links = np.maximum(out.up[a[c]], out.down[b[c]]) * 8 / fabric.link_bps
+            ports = np.repeat(np.maximum(out.host_up[:, src[c]], out.host_down[:, dst[c]]).T, S, axis=1) \
+                * 8 / fabric.host_bps
+            cost = np.maximum(links, ports) + tie[c]
+            pick = np.argpartition(cost, kc - 1, axis=1)[:, :kc] if kc < PS else np.tile(np.arange(PS), (len(c), 1))
+            use = np.arange(kc)[None, :] < k[c][:, None]
+            rr, cc = np.nonzero(use)
+            _place(out, a[c][rr], b[c][rr], src[c][rr], dst[c][rr], pick[rr, cc], part[c][rr], S)
+        for t in range(int(k[~whole & ~clean].max(initial=0))):
+            m = np.nonzero(~whole & ~clean & (t < k))[0]  # one part of each flow at a time, on loads with the last in
+            pb = part[m][:, None]
+            links = (np.maximum(out.up[a[m]], out.down[b[m]]) + pb) * 8 / fabric.link_bps
+            ports = (np.repeat(np.maximum(out.host_up[:, src[m]], out.host_down[:, dst[m]]).T, S, axis=1) + pb) \
+                * 8 / fabric.host_bps
+            cost = np.where(live[m], np.maximum(links, ports) + tie[m], np.inf)
+            _place(out, a[m], b[m], src[m], dst[m], np.argmin(cost, axis=1), part[m], S)
     return out
 
 
