@@ -121,3 +121,18 @@ def test_failure_draws_are_seeded_and_shaped() -> None:
     assert int((~t.alive).sum()) == 2 * 8 and all(not t.alive[p, :, j].any() for p, j in t.spines)
     with pytest.raises(LoadError, match="3 T1 failures: the fabric has 2 T1 switches"):
         draw(Fabric(1, 2, 2, 1), np.random.default_rng(1), "t1", 3)
+
+
+def test_ethereal_splits_finer_when_a_failure_leaves_paths_the_flows_do_not_divide() -> None:
+    from controller.analysis.fabricload import _parts
+
+    # 16 flows over 127 paths: 8 parts put two on some path (2/8 of a flow), 31 at most 4/31, 127 exactly 16/127
+    assert _parts(np.array([16, 256, 2, 1, 16]), np.array([127, 2048, 3, 5, 128])).tolist() == [127, 8, 3, 5, 8]
+    fab = Fabric(1, 4, 2, 2)
+    failed = Failed.healthy(fab)
+    failed.alive[0, 0, 3] = False  # leaf 0 - spine 3
+    (v,) = variants(Workload("allgather", 4000), grid(1, 2, 2, "spread", 4), fab, False)
+    ld = step_loads(v, "ethereal", fab, failed)
+    # each leaf's two 1000-byte flows in three parts on the three live spines: two parts a spine
+    assert ld.up.tolist() == pytest.approx([[2000 / 3] * 3 + [0], [2000 / 3] * 3 + [0]])
+    assert ld.host_up.tolist() == [[1000] * 4]
