@@ -39,6 +39,7 @@ SCHEME_NAMES = {"ecmp": "5-tuple ECMP", "eecmp": "E-ECMP (dst QP)", "pin": "path
                 "leaf_spray": "leaf spraying", "host_spray": "host EV spraying", "ethereal": "Ethereal split+assign"}
 _PER_QP = ("ecmp", "eecmp", "pin", "leaf_spray")  # schemes whose path or plane follows the QP
 _CHUNK = 4096
+MAX_PARTS = 20_000_000  # a step's QP parts: ~200 bytes each through the hash and the scheme (all-to-all at 1,024 ranks x 8 QPs: 8.4 M, 1.8 GB)
 
 
 class LoadError(ValueError):
@@ -141,7 +142,12 @@ def variants(workload: Workload, placement: Placement, fabric: Fabric, per_qp: b
     host = leaf * fabric.hosts_per_leaf + slot
     out: list[Variant] = []
     q_all = workload.qps
-    for p in patterns(workload.collective, n):
+    pats = patterns(workload.collective, n)
+    widest = max(len(p.src) for p in pats) * (q_all if per_qp and workload.strategy == "split" else 1)
+    if widest > MAX_PARTS:
+        raise LoadError(f"one step of this job is {widest:,} QP parts, more than the {MAX_PARTS:,} the analysis "
+                        "holds in memory (about 4 GB); fewer ranks (--ranks) or QPs")
+    for p in pats:
         nbytes = p.chunks * (workload.size / n)
         if not per_qp:
             out.append(_variant(host, leaf, slot, p.src, p.dst, nbytes, 0, workload, fabric, p.repeat))
