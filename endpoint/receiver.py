@@ -95,7 +95,8 @@ class ReceiverCore:
                 q.trimmed += 1
             else:
                 self.trimmed_unmatched += 1
-            return Reply(peer, ev, rx.qp, rx.psn, AckHeader(NACK, ev_id, 0, 0, rx.ecn == 3))
+            # the payload is gone; the flow label says which transmission it was (wire.tx_stamp)
+            return Reply(peer, ev, rx.qp, rx.psn, AckHeader(NACK, ev_id, 0, rx.flow_label, rx.ecn == 3))
         header = DataHeader.unpack(rx.body)
         if header is None:
             self.unknown += 1

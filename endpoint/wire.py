@@ -33,6 +33,12 @@ ACK, NACK, PROBE_ACK = 1, 2, 3
 DATA_MAGIC, ACK_MAGIC = b"MRCE", b"MRCA"
 
 
+def tx_stamp(tx_ns: int) -> int:
+    """What of a transmission's send time the inner IPv6 flow label carries (20 bits of microseconds,
+    ~1.05 s around): it survives trimming, so a NACK tells which transmission of a PSN was trimmed."""
+    return (tx_ns >> 10) & 0xFFFFF
+
+
 def sport_of(ev: int) -> int:
     return SPORT_BASE | (ev & 0x3FFF)
 
@@ -77,7 +83,7 @@ class AckHeader:
     kind: int
     ev: int
     ev_seq: int
-    tx_ns: int  # echoed from the data packet (RTT without clock sync)
+    tx_ns: int  # echoed from the data packet (RTT without clock sync); a NACK's: the trimmed one's tx_stamp
     ce: bool = False
 
     FMT = "!4sBHIQB"
@@ -109,9 +115,12 @@ def data_frame(smac: str, dmac: str, src: str, dst: str, carrier: str, qp: int, 
                size: int) -> bytes:
     """An encapsulated RC SEND ONLY carrying `header`, padded to `size` payload bytes, ECT(0) inside and out."""
     payload = header.pack().ljust(max(size, DataHeader.SIZE), b"\x00")
-    inner = roce_frame(smac, dmac, src, dst, OP_SEND_ONLY, qp, psn & PSN_MASK, payload, sport=sport_of(header.ev),
-                       tc=ECT0)
-    return encap(smac, dmac, src, carrier, inner)
+    inner = bytearray(roce_frame(smac, dmac, src, dst, OP_SEND_ONLY, qp, psn & PSN_MASK, payload,
+                                 sport=sport_of(header.ev), tc=ECT0))
+    # the flow label (outside the ICRC and the UDP checksum) carries the transmission's stamp
+    vtf = struct.unpack_from("!I", inner, 14)[0] & ~0xFFFFF | tx_stamp(header.tx_ns)
+    struct.pack_into("!I", inner, 14, vtf)
+    return encap(smac, dmac, src, carrier, bytes(inner))
 
 
 def ack_frame(smac: str, dmac: str, src: str, dst: str, carrier: str, qp: int, psn: int, header: AckHeader,
@@ -141,6 +150,7 @@ class Received:
     trimmed: bool  # cut short (IPv6 payload length longer than what arrived), or data in the trim DSCP class
     icrc_ok: bool
     encapsulated: bool  # still had the outer header (not what a host should get)
+    flow_label: int = 0  # a data packet's: its transmission stamp (tx_stamp)
 
 
 def parse(frame: bytes, trim_dscp: int = TRIM_DSCP) -> Received | None:
@@ -169,4 +179,4 @@ def parse(frame: bytes, trim_dscp: int = TRIM_DSCP) -> Received | None:
     body = ip[b + 12:-4] if whole else b""
     ok = whole and icrc(ip) == ip[-4:]
     return Received(socket.inet_ntop(socket.AF_INET6, ip[8:24]), socket.inet_ntop(socket.AF_INET6, ip[24:40]),
-                    tc & 3, tc >> 2, sport, opcode, qp, psn, body, trimmed, ok, encapsulated)
+                    tc & 3, tc >> 2, sport, opcode, qp, psn, body, trimmed, ok, encapsulated, vtf & 0xFFFFF)
