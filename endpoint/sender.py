@@ -403,6 +403,7 @@ class SenderCore:
         out = []
         for d in [dst] if dst is not None else sorted(self.tables):
             table = self._table(d)
+            table.active_set()
             for ev in table.ids:
                 h = table[ev]
                 out.append({"profile": d, "ev": ev, "port": h.plane, "state": h.state.value,
@@ -417,6 +418,7 @@ class SenderCore:
     def replace(self, dst: str, ev: int, new: int, now: float) -> None:
         """REPLACE_EV: backup EV `new` takes active EV `ev`'s place, for the destination and each QP using it."""
         table = self._health(dst, new)
+        table.active_set(now)
         table.replace(ev, new, now)
         for q in self.order:
             if q.dst == dst and ev in q.table.active and new in q.table.backup:
@@ -430,6 +432,8 @@ class SenderCore:
             dst = request.get("dst")
             if op == "query":
                 return {"host": self.host, "evs": self.query(dst)}
+            if op not in ("deny", "set_state", "replace"):
+                raise ValueError(f"unknown operation '{op}' (known: query, deny, set_state, replace)")
             evs = [int(e) for e in request.get("evs", [request.get("ev")]) if e is not None]
             if not isinstance(dst, str) or not evs:
                 raise ValueError(f"'{op}' needs a destination and at least one EV")
@@ -444,8 +448,6 @@ class SenderCore:
                 if len(evs) != 1 or new is None:
                     raise ValueError("'replace' needs one EV and its replacement (ev_new)")
                 self.replace(dst, evs[0], int(new), now)
-            else:
-                raise ValueError(f"unknown operation '{op}' (known: query, deny, set_state, replace)")
         except (ValueError, TypeError, AttributeError) as e:
             return {"error": str(e)}
         return {"host": self.host, "evs": self.query(dst)}
