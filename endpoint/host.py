@@ -27,6 +27,7 @@ from controller.files.atomic import write_atomic
 from controller.plan.evs import load_export
 from controller.model.topology import load
 from endpoint import policy as policies
+from endpoint.control import ControlSocket
 from endpoint.ev import EvConfig
 from endpoint.receiver import ReceiverCore
 from endpoint.sender import SenderConfig, SenderCore, Tx
@@ -47,6 +48,8 @@ class SendSpec:
     duration: float = 30.0  # give up after this long
     parts: int = 4  # ethereal: parts per message
     start_at_ns: int = 0
+    events: str | None = None  # append each EV state change event here as a JSON line
+    control: str | None = None  # a Unix socket here takes the controller's requests (endpoint.control)
 
 
 @dataclass
@@ -132,6 +135,15 @@ def send(spec: SendSpec) -> dict[str, Any]:
         _send_all(sock, data_frame(nic.mac, nic.gateway_mac, ev.src, ev.dst, ev.carrier, tx.qp, tx.psn, tx.header,
                                    payload))
 
+    events = open(spec.events, "a", encoding="utf-8") if spec.events else None  # noqa: SIM115 (closed below)
+    ctl = ControlSocket(spec.control) if spec.control else None
+
+    def drain() -> None:
+        if events is not None:
+            for e in core.events.poll():
+                events.write(json.dumps({"host": spec.host, **e.to_json()}) + "\n")
+            events.flush()
+
     if spec.start_at_ns:
         time.sleep(max(0.0, (spec.start_at_ns - time.monotonic_ns()) / 1e9))
     start_ns = time.monotonic_ns()
@@ -163,8 +175,16 @@ def send(spec: SendSpec) -> dict[str, Any]:
                     next_send = max(next_send + interval, now - 10 * interval)
                 else:
                     next_send = now + min(interval, 0.001)
+            if ctl is not None:
+                ctl.serve(lambda req: core.control(req, time.monotonic()))
+            drain()
     finally:
         nics.close()
+        if ctl is not None:
+            ctl.close()
+        if events is not None:
+            drain()
+            events.close()
     end_ns = time.monotonic_ns()
     return {**core.to_json(), "sent": sent, "probes": probes, "start_ns": start_ns, "end_ns": end_ns,
             "seconds": round((end_ns - start_ns) / 1e9, 3), "rate_pps": spec.rate, "complete": core.done}
@@ -239,6 +259,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--start-at-ns", type=int, default=0)
     s.add_argument("--bin-ms", type=float, default=20.0)
     s.add_argument("--cc", action="store_true", help="DCTCP congestion window per QP (at most --window)")
+    s.add_argument("--backups-per-plane", type=int, default=0, help="EVs per plane kept as backups")
+    s.add_argument("--ev-min-active", type=int, default=0, help="usable active EVs a loss may not go below")
+    s.add_argument("--recover-probes", type=int, default=EvConfig.recover_probes,
+                   help="answered probes in a row that bring an ASSUMED_BAD EV back (doubled per gray strike)")
+    s.add_argument("--events", help="append EV state change events here (JSON lines)")
+    s.add_argument("--control", help="take the controller's requests on a Unix socket here")
     r = sub.choices["recv"]
     r.add_argument("--expect", type=int, default=0)
     r.add_argument("--timeout", type=float, default=30.0)
@@ -254,10 +280,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "send":
             cfg = SenderConfig(args.qps, args.messages, args.per_message, args.size, args.window, ev_count=args.ev_count,
-                               evs_per_qp=args.evs_per_qp, bin_ms=args.bin_ms, cc=args.cc)
-            evc = EvConfig(min_rto=args.min_rto_ms / 1e3, probe_interval=args.probe_ms / 1e3)
+                               evs_per_qp=args.evs_per_qp, bin_ms=args.bin_ms, cc=args.cc,
+                               backups_per_plane=args.backups_per_plane, ev_min_active=args.ev_min_active)
+            evc = EvConfig(min_rto=args.min_rto_ms / 1e3, probe_interval=args.probe_ms / 1e3,
+                           recover_probes=args.recover_probes)
             doc = send(SendSpec(args.topology, args.evs, args.host, args.to, args.policy, cfg, evc, args.rate,
-                                args.duration, args.parts, args.start_at_ns))
+                                args.duration, args.parts, args.start_at_ns, args.events, args.control))
         else:
             doc = receive(RecvSpec(args.topology, args.evs, args.host, args.expect, args.timeout, args.linger,
                                    args.ready_file, args.bin_ms, args.trim_dscp))

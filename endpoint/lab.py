@@ -26,6 +26,8 @@ from controller.routes import Options
 from mininet_labs.lab import Lab, LabError, wait_senders_receivers
 from mininet_labs.processes import wait_files, with_repo_path
 
+MAX_SOCKET_PATH = 100  # a Unix socket path is at most 107 bytes (sun_path)
+
 
 @dataclass
 class Workload:
@@ -147,7 +149,11 @@ def start(lab: Lab, pairs: Sequence[tuple[str, str]], work: Workload, *, start_d
         handle.started_ns = time.monotonic_ns() + int(start_delay * 1e9)
         for src, to in dests.items():
             argv = [*py, "send", "--topology", topo, "--evs", str(evs), "--host", src, *work.argv(),
-                    "--start-at-ns", str(handle.started_ns), "--out", str(run_dir / f"send-{src}.json")]
+                    "--start-at-ns", str(handle.started_ns), "--out", str(run_dir / f"send-{src}.json"),
+                    "--events", str(run_dir / f"events-{src}.jsonl")]
+            control = run_dir / f"control-{src}.sock"
+            if len(str(control)) <= MAX_SOCKET_PATH:  # else the run has no control socket (`fabricctl endpoint query`)
+                argv += ["--control", str(control)]
             for d in to:
                 argv += ["--to", d]
             with open(run_dir / f"send-{src}.err", "w") as err:

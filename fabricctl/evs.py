@@ -24,9 +24,9 @@ from controller.ops import OpError
 def evs(env: Any, host_names: tuple[str, ...], export: str | None, healthy: bool, as_json: bool) -> None:
     """List each host's entropy values (EVs) per destination: one uSID carrier per plane and spine.
 
-    Endpoint mode (issue 10): hosts write the outer IPv6 header themselves, towards the carrier of
-    an EV (block | spine uN | destination leaf uN | End.DT6), the same carriers the plan gives the
-    leaves; the plan's health (the state file, unless --healthy) leaves out the EVs of failed paths.
+    In endpoint mode hosts write the outer IPv6 header themselves, towards the carrier of an EV
+    (block | spine uN | destination leaf uN | End.DT6), the same carriers the plan gives the leaves;
+    the plan's health (the state file, unless --healthy) leaves out the EVs of failed paths.
 
     \b
     Examples:
