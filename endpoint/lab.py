@@ -23,6 +23,7 @@ from controller import ops
 from controller.files.atomic import write_atomic
 from controller.plan.evs import export, leaf_spray
 from controller.routes import Options
+from endpoint.ev import EvConfig
 from mininet_labs.lab import Lab, LabError, wait_senders_receivers
 from mininet_labs.processes import wait_files, with_repo_path
 
@@ -49,13 +50,15 @@ class Workload:
     duration: float = 30.0
     bin_ms: float = 20.0
     cc: bool = False  # DCTCP congestion window per QP (endpoint.cc)
+    recover_probes: int = EvConfig.recover_probes  # answered probes that bring an ASSUMED_BAD EV back
 
     def argv(self) -> list[str]:
         return ["--policy", self.policy, "--qps", str(self.qps), "--messages", str(self.messages),
                 "--per-message", str(self.per_message), "--size", str(self.size), "--window", str(self.window),
                 "--ev-count", str(self.ev_count), "--evs-per-qp", str(self.evs_per_qp), "--parts", str(self.parts), "--rate", str(self.rate),
                 "--min-rto-ms", str(self.min_rto_ms), "--probe-ms", str(self.probe_ms),
-                "--duration", str(self.duration), "--bin-ms", str(self.bin_ms), *(["--cc"] if self.cc else [])]
+                "--duration", str(self.duration), "--bin-ms", str(self.bin_ms), "--recover-probes", str(self.recover_probes),
+                *(["--cc"] if self.cc else [])]
 
 
 def enable(lab: Lab) -> None:
