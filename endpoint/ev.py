@@ -113,6 +113,8 @@ class EvHealth:
     back_at: float = float("-inf")  # when probes last brought it back
     congested: bool = False
     congested_until: float = float("-inf")
+    local_up: bool = True  # this host's NIC port of the EV's plane
+    remote_up: bool = True  # the destination's, as its last acknowledgement's port-state bitmap said
     floor_held: int = 0  # losses that left it usable because of ev_min_active
     may_demote: Callable[[EvHealth], bool] | None = None  # ev_min_active, set by the table that owns this health
     listener: Listener | None = None
@@ -121,7 +123,11 @@ class EvHealth:
     # --- derived -------------------------------------------------------------------------------
     @property
     def usable(self) -> bool:
-        return self.state in (EvState.GOOD, EvState.UNKNOWN)
+        return self.state in (EvState.GOOD, EvState.UNKNOWN) and self.local_up and self.remote_up
+
+    @property
+    def ports_up(self) -> bool:
+        return self.local_up and self.remote_up
 
     @property
     def need(self) -> int:
@@ -151,7 +157,8 @@ class EvHealth:
         self.congested_until = now + self.config.probe_interval
 
     def _assume_bad(self, now: float, why: str) -> None:
-        """A loss that is not a trim: a usable EV is ASSUMED_BAD at once, unless ev_min_active holds it."""
+        """A loss that is not a trim: a usable EV is ASSUMED_BAD at once, unless ev_min_active holds it (a port
+        down explains the loss: the EV is left as it is)."""
         self.last_loss = now
         if not self.usable:
             return
@@ -210,7 +217,8 @@ class EvHealth:
 
     # --- probing -------------------------------------------------------------------------------
     def probe_due(self, now: float) -> bool:
-        return self.state == EvState.ASSUMED_BAD and self.probe_deadline is None and now >= self.next_probe
+        return self.state == EvState.ASSUMED_BAD and self.probe_deadline is None and now >= self.next_probe \
+            and self.ports_up  # no probe through a port known down
 
     def on_probe_sent(self, now: float, rto: float | None = None) -> None:
         """A probe went out: unanswered within `rto` (default this EV's) it is lost."""
@@ -257,6 +265,7 @@ class EvHealth:
     def to_json(self) -> dict[str, Any]:
         s = self.stats
         return {"ev": self.ev, "plane": self.plane, "state": self.state.value, "strikes": self.strikes,
+                "local_up": self.local_up, "remote_up": self.remote_up,
                 "gray": self.gray, "need": self.need, "floor_held": self.floor_held,
                 "sent": s.sent, "acked": s.acked, "timeouts": s.timeouts, "sack_losses": s.sack_losses,
                 "nacks": s.nacks, "ecn": s.ecn, "probes": s.probes, "probe_acks": s.probe_acks,
@@ -346,6 +355,7 @@ class EvTable:
         self.backup = [e for e in ids if e not in act]
         self.min_active, self.profile, self.events = min_active, profile, events
         self.replacements: list[tuple[float, int, int, str]] = []  # (t, ev, ev_new, why)
+        self.port_changes: list[tuple[float, str, int, bool]] = []  # (t, "local" | "remote", plane, up)
         if health is None:
             planes = planes or {}
             self.health = {i: EvHealth(i, self.config, plane=planes.get(i, plane_of(i))) for i in ids}
@@ -401,6 +411,23 @@ class EvTable:
             raise ValueError(f"EV {new:#x} is not a backup EV here (backups: "
                              f"{', '.join(f'{e:#x}' for e in self.backup) or 'none'})")
         self._swap(self.active.index(ev), new, now, "controller")
+
+    def set_ports(self, ports: int, now: float, remote: bool) -> list[int]:
+        """A port-state bitmap (bit p: the plane-p NIC is up) of the destination (`remote`: from an
+        acknowledgement) or of this host: EVs of a plane whose port is down are not used (nor probed) until
+        it is up again. The planes whose state changed, logged in `port_changes`."""
+        changed = set()
+        for h in self.health.values():
+            up = bool(ports >> h.plane & 1)
+            if (h.remote_up if remote else h.local_up) != up:
+                changed.add(h.plane)
+                if remote:
+                    h.remote_up = up
+                else:
+                    h.local_up = up
+        for plane in sorted(changed):
+            self.port_changes.append((round(now, 6), "remote" if remote else "local", plane, bool(ports >> plane & 1)))
+        return sorted(changed)
 
     def tick(self, now: float) -> list[int]:
         """Expire probes and marks; the EVs due a probe now."""

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import errno
+import fcntl
 import json
 import os
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 from collections.abc import Sequence
@@ -65,6 +67,10 @@ class RecvSpec:
     trim_dscp: int = TRIM_DSCP
 
 
+SIOCGIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x1, 0x40
+PORTS_EVERY = 0.01  # seconds between two reads of the NICs' states
+
+
 class _Nics:
     """A host's plane NICs with one raw socket each."""
 
@@ -82,6 +88,20 @@ class _Nics:
             self.sink.bind(("::", ROCE_PORT))
         except OSError:
             pass  # the other endpoint process of this host holds it
+
+    def ports(self) -> int:
+        """The port-state bitmap: bit p set when the plane-p NIC is up with a carrier (IFF_UP and IFF_RUNNING,
+        read in this namespace)."""
+        bits = 0
+        for plane, nic in self.nics.items():
+            try:
+                req = fcntl.ioctl(self.sink.fileno(), SIOCGIFFLAGS, struct.pack("16sH14x", nic.intf.encode()[:15], 0))
+            except OSError:
+                continue  # gone: down
+            flags = struct.unpack_from("16sH", req)[1]
+            if flags & IFF_UP and flags & IFF_RUNNING:
+                bits |= 1 << plane
+        return bits
 
     def by_plane(self, plane: int) -> tuple[socket.socket, HostNic]:
         sock = next(s for s, p in self.socks.values() if p == plane)
@@ -150,6 +170,7 @@ def send(spec: SendSpec) -> dict[str, Any]:
     start = start_ns / 1e9
     interval = 1.0 / spec.rate if spec.rate > 0 else 0.0
     next_send, deadline = start, start + spec.duration
+    next_ports = start
     try:
         while not core.done:
             now = time.monotonic()
@@ -164,6 +185,9 @@ def send(spec: SendSpec) -> dict[str, Any]:
                 if ack is not None:
                     core.on_ack(peers[rx.src], rx.qp, rx.psn, ack, time.monotonic(), time.monotonic_ns())
             now, now_ns = time.monotonic(), time.monotonic_ns()
+            if now >= next_ports:
+                core.set_local_ports(nics.ports(), now)
+                next_ports = now + PORTS_EVERY
             for tx in core.tick(now, now_ns):
                 emit(tx, 48)
                 probes += 1
@@ -204,6 +228,7 @@ def receive(spec: RecvSpec) -> dict[str, Any]:
     start = time.monotonic()
     deadline, done_at = start + spec.timeout, None
     acks = 0
+    next_ports = start
     try:
         if spec.ready_file:
             Path(spec.ready_file).write_text(str(os.getpid()))
@@ -211,7 +236,10 @@ def receive(spec: RecvSpec) -> dict[str, Any]:
             now = time.monotonic()
             if now >= deadline or (done_at is not None and now >= done_at + spec.linger):
                 break
-            for frame in nics.frames(min(0.1, deadline - now)):
+            if now >= next_ports:
+                core.ports = nics.ports()  # carried in every acknowledgement
+                next_ports = now + PORTS_EVERY
+            for frame in nics.frames(min(PORTS_EVERY, deadline - now)):
                 rx = parse(frame, spec.trim_dscp)
                 if rx is None or rx.opcode != OP_SEND_ONLY:
                     continue

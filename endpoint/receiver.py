@@ -81,6 +81,7 @@ class ReceiverCore:
         self.unknown = 0  # RoCEv2 packets from no peer, or on an EV with no reverse path
         self.trimmed_unmatched = 0  # trimmed before any whole packet of its QP came (or a trimmed probe): NACKed
         self.probes = 0
+        self.ports = 0  # this host's port-state bitmap (bit p: its plane-p NIC is up; 0: unknown), in every ACK
 
     def on_packet(self, rx: Received, now_ns: int) -> Reply | None:
         peer = self.by_addr.get(rx.src)
@@ -96,14 +97,15 @@ class ReceiverCore:
             else:
                 self.trimmed_unmatched += 1
             # the payload is gone; the flow label says which transmission it was (wire.tx_stamp)
-            return Reply(peer, ev, rx.qp, rx.psn, AckHeader(NACK, ev_id, 0, rx.flow_label, rx.ecn == 3))
+            return Reply(peer, ev, rx.qp, rx.psn, AckHeader(NACK, ev_id, 0, rx.flow_label, rx.ecn == 3, self.ports))
         header = DataHeader.unpack(rx.body)
         if header is None:
             self.unknown += 1
             return None
         if header.kind == PROBE:
             self.probes += 1
-            return Reply(peer, ev, rx.qp, rx.psn, AckHeader(PROBE_ACK, ev_id, header.ev_seq, header.tx_ns))
+            return Reply(peer, ev, rx.qp, rx.psn, AckHeader(PROBE_ACK, ev_id, header.ev_seq, header.tx_ns,
+                                                            ports=self.ports))
         if header.kind != DATA:
             self.unknown += 1
             return None
@@ -130,7 +132,7 @@ class ReceiverCore:
             if self.bin_ns:
                 b = now_ns // self.bin_ns
                 self.bins[b] = self.bins.get(b, 0) + 1
-        return Reply(peer, ev, rx.qp, rx.psn, AckHeader(ACK, ev_id, header.ev_seq, header.tx_ns, ce))
+        return Reply(peer, ev, rx.qp, rx.psn, AckHeader(ACK, ev_id, header.ev_seq, header.tx_ns, ce, self.ports))
 
     def expected_total(self) -> int:
         return sum(q.expected for q in self.qps.values())

@@ -250,6 +250,8 @@ class SenderCore:
         table = self.tables.get(dst)
         if table is None or ack.ev not in table.health:
             return
+        if ack.ports:  # the destination's port-state bitmap: a plane down there is not used from now on
+            table.set_ports(ack.ports, now, remote=True)
         rtt = (now_ns - ack.tx_ns) / 1e9  # of the transmission this ACK echoes (RFC 7323 4: its timestamp)
         if ack.kind == PROBE_ACK:
             table[ack.ev].on_probe_ack(now, rtt)
@@ -385,6 +387,12 @@ class SenderCore:
                     t = min(t, h.congested_until)
         return t
 
+    def set_local_ports(self, ports: int, now: float) -> None:
+        """This host's port-state bitmap (bit p: its plane-p NIC is up): EVs of a plane whose port is down are
+        not used, towards every destination, until it is up again (the local remap)."""
+        for table in self.tables.values():
+            table.set_ports(ports, now, remote=False)
+
     # --- the controller's operations --------------------------------------------------------------
     def _table(self, dst: str) -> EvTable:
         table = self.tables.get(dst)
@@ -473,6 +481,7 @@ class SenderCore:
                 "evs": {d: [{**t.to_json(), "spine": self.evs[d][t.ev].spine_name, "plane": self.evs[d][t.ev].plane,
                              "active": t.ev in table.active} for t in table.health.values()] for d, table in self.tables.items()},
                 "replacements": {d: [list(r) for r in table.replacements] for d, table in self.tables.items()},
+                "port_changes": {d: [list(c) for c in table.port_changes] for d, table in self.tables.items()},
                 "events_dropped": self.events.dropped_total,
                 "qps": qps, "probes_sent": self.probes_sent, "stalls": self.stalls, "held": self.held, "late_acks": self.late_acks,
                 "reorder_window_ms": round(self.reorder_window * 1e3, 3), "acked_bins": {str(k): v for k, v in sorted(self.acked_bins.items())},

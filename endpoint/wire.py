@@ -78,26 +78,32 @@ class DataHeader:
 
 @dataclass(frozen=True)
 class AckHeader:
-    """An ACK's payload after the AETH: ACK / NACK (trimmed) / probe ACK for one packet of one EV."""
+    """An ACK's payload after the AETH: ACK / NACK (trimmed) / probe ACK for one packet of one EV, and the
+    acknowledging host's port-state bitmap (bit p: its NIC in plane p is up; 0: not carried), so a peer
+    stops using a plane whose NIC at this end is down from the next acknowledgement on."""
 
     kind: int
     ev: int
     ev_seq: int
     tx_ns: int  # echoed from the data packet (RTT without clock sync); a NACK's: the trimmed one's tx_stamp
     ce: bool = False
+    ports: int = 0
 
     FMT = "!4sBHIQB"
     SIZE = struct.calcsize(FMT)
+    PORTS = "!H"  # after FMT (16 planes at most)
 
     def pack(self) -> bytes:
-        return struct.pack(self.FMT, ACK_MAGIC, self.kind, self.ev, self.ev_seq, self.tx_ns, int(self.ce))
+        return struct.pack(self.FMT, ACK_MAGIC, self.kind, self.ev, self.ev_seq, self.tx_ns, int(self.ce)) \
+            + struct.pack(self.PORTS, self.ports & 0xFFFF)
 
     @classmethod
     def unpack(cls, data: bytes) -> AckHeader | None:
         if len(data) < cls.SIZE or data[:4] != ACK_MAGIC:
             return None
         _, kind, ev, seq, tx, flags = struct.unpack(cls.FMT, data[:cls.SIZE])
-        return cls(kind, ev, seq, tx, bool(flags & 1))
+        ports = struct.unpack_from(cls.PORTS, data, cls.SIZE)[0] if len(data) >= cls.SIZE + 2 else 0
+        return cls(kind, ev, seq, tx, bool(flags & 1), ports)
 
 
 def encap(smac: str, dmac: str, src: str, carrier: str, inner_frame: bytes, *, tc: int = ECT0, hlim: int = 64) -> bytes:

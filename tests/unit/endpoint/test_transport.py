@@ -264,9 +264,12 @@ class Net:
             del frame[14 + 40 + 8 + 12:]
         self._put(t + self.delay, "data", bytes(frame))
 
-    def run(self, until: float, rate: float = 2000.0) -> None:
+    def run(self, until: float, rate: float = 2000.0, hook: Callable[[float], None] | None = None) -> None:
+        """Simulate up to `until` seconds; `hook(t)` first at every step (to change the network as time goes)."""
         t, step = 0.0, 1.0 / rate
         while t < until and not (self.sender.done and not self.events):
+            if hook is not None:
+                hook(t)
             while self.events and self.events[0][0] <= t:
                 at, _, kind, frame = heapq.heappop(self.events)
                 rx = parse(frame)
