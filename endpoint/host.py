@@ -33,7 +33,8 @@ from endpoint.control import ControlSocket
 from endpoint.ev import EvConfig
 from endpoint.receiver import ReceiverCore
 from endpoint.sender import SenderConfig, SenderCore, Tx
-from endpoint.wire import OP_ACK, OP_SEND_ONLY, TRIM_DSCP, AckHeader, DataHeader, ack_frame, data_frame, parse
+from endpoint.wire import (OP_ACK, OP_SEND_ONLY, REV_PROBE, TRIM_DSCP, AckHeader, DataHeader, ack_frame, data_frame,
+                           parse)
 from mininet_labs.traffic import ETH_P_ALL, PACKET_OUTGOING, ROCE_PORT, HostNic, _send_all, host_nics
 
 
@@ -65,6 +66,7 @@ class RecvSpec:
     ready_file: str | None = None
     bin_ms: float = 20.0
     trim_dscp: int = TRIM_DSCP
+    reverse_probe: float = 0.0  # seconds between probes of each plane's reverse EVs (0: the data EV's reverse)
 
 
 SIOCGIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x1, 0x40
@@ -179,7 +181,18 @@ def send(spec: SendSpec) -> dict[str, Any]:
             wait = min(next_send, core.next_timer(now), deadline) - now
             for frame in nics.frames(wait):
                 rx = parse(frame)
-                if rx is None or rx.opcode != OP_ACK or rx.src not in peers or not rx.icrc_ok:
+                if rx is None or rx.src not in peers or not rx.icrc_ok:
+                    continue
+                if rx.opcode == OP_SEND_ONLY:  # a destination's receiver probing its reverse EVs: answer
+                    probe = DataHeader.unpack(rx.body)
+                    answer = None if probe is None or probe.kind != REV_PROBE else core.answer_probe(peers[rx.src], probe)
+                    if answer is not None:
+                        ev, header = answer
+                        sock, nic = nics.by_plane(ev.plane)
+                        _send_all(sock, ack_frame(nic.mac, nic.gateway_mac, ev.src, ev.dst, ev.carrier, rx.qp, rx.psn,
+                                                  header))
+                    continue
+                if rx.opcode != OP_ACK:
                     continue
                 ack = AckHeader.unpack(rx.body[4:])
                 if ack is not None:
@@ -217,7 +230,7 @@ def send(spec: SendSpec) -> dict[str, Any]:
 def receive(spec: RecvSpec) -> dict[str, Any]:
     """Acknowledge and count until `expect` distinct packets came (then `linger`), `timeout`, or SIGTERM."""
     evs = load_export(json.loads(Path(spec.evs).read_text()), spec.host)
-    core = ReceiverCore(spec.host, evs, spec.bin_ms)
+    core = ReceiverCore(spec.host, evs, spec.bin_ms, spec.reverse_probe)
     nics = _Nics(spec.topology, spec.host)
     stop = {"now": False}
 
@@ -239,8 +252,16 @@ def receive(spec: RecvSpec) -> dict[str, Any]:
             if now >= next_ports:
                 core.ports = nics.ports()  # carried in every acknowledgement
                 next_ports = now + PORTS_EVERY
+            for p in core.tick(time.monotonic_ns()):
+                sock, nic = nics.by_plane(p.ev.plane)
+                _send_all(sock, data_frame(nic.mac, nic.gateway_mac, p.ev.src, p.ev.dst, p.ev.carrier, 0, 0, p.header, 48))
             for frame in nics.frames(min(PORTS_EVERY, deadline - now)):
                 rx = parse(frame, spec.trim_dscp)
+                if rx is not None and rx.opcode == OP_ACK and rx.icrc_ok and rx.src in core.by_addr:
+                    ack = AckHeader.unpack(rx.body[4:])
+                    if ack is not None:
+                        core.on_ack(core.by_addr[rx.src], ack, time.monotonic_ns())
+                    continue
                 if rx is None or rx.opcode != OP_SEND_ONLY:
                     continue
                 reply = core.on_packet(rx, time.monotonic_ns())
@@ -300,6 +321,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--ready-file")
     r.add_argument("--bin-ms", type=float, default=20.0)
     r.add_argument("--trim-dscp", type=int, default=TRIM_DSCP)
+    r.add_argument("--reverse-probe-ms", type=float, default=0.0,
+                   help="probe each plane's reverse EVs this often while data comes (0: ACKs ride the data EV's reverse)")
     return p
 
 
@@ -316,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 args.duration, args.parts, args.start_at_ns, args.events, args.control))
         else:
             doc = receive(RecvSpec(args.topology, args.evs, args.host, args.expect, args.timeout, args.linger,
-                                   args.ready_file, args.bin_ms, args.trim_dscp))
+                                   args.ready_file, args.bin_ms, args.trim_dscp, args.reverse_probe_ms / 1e3))
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

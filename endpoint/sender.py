@@ -18,7 +18,7 @@ from endpoint.cc import Dctcp
 from endpoint.ev import EvConfig, EvEvents, EvState, EvTable, split_active
 from endpoint.policy import Flow, Policy
 from endpoint.rto import HostRtt
-from endpoint.wire import DATA, NACK, PROBE, PROBE_ACK, AckHeader, DataHeader, tx_stamp
+from endpoint.wire import DATA, NACK, PROBE, PROBE_ACK, REV_PROBE, REV_PROBE_ACK, AckHeader, DataHeader, tx_stamp
 
 PSN_MASK = 0xFFFFFF
 QP_MASK = 0xFFFFFF  # the BTH's destination QP, 24 bits (IBTA 9.2)
@@ -176,6 +176,7 @@ class SenderCore:
         self.held = 0  # times a QP's packet waited because every EV of the QP was failed or probing
         self.late_acks = 0
         self.reorder_window = (ev_config or EvConfig()).reorder_window  # RACK's, doubled on each spurious loss
+        self.local_ports = 0  # this host's port-state bitmap as last read (0: unknown), in reverse probe answers
 
     def _qp_view(self, table: EvTable, k: int) -> EvTable:
         """QP k's EVs: its share of the active ones, the backups its own too."""
@@ -387,9 +388,18 @@ class SenderCore:
                     t = min(t, h.congested_until)
         return t
 
+    def answer_probe(self, peer: str, header: DataHeader) -> tuple[Ev, AckHeader] | None:
+        """A destination's receiver probed one of its reverse EVs towards this host (wire.REV_PROBE): the
+        answer, on this host's EV with the same id (the probe's path back), or None if there is none."""
+        ev = self.evs.get(peer, {}).get(header.ev)
+        if ev is None or header.kind != REV_PROBE:
+            return None
+        return ev, AckHeader(REV_PROBE_ACK, header.ev, header.ev_seq, header.tx_ns, ports=self.local_ports)
+
     def set_local_ports(self, ports: int, now: float) -> None:
         """This host's port-state bitmap (bit p: its plane-p NIC is up): EVs of a plane whose port is down are
         not used, towards every destination, until it is up again (the local remap)."""
+        self.local_ports = ports
         for table in self.tables.values():
             table.set_ports(ports, now, remote=False)
 

@@ -28,8 +28,8 @@ TRIM_DSCP = congestion.TRIM_DSCP  # the trim class the leaves' trimming marks (O
 OP_SEND_ONLY, OP_ACK = 0x04, 0x11
 AETH_ACK, AETH_NAK = 0x00, 0x60  # IBA 9.7.5.1.1: syndrome ACK (credits 0) / NAK (PSN sequence error)
 SPORT_BASE = 0xC000
-DATA, PROBE = 1, 2
-ACK, NACK, PROBE_ACK = 1, 2, 3
+DATA, PROBE, REV_PROBE = 1, 2, 3  # REV_PROBE: a receiver's probe of a reverse EV, answered by the data's sender
+ACK, NACK, PROBE_ACK, REV_PROBE_ACK = 1, 2, 3, 4
 DATA_MAGIC, ACK_MAGIC = b"MRCE", b"MRCA"
 
 
