@@ -159,3 +159,36 @@ def test_leaf_spraying_with_the_unattended_controller_finds_the_cut_by_itself(la
     assert s["controller_detected_ms"] is not None  # its own probes found this very link down after the cut
     assert "controller (unattended): link_down p0-t0-0--p0-t1-1" in whats
     assert lab.failures() == frozenset()  # nothing left recorded once the scenario is over
+
+
+def test_a_nic_port_down_at_the_receiver_reaches_the_sender_in_its_acks(lab):
+    """h2's plane-1 NIC goes down for a second: h2's acknowledgements (on plane 0) carry its port-state
+    bitmap, and h0 sends nothing on plane 1 from the one that said so until the one that says it is up."""
+    import time
+
+    ep.enable(lab)
+    nic = lab.host("h2").nic(1)
+    run = ep.start(lab, [("h0", "h2")], ep.Workload(policy="health", messages=600, rate=200, duration=20,
+                                                    recover_probes=4))
+    try:
+        start = run.started_ns / 1e9
+        time.sleep(max(0.0, start + 1.0 - time.monotonic()))  # the schedule: down at 1 s, up at 2 s
+        lab.host("h2").run(["ip", "link", "set", nic.intf, "down"])
+        time.sleep(max(0.0, start + 2.0 - time.monotonic()))
+        lab.host("h2").run(["ip", "link", "set", nic.intf, "up"])
+    except BaseException:
+        run.kill()
+        raise
+    report = run.wait()
+    s = report.senders["h0"]
+    assert s["complete"] and report.totals()["lost"] == 0
+    changes = [c for c in s["port_changes"]["h2"] if c[2] == 1]
+    assert [(where, up) for _, where, _, up in changes] == [("remote", False), ("remote", True)], changes
+    down, up = changes[0][0], changes[1][0]
+    assert start + 1.0 <= down < up and start + 2.0 <= up
+    bin_s = s["config"]["bin_ms"] / 1e3
+    on_plane1 = {ev: bins for ev, bins in s["ev_bins"].items() if int(ev) >> 10 == 1}
+    sent_while_down = sum(n for bins in on_plane1.values() for b, n in bins.items()
+                          if down + bin_s <= int(b) * bin_s and (int(b) + 1) * bin_s <= up)
+    assert on_plane1 and sent_while_down == 0, (changes, on_plane1)
+    assert any((int(b) + 1) * bin_s > up + bin_s for bins in on_plane1.values() for b in bins)  # used again
