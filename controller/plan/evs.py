@@ -234,6 +234,21 @@ def spine_ev(spine: int, fields: Sequence[EvField]) -> bytes:
     return pack_values([spine + T1_BASE], fields)
 
 
+def profiles(fabric: Fabric, host: str) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per destination and plane, the generated-mode EV profile of `host`'s EVs (srv6_profile) and the EV
+    values of its live paths (the explicit mode's array): {dst: {plane: {"fields", "widths", "evs"}}}."""
+    topo = fabric.topo
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for dst, evs in host_evs(fabric, host).items():
+        for e in evs:
+            leaf = next(i for i, t in enumerate(topo.t0s(e.plane)) if t.name == e.dst_leaf)
+            fields, widths = srv6_profile(fabric.sids, e.plane, leaf, len(topo.t1s(e.plane)))
+            p = out.setdefault(dst, {}).setdefault(e.plane, {"fields": [asdict(f) for f in fields], "widths": widths,
+                                                             "evs": []})
+            p["evs"].append({"id": e.id, "value": spine_ev(e.spine, fields)[:2].hex(), "carrier": e.carrier})
+    return out
+
+
 def carrier_of(expanded: bytes) -> str:
     """The SRv6 address (the first 16 bytes) of an expanded SRv6 EV, as text."""
     return fmt_v6(int.from_bytes(expanded[:16], "big"))

@@ -135,3 +135,19 @@ def test_the_control_socket_answers_bad_json_and_will_not_replace_a_file(tmp_pat
     with pytest.raises(ValueError, match="exists and is not a socket: not replaced"):
         ControlSocket(str(regular))
     assert regular.read_text() == "keep"
+
+
+def test_fabricctl_evs_profile_shows_the_fields_and_values_that_expand_to_the_exported_carriers(tmp_path):
+    from tests.unit.endpoint.test_transport import LAB
+
+    runner = CliRunner(env={"FABRIC_TOPOLOGY": None})
+    r = runner.invoke(cli, ["--topology", str(LAB), "evs", "h0", "--profile", "--json"])
+    assert r.exit_code == 0, r.output
+    p = json.loads(r.output)["h0"]["h2"]["1"]
+    assert p["widths"] == [32, 16, 16, 16, 16, 16, 16]
+    assert p["fields"][1] == {"width": 16, "init_val": 0x1000, "min_val": 1, "max_val": 2, "mask": 0x3}
+    assert p["evs"] == [{"id": 1024, "value": "4000", "carrier": "fcbb:bb00:1001:1401:1fff::"},
+                        {"id": 1025, "value": "8000", "carrier": "fcbb:bb00:1002:1401:1fff::"}]
+    r = runner.invoke(cli, ["--topology", str(LAB), "evs", "--profile", "--export", str(tmp_path / "x.json")])
+    assert r.exit_code == 2 and "--profile and --export do not go together" in r.output
+    assert not (tmp_path / "x.json").exists()
