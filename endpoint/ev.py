@@ -60,7 +60,7 @@ class EvConfig:
     probe_interval: float = 0.02  # first probe this long after ASSUMED_BAD; doubled per unanswered probe in a row
     max_probe_interval: float = 0.4
     probe_gap: float = 0.005  # the next probe this long after an answered one
-    recover_probes: int = 32  # answered probes in a row that bring an ASSUMED_BAD EV back (doubled per gray strike)
+    recover_probes: int = 64  # answered probes in a row that bring an ASSUMED_BAD EV back (doubled per gray strike)
     max_recover_probes: int = 256
     forgive: float = 2.0  # GOOD this long without a loss forgets the gray strikes
     ecn_avoid: bool = True  # an ECN-CE echo marks the EV congested (avoided while others are left)

@@ -49,6 +49,9 @@ def endpoint() -> None:
 @click.option("--fault-at", type=click.FloatRange(min=0.3), default=1.0, show_default=True)
 @click.option("--repair-at", type=click.FloatRange(min=0.5), default=2.5, show_default=True)
 @click.option("--min-rto-ms", type=click.FloatRange(min=1), default=25.0, show_default=True)
+@click.option("--recover-probes", type=click.IntRange(1, 256), default=None, metavar="N",
+              help="Host modes: answered probes in a row that bring an ASSUMED_BAD EV back (doubled per gray "
+                   "strike; default the senders' own).")
 @click.option("--senders", help="incast: comma-separated senders (default: every host under another leaf).")
 @click.option("--bottleneck-pps", type=click.IntRange(1, 1_000_000), default=200, show_default=True,
               help="incast: packets/s the receiving host's leaf ports serve during the fault.")
@@ -63,7 +66,8 @@ def endpoint() -> None:
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Plot goodput and reordering per mode.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def compare_cmd(fault: str, where: tuple[str, ...], modes: str | None, percent: int, rate_limit: str, rate: float,
-                seconds: float, fault_at: float, repair_at: float, min_rto_ms: float, senders: str | None,
+                seconds: float, fault_at: float, repair_at: float, min_rto_ms: float, recover_probes: int | None,
+                senders: str | None,
                 bottleneck_pps: int, queue_depth: int, trim_at: int, ecn_at: int, lab_dir: Path, png: Path | None,
                 as_json: bool) -> None:
     """The same traffic and the same fault on link T0 -- T1 (incast: to HOST), mode after mode, side by side.
@@ -114,6 +118,8 @@ def compare_cmd(fault: str, where: tuple[str, ...], modes: str | None, percent: 
         lab = Lab.attach(lab_dir)
         sch = scenarios.Schedule(seconds=seconds, fault_at=fault_at, repair_at=repair_at, rate=rate,
                                  min_rto_ms=min_rto_ms)
+        if recover_probes is not None:
+            sch.recover_probes = recover_probes
         if incast:
             if where[0] not in lab.model.hosts:
                 raise OpError(f"unknown host '{where[0]}' (hosts: {', '.join(lab.hosts)})")
