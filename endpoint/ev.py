@@ -317,7 +317,7 @@ class EvEvents:
 
     def poll(self, n: int | None = None) -> list[EvEvent]:
         """mrc_ctl_poll_ev_event: up to `n` (default all) waiting events, oldest first."""
-        out = []
+        out: list[EvEvent] = []
         while self.queue and (n is None or len(out) < n):
             out.append(self.queue.popleft())
         return out
