@@ -335,3 +335,32 @@ def test_make_names_the_known_policies_for_an_unknown_one():
     assert make("ethereal", parts=2).parts == 2 and make("health").name == "health"
     with pytest.raises(ValueError, match="unknown policy 'ecmp' .*spray, hash, qp-rr, health, ethereal"):
         make("ecmp")
+
+
+def reach(state: EvState) -> EvHealth:
+    """An EV brought to `state` by evidence (DENIED: by the controller, the only way)."""
+    h = EvHealth(20, CFG)
+    if state == EvState.GOOD:
+        h.on_ack(0.0, 0.001)
+    elif state == EvState.ASSUMED_BAD:
+        h.on_timeout(0.0)
+    elif state == EvState.DENIED:
+        h.set_state(0.0, EvState.DENIED)
+    assert h.state == state
+    return h
+
+
+@pytest.mark.parametrize("start", list(EvState))
+@pytest.mark.parametrize("to", list(EvState))
+def test_the_controller_sets_any_state_from_any_and_only_it_leaves_denied(start: EvState, to: EvState):
+    h = reach(start)
+    h.set_state(1.0, to, "controller")
+    assert h.state == to and h.probe_deadline is None
+    changes = [t for t in h.transitions if t[0] == 1.0]
+    assert changes == ([(1.0, start.value, to.value, "controller")] if start != to else [])
+    assert h.probe_due(1.0 + CFG.probe_interval) == (to == EvState.ASSUMED_BAD)  # ASSUMED_BAD is probed, nothing else
+    if to == EvState.DENIED:
+        for _ in range(CFG.max_recover_probes):
+            h.on_probe_ack(2.0, 0.001)
+        h.on_ack(2.0, 0.001)
+        assert h.state == EvState.DENIED
