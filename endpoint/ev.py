@@ -61,7 +61,7 @@ class EvConfig:
     max_probe_interval: float = 0.4
     probe_gap: float = 0.005  # the next probe this long after an answered one
     recover_probes: int = 64  # answered probes in a row that bring an ASSUMED_BAD EV back (doubled per gray strike)
-    max_recover_probes: int = 256
+    max_recover_probes: int = 128
     forgive: float = 2.0  # GOOD this long without a loss forgets the gray strikes
     ecn_avoid: bool = True  # an ECN-CE echo marks the EV congested (avoided while others are left)
     reorder_window: float = 0.005  # RACK: a packet sent this much before an acknowledged one (and older than
@@ -109,6 +109,7 @@ class EvHealth:
     run: int = 0  # probes answered in a row while ASSUMED_BAD
     next_probe: float = 0.0
     probe_deadline: float | None = None  # a probe is in flight until then
+    expired: tuple[int, int] | None = None  # (run, gray) before the last probe expired: what its late answer restores
     last_loss: float = float("-inf")
     back_at: float = float("-inf")  # when probes last brought it back
     congested: bool = False
@@ -167,7 +168,7 @@ class EvHealth:
             return
         if now - self.back_at < self.config.forgive:
             self.gray += 1  # it came back and lost again: remember
-        self.run, self.strikes, self.probe_deadline = 0, 0, None
+        self.run, self.strikes, self.probe_deadline, self.expired = 0, 0, None, None
         self.next_probe = now + self.config.probe_interval
         self._go(now, EvState.ASSUMED_BAD, why)
 
@@ -227,12 +228,18 @@ class EvHealth:
 
     def on_probe_ack(self, now: float, rtt: float | None = None) -> None:
         """A probe's answer (rtt: that probe's round trip, a sample even when it came after its deadline).
-        `need` answers in a row bring an ASSUMED_BAD EV back to GOOD."""
+        `need` answers in a row bring an ASSUMED_BAD EV back to GOOD. An answer after its probe's deadline
+        (an RTT spike, not a loss) takes back what the expiry did: the run goes on, no gray strike."""
         self.stats.probe_acks += 1
         self._sample(rtt)
-        if self.state != EvState.ASSUMED_BAD or self.probe_deadline is None:
-            return  # late: its probe was already counted lost
-        self.probe_deadline, self.strikes = None, 0
+        if self.state != EvState.ASSUMED_BAD:
+            return
+        if self.probe_deadline is None:
+            if self.expired is None:
+                return  # nothing out and nothing expired: a duplicate answer
+            self.run, self.gray = self.expired
+            self.stats.probe_losses -= 1
+        self.probe_deadline, self.strikes, self.expired = None, 0, None
         self.run += 1
         if self.run >= self.need:
             self.back_at = now
@@ -246,6 +253,7 @@ class EvHealth:
         if self.state == EvState.ASSUMED_BAD and self.probe_deadline is not None and now >= self.probe_deadline:
             self.stats.probe_losses += 1
             self.probe_deadline = None
+            self.expired = (self.run, self.gray)
             if self.run:
                 self.gray += 1
             self.run = 0
@@ -258,7 +266,7 @@ class EvHealth:
     # --- the controller ------------------------------------------------------------------------
     def set_state(self, now: float, state: EvState, why: str = "controller") -> None:
         """MODIFY_EV_STATE: the controller sets any state (DENIED only this way); ASSUMED_BAD starts probing."""
-        self.probe_deadline, self.run, self.strikes = None, 0, 0
+        self.probe_deadline, self.run, self.strikes, self.expired = None, 0, 0, None
         self.next_probe = now + self.config.probe_interval
         self._go(now, state, why)
 

@@ -103,14 +103,20 @@ def test_a_dead_path_is_probed_at_a_doubling_interval_and_stays_assumed_bad():
     assert h.state == EvState.GOOD and h.strikes == 0
 
 
-def test_a_late_probe_answer_is_a_round_trip_sample_but_not_an_answer():
+def test_a_late_probe_answer_is_a_round_trip_sample_and_takes_back_the_expiry():
     h = EvHealth(8, CFG)
     h.on_timeout(0.0)
-    h.on_probe_sent(0.02)
-    h.tick(0.045)
-    h.on_probe_ack(0.07, 0.05)  # the probe waited in a queue: the RTO must learn that
-    assert h.stats.srtt == 0.05 and h.stats.rttvar == 0.025 and h.rto() == 0.05 + 4 * 0.025
-    assert h.run == 0 and h.state == EvState.ASSUMED_BAD
+    probe_round(h, h.next_probe, True)  # answered: run 1
+    h.on_probe_sent(h.next_probe)
+    h.tick(h.probe_deadline)  # unanswered in time: taken for a loss after an answer, a gray strike
+    assert (h.run, h.gray, h.stats.probe_losses) == (0, 1, 1)
+    h.on_probe_ack(0.1, 0.05)  # it was a queue, not a loss: the answer came 50 ms after the probe
+    assert h.stats.srtt == pytest.approx(0.875 * 0.001 + 0.125 * 0.05)  # a sample all the same
+    assert (h.run, h.gray, h.stats.probe_losses) == (2, 0, 0) and h.next_probe == pytest.approx(0.105)
+    h.on_probe_ack(0.11, 0.001)  # nothing out, nothing expired: a duplicate changes nothing
+    assert (h.run, h.stats.probe_acks) == (2, 3)
+    probe_round(h, h.next_probe, True)
+    assert h.state == EvState.GOOD and steps(h)[-1][3] == "3 probes answered"
 
 
 def test_a_gray_path_needs_more_answers_each_time_it_loses_again_and_is_forgiven_after_a_clean_spell():
