@@ -346,7 +346,7 @@ class EvTable:
     def __init__(self, ids: list[int], config: EvConfig | None = None,
                  health: dict[int, EvHealth] | None = None, *, active: list[int] | None = None,
                  planes: dict[int, int] | None = None, min_active: int = 0, profile: str = "",
-                 events: EvEvents | None = None) -> None:
+                 events: EvEvents | None = None, clock: list[float] | None = None) -> None:
         if not ids:
             raise ValueError("an EV table needs at least one EV")
         if len(set(ids)) != len(ids):
@@ -363,6 +363,7 @@ class EvTable:
         self.backup = [e for e in ids if e not in act]
         self.min_active, self.profile, self.events = min_active, profile, events
         self.replacements: list[tuple[float, int, int, str]] = []  # (t, ev, ev_new, why)
+        self.clock = clock if clock is not None else [0.0]  # the latest `now` seen (tick), shared with views
         self.port_changes: list[tuple[float, str, int, bool]] = []  # (t, "local" | "remote", plane, up)
         if health is None:
             planes = planes or {}
@@ -375,7 +376,7 @@ class EvTable:
 
     def view(self, ids: list[int], active: list[int] | None = None) -> EvTable:
         """A table of some of these EVs sharing their health (a QP's own EV set: one path, one state)."""
-        return EvTable(ids, self.config, self.health, active=active)
+        return EvTable(ids, self.config, self.health, active=active, clock=self.clock)
 
     def __getitem__(self, ev: int) -> EvHealth:
         return self.health[ev]
@@ -392,9 +393,11 @@ class EvTable:
             self.events.push(self.profile, h, now, to, why)
 
     # --- the active set ------------------------------------------------------------------------
-    def active_set(self, now: float = 0.0) -> list[int]:
+    def active_set(self, now: float | None = None) -> list[int]:
         """The active EVs after replacing each ASSUMED_BAD or DENIED one by the first usable backup of its
-        plane (so the planes stay equally used); the one replaced becomes the last backup."""
+        plane (so the planes stay equally used); the one replaced becomes the last backup. `now` defaults to
+        the latest time the table saw."""
+        now = self.clock[0] if now is None else now
         for i, ev in enumerate(self.active):
             if self.health[ev].usable:
                 continue
@@ -411,14 +414,14 @@ class EvTable:
         self.active[i] = new
         self.replacements.append((round(now, 6), old, new, why))
 
-    def replace(self, ev: int, new: int, now: float = 0.0) -> None:
+    def replace(self, ev: int, new: int, now: float | None = None) -> None:
         """REPLACE_EV: `new` (a backup) takes the place of active EV `ev` (ValueError naming what is wrong)."""
         if ev not in self.active:
             raise ValueError(f"EV {ev:#x} is not active (active: {', '.join(f'{e:#x}' for e in self.active)})")
         if new not in self.backup:
             raise ValueError(f"EV {new:#x} is not a backup EV here (backups: "
                              f"{', '.join(f'{e:#x}' for e in self.backup) or 'none'})")
-        self._swap(self.active.index(ev), new, now, "controller")
+        self._swap(self.active.index(ev), new, self.clock[0] if now is None else now, "controller")
 
     def set_ports(self, ports: int, now: float, remote: bool) -> list[int]:
         """A port-state bitmap (bit p: the plane-p NIC is up) of the destination (`remote`: from an
@@ -439,6 +442,7 @@ class EvTable:
 
     def tick(self, now: float) -> list[int]:
         """Expire probes and marks; the EVs due a probe now."""
+        self.clock[0] = now
         due = []
         for i in self.ids:
             h = self.health[i]

@@ -191,6 +191,8 @@ class SenderCore:
     def next_packet(self, now: float, now_ns: int) -> Tx | None:
         """The next data packet: a retransmission first, else a new packet of the next QP with room.
         A QP the policy holds (every EV failed: data waits for a probe's answer) sends neither."""
+        for table in self.tables.values():
+            table.clock[0] = now  # the time of any backup replacement the policy's choice makes
         for _ in range(len(self.resend)):
             q, seq, lost_ev = self.resend.popleft()
             if seq in q.acked or seq in q.outstanding:
@@ -485,6 +487,7 @@ class SenderCore:
                 "lost_at_s": [round(t, 4) for t in lost],
                 "max_recovery_ms": round(max(q.recovery) * 1e3, 3) if q.recovery else None,
                 "cwnd_cuts": None if q.cc is None else q.cc.cuts,
+                "active": list(q.table.active), "replacements": [list(r) for r in q.table.replacements],
                 "resend_delay_ms": {how: [round(d * 1e3, 3) for d in ds] for how, ds in sorted(q.resend_delays.items())},
                 "resend_srtts": {how: [round(r, 2) for r in rs] for how, rs in sorted(q.resend_rtts.items())}})
         return {"host": self.host, "policy": self.policy.name, "config": vars(self.config),

@@ -89,6 +89,8 @@ def test_the_controller_denies_sets_replaces_and_queries_evs_and_the_changes_are
     assert table[0].state == EvState.DENIED
     assert {s.next_packet(0.2, 200_000_000).ev for _ in range(4)} == {1, 1024}  # plane 0's backup took its place
     assert all(q.table.active == [1, 1024] for q in s.order)
+    assert all(q.table.replacements == [(0.2, 0, 1, "denied: a backup of plane 0")] for q in s.order)  # when it was used
+    assert s.to_json()["qps"][0]["replacements"] == [[0.2, 0, 1, "denied: a backup of plane 0"]]
     answer = s.control({"op": "replace", "dst": "h2", "ev": 1024, "ev_new": 1025}, 0.3)
     assert "error" not in answer and table.active == [1, 1025] and all(q.table.active == [1, 1025] for q in s.order)
     s.control({"op": "set_state", "dst": "h2", "ev": 0, "state": "unknown"}, 0.4)
