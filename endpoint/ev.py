@@ -8,16 +8,21 @@ The states are the specification's (`enum mrc_ctl_ev_state`, mrc_ctl.h):
   on the same FIFO path acknowledged first): not used for data, probed in the background; enough
   answered probes in a row bring it back to GOOD. A trim (NACK) is congestion, not a dead path: it never
   makes an EV ASSUMED_BAD.
-- DENIED: set only by the controller (`deny`, MODIFY_EV_STATE); never used, never probed, no evidence
-  changes it; the controller's `set_state` takes it back.
+- DENIED: set only by the controller (`set_state`, MODIFY_EV_STATE); never used, never probed, no
+  evidence changes it; the controller's next `set_state` takes it back.
+
+A port down (this host's NIC, or the destination's as its acknowledgements' port-state bitmap says)
+makes the EVs of that plane unusable without changing their state. An active EV that is not usable is
+replaced by a usable backup of its plane (EvTable.active_set).
 
 `ev_min_active` (EvTable.min_active): a loss does not make an EV ASSUMED_BAD when that would leave fewer
 usable EVs in the table's active set (the demotion is counted in `floor_held` instead).
 
 Gray paths: the answered probes needed to come back double with every relapse (GOOD again, then a
 loss within `forgive`) and every probe lost after an answered one (the path answers some, loses some),
-up to `max_recover_probes`; `forgive` seconds GOOD without a loss forget them. A dead path (no probe
-answered) is probed at a doubling interval instead. Congestion marks (an ECN-CE echo, a trim) leave the
+up to `max_recover_probes`; a probe answered after its deadline takes back its expiry; `forgive` seconds
+GOOD without a loss forget the strikes. A dead path (no probe answered) is probed at a doubling interval
+instead. Congestion marks (an ECN-CE echo, a trim) leave the
 state alone and mark the EV `congested` for a probe interval: the policy uses a congested EV only when
 no other is left. Times are seconds on one monotonic clock, given by the caller (`now`), so the machine
 is a pure function of its event timeline.
