@@ -1,29 +1,59 @@
-"""The EV table: per entropy value (one static SRv6 path) a health state machine with RTT, loss and ECN stats.
+"""The EV table: per entropy value (one static SRv6 path) the OCP MRC EV state and its RTT, loss and ECN stats.
 
-States (MRC, seed 002): GOOD (used), SUSPECT (a loss inferred from a selective ACK, an ECN-CE echo
-or a trimmed packet: used only when no GOOD EV is left; after a loss probed after a probe interval,
-after a congestion mark GOOD again once a probe interval passes without one: the mark showed the path
-delivers, a probe would only add to its queue), FAILED (a retransmission timeout, or a
-second loss while suspect: not used for data; probed in the background), PROBING (a probe is in
-flight: its ACK brings the EV back to GOOD, its timeout back to FAILED with a longer probe
-interval). Times are seconds on one monotonic clock, given by the caller (`now`), so the machine
+The states are the specification's (`enum mrc_ctl_ev_state`, mrc_ctl.h):
+
+- UNKNOWN: no evidence yet (a new EV); used for data, the first ACK makes it GOOD.
+- GOOD: used for data.
+- ASSUMED_BAD: a packet sent on it was lost and not trimmed (a retransmission timeout, or a later packet
+  on the same FIFO path acknowledged first): not used for data, probed in the background; enough
+  answered probes in a row bring it back to GOOD. A trim (NACK) is congestion, not a dead path: it never
+  makes an EV ASSUMED_BAD.
+- DENIED: set only by the controller (`set_state`, MODIFY_EV_STATE); never used, never probed, no
+  evidence changes it; the controller's next `set_state` takes it back.
+
+A port down (this host's NIC, or the destination's as its acknowledgements' port-state bitmap says)
+makes the EVs of that plane unusable without changing their state. An active EV that is not usable is
+replaced by a usable backup of its plane (EvTable.active_set).
+
+`ev_min_active` (EvTable.min_active): a loss does not make an EV ASSUMED_BAD when that would leave fewer
+usable EVs in the table's active set (the demotion is counted in `floor_held` instead).
+
+Gray paths: the answered probes needed to come back double with every relapse (GOOD again, then a
+loss within `forgive`) and every probe lost after an answered one (the path answers some, loses some),
+up to `max_recover_probes`; a probe answered after its deadline takes back its expiry; `forgive` seconds
+GOOD without a loss forget the strikes. A dead path (no probe answered) is probed at a doubling interval
+instead. Congestion marks (an ECN-CE echo, a trim) leave the
+state alone and mark the EV `congested` for a probe interval: the policy uses a congested EV only when
+no other is left. Times are seconds on one monotonic clock, given by the caller (`now`), so the machine
 is a pure function of its event timeline.
 """
 
 from __future__ import annotations
 
 import enum
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.plan.evs import SPINE_BITS
 from endpoint.rto import smooth, timeout
 
 
 class EvState(str, enum.Enum):
     GOOD = "good"
-    SUSPECT = "suspect"
-    FAILED = "failed"
-    PROBING = "probing"
+    ASSUMED_BAD = "assumed_bad"
+    DENIED = "denied"
+    UNKNOWN = "unknown"
+
+    @property
+    def bit(self) -> int:
+        """The specification's value (MRC_CTL_EV_*), a bit of an EV profile's `ev_event_mask`."""
+        return STATE_BITS[self]
+
+
+STATE_BITS = {EvState.GOOD: 1 << 0, EvState.ASSUMED_BAD: 1 << 1, EvState.DENIED: 1 << 2, EvState.UNKNOWN: 1 << 31}
+DEFAULT_EVENT_MASK = STATE_BITS[EvState.GOOD] | STATE_BITS[EvState.ASSUMED_BAD]  # the only ones the spec supports
 
 
 @dataclass(frozen=True)
@@ -32,11 +62,13 @@ class EvConfig:
 
     min_rto: float = 0.025  # retransmission timeout floor: a packet unacknowledged this long is lost
     max_rto: float = 0.25
-    probe_interval: float = 0.02  # first probe this long after a failure; doubled per failure in a row
+    probe_interval: float = 0.02  # first probe this long after ASSUMED_BAD; doubled per unanswered probe in a row
     max_probe_interval: float = 0.4
-    recover_acks: int = 16  # clean ACKs in a row that bring a SUSPECT EV back to GOOD
-    forgive: float = 0.5  # a GOOD EV without loss this long forgets its past failures (probe backoff)
-    ecn_suspect: bool = True  # an ECN-CE echo makes a GOOD EV SUSPECT (congestion)
+    probe_gap: float = 0.005  # the next probe this long after an answered one
+    recover_probes: int = 64  # answered probes in a row that bring an ASSUMED_BAD EV back (doubled per gray strike)
+    max_recover_probes: int = 128
+    forgive: float = 2.0  # GOOD this long without a loss forgets the gray strikes
+    ecn_avoid: bool = True  # an ECN-CE echo marks the EV congested (avoided while others are left)
     reorder_window: float = 0.005  # RACK: a packet sent this much before an acknowledged one (and older than
     # an RTT plus this) is lost, on whatever EV
 
@@ -53,7 +85,8 @@ class EvStats:
     ecn: int = 0
     probes: int = 0
     probe_acks: int = 0
-    sent_while_failed: int = 0  # data sent while FAILED/PROBING (health-aware: 0; oblivious: many)
+    probe_losses: int = 0
+    sent_while_failed: int = 0  # data sent while ASSUMED_BAD or DENIED (health-aware: 0; oblivious: many)
     srtt: float | None = None
     rttvar: float = 0.0
     min_rtt: float | None = None
@@ -63,26 +96,49 @@ class EvStats:
         return self.timeouts + self.sack_losses
 
 
+# (health, now, from, to, why): called on every state change
+Listener = Callable[["EvHealth", float, EvState, EvState, str], None]
+
+
 @dataclass
 class EvHealth:
     """One EV's state machine. Call the on_* methods as evidence arrives; `transitions` logs every change."""
 
     ev: int
     config: EvConfig = field(default_factory=EvConfig)
-    state: EvState = EvState.GOOD
+    state: EvState = EvState.UNKNOWN
     stats: EvStats = field(default_factory=EvStats)
-    strikes: int = 0  # failures in a row (probe backoff)
-    clean: int = 0  # ACKs in a row without loss
+    plane: int = 0
+    strikes: int = 0  # probes unanswered in a row (dead-path probe backoff)
+    gray: int = 0  # gray strikes: relapses and probes lost after an answered one, until forgiven
+    run: int = 0  # probes answered in a row while ASSUMED_BAD
     next_probe: float = 0.0
-    probe_deadline: float = 0.0
+    probe_deadline: float | None = None  # a probe is in flight until then
+    expired: tuple[int, int] | None = None  # (run, gray) before the last probe expired: what its late answer restores
     last_loss: float = float("-inf")
-    congested: bool = False  # SUSPECT from congestion marks only (CE, trimmed): the path answers, it is busy
+    back_at: float = float("-inf")  # when probes last brought it back
+    congested: bool = False
+    congested_until: float = float("-inf")
+    local_up: bool = True  # this host's NIC port of the EV's plane
+    remote_up: bool = True  # the destination's, as its last acknowledgement's port-state bitmap said
+    floor_held: int = 0  # losses that left it usable because of ev_min_active
+    may_demote: Callable[[EvHealth], bool] | None = None  # ev_min_active, set by the table that owns this health
+    listener: Listener | None = None
     transitions: list[tuple[float, str, str, str]] = field(default_factory=list)  # (t, from, to, why)
 
     # --- derived -------------------------------------------------------------------------------
     @property
     def usable(self) -> bool:
-        return self.state in (EvState.GOOD, EvState.SUSPECT)
+        return self.state in (EvState.GOOD, EvState.UNKNOWN) and self.local_up and self.remote_up
+
+    @property
+    def ports_up(self) -> bool:
+        return self.local_up and self.remote_up
+
+    @property
+    def need(self) -> int:
+        """Answered probes in a row that bring it back now."""
+        return min(self.config.max_recover_probes, self.config.recover_probes << min(self.gray, 30))
 
     def rto(self) -> float:
         """RFC 6298's SRTT + 4 RTTVAR, within [min_rto, max_rto]."""
@@ -96,32 +152,35 @@ class EvHealth:
 
     def _go(self, now: float, to: EvState, why: str) -> None:
         if to != self.state:
-            self.transitions.append((round(now, 6), self.state.value, to.value, why))
+            old = self.state
+            self.transitions.append((round(now, 6), old.value, to.value, why))
             self.state = to
+            if self.listener is not None:
+                self.listener(self, now, old, to, why)
 
-    def _suspect(self, now: float, why: str, congested: bool = False) -> None:
-        """GOOD -> SUSPECT: used only when no GOOD EV is left. After a loss it is probed like a failed one (a
-        probe's answer brings it back, its timeout fails it); without that an unused suspect EV would stay
-        so. After a congestion mark (`congested`) the path is known to deliver (the mark came back): it is
-        GOOD again after a probe interval without marks, unprobed (a probe would join the queue that
-        marked it)."""
+    def _mark(self, now: float) -> None:
+        self.congested = True
+        self.congested_until = now + self.config.probe_interval
+
+    def _assume_bad(self, now: float, why: str) -> None:
+        """A loss that is not a trim: a usable EV is ASSUMED_BAD at once, unless ev_min_active holds it (a port
+        down explains the loss: the EV is left as it is)."""
+        self.last_loss = now
+        if not self.usable:
+            return
+        if self.may_demote is not None and not self.may_demote(self):
+            self.floor_held += 1
+            return
+        if now - self.back_at < self.config.forgive:
+            self.gray += 1  # it came back and lost again: remember
+        self.run, self.strikes, self.probe_deadline, self.expired = 0, 0, None, None
         self.next_probe = now + self.config.probe_interval
-        self.congested = congested
-        self._go(now, EvState.SUSPECT, why)
+        self._go(now, EvState.ASSUMED_BAD, why)
 
-    def _marked(self, now: float, why: str) -> None:
-        """A congestion mark: a GOOD EV becomes a congested SUSPECT one; a congested one's quiet period restarts."""
-        if self.state == EvState.GOOD:
-            self._suspect(now, why, congested=True)
-        elif self.state == EvState.SUSPECT and self.congested:
-            self.next_probe = now + self.config.probe_interval
-
-    def _fail(self, now: float, why: str) -> None:
-        interval = min(self.config.max_probe_interval, self.config.probe_interval * 2 ** self.strikes)
-        self.strikes += 1
-        self.next_probe = now + interval
-        self.clean = 0
-        self._go(now, EvState.FAILED, why)
+    def _forget(self, now: float) -> None:
+        if self.state == EvState.GOOD and now - self.last_loss >= self.config.forgive \
+                and now - self.back_at >= self.config.forgive:
+            self.gray = 0
 
     # --- evidence ------------------------------------------------------------------------------
     def on_sent(self, now: float) -> None:
@@ -131,99 +190,198 @@ class EvHealth:
 
     def on_ack(self, now: float, rtt: float | None, ce: bool = False) -> None:
         """A data packet sent on this EV was acknowledged (rtt: its round trip; None for the ACK of a
-        transmission already declared lost, Karn's rule)."""
+        transmission already declared lost, Karn's rule). The first evidence makes an UNKNOWN EV GOOD; an
+        ASSUMED_BAD one waits for its probes (the ACK may be of a packet sent before the loss)."""
         s = self.stats
         s.acked += 1
         self._sample(rtt)
+        if self.state == EvState.UNKNOWN:
+            self._go(now, EvState.GOOD, "first ack")
         if ce:
             s.ecn += 1
-            self.clean = 0
-            if self.config.ecn_suspect:
-                self._marked(now, "ecn")
-            return
-        self.clean += 1
-        if self.state == EvState.SUSPECT and self.clean >= self.config.recover_acks:
-            self._go(now, EvState.GOOD, f"{self.clean} clean acks")
-        if self.state == EvState.GOOD and now - self.last_loss >= self.config.forgive:
-            self.strikes = 0
+            if self.config.ecn_avoid:
+                self._mark(now)
+        self._forget(now)
 
     def on_timeout(self, now: float) -> None:
-        """A packet on this EV went unacknowledged for an RTO: the first evidence of a dead path."""
+        """A packet on this EV went unacknowledged for an RTO."""
         self.stats.timeouts += 1
-        self.last_loss = now
-        if self.usable:
-            self._fail(now, "timeout")
+        self._assume_bad(now, "timeout")
 
     def on_sack_loss(self, now: float) -> None:
         """A packet on this EV is missing while a later one on the same path was acknowledged."""
         self.stats.sack_losses += 1
-        self.last_loss = now
-        self.clean = 0
-        if self.state == EvState.GOOD or (self.state == EvState.SUSPECT and self.congested):
-            self._suspect(now, "sack loss")
-        elif self.state == EvState.SUSPECT:
-            self._fail(now, "second loss while suspect")
+        self._assume_bad(now, "sack loss")
 
     def on_nack(self, now: float) -> None:
-        """A packet on this EV was trimmed (congestion, not a dead path): retransmit at once, suspect the EV."""
+        """A packet on this EV was trimmed: congestion, not a dead path. The headers came through, so an
+        UNKNOWN EV is GOOD; the state is left alone otherwise and the EV marked congested."""
         self.stats.nacks += 1
-        self.clean = 0
-        self._marked(now, "trimmed")
+        if self.state == EvState.UNKNOWN:
+            self._go(now, EvState.GOOD, "trimmed: the path delivers")
+        self._mark(now)
 
     # --- probing -------------------------------------------------------------------------------
     def probe_due(self, now: float) -> bool:
-        return (self.state == EvState.FAILED or self.state == EvState.SUSPECT and not self.congested) \
-            and now >= self.next_probe
+        return self.state == EvState.ASSUMED_BAD and self.probe_deadline is None and now >= self.next_probe \
+            and self.ports_up  # no probe through a port known down
 
     def on_probe_sent(self, now: float, rto: float | None = None) -> None:
-        """A probe went out: unanswered within `rto` (default this EV's) it fails the EV again."""
+        """A probe went out: unanswered within `rto` (default this EV's) it is lost."""
         self.stats.probes += 1
         self.probe_deadline = now + max(self.config.min_rto, self.rto() if rto is None else rto)
-        self._go(now, EvState.PROBING, "probe sent")
 
     def on_probe_ack(self, now: float, rtt: float | None = None) -> None:
-        """A probe's answer (rtt: that probe's round trip, a sample even when it came after its deadline)."""
+        """A probe's answer (rtt: that probe's round trip, a sample even when it came after its deadline).
+        `need` answers in a row bring an ASSUMED_BAD EV back to GOOD. An answer after its probe's deadline
+        (an RTT spike, not a loss) takes back what the expiry did: the run goes on, no gray strike."""
         self.stats.probe_acks += 1
         self._sample(rtt)
-        if self.state == EvState.PROBING:
-            self.clean = 0
-            self._go(now, EvState.GOOD, "probe acked")
+        if self.state != EvState.ASSUMED_BAD:
+            return
+        if self.probe_deadline is None:
+            if self.expired is None:
+                return  # nothing out and nothing expired: a duplicate answer
+            self.run, self.gray = self.expired
+            self.stats.probe_losses -= 1
+        self.probe_deadline, self.strikes, self.expired = None, 0, None
+        self.run += 1
+        if self.run >= self.need:
+            self.back_at = now
+            self._go(now, EvState.GOOD, f"{self.run} probes answered")
+        else:
+            self.next_probe = now + self.config.probe_gap
 
     def tick(self, now: float) -> None:
-        """Expire a probe: no answer within its RTO leaves the EV FAILED, probed again later (backoff). A
-        congested SUSPECT EV without a mark for a probe interval is GOOD again."""
-        if self.state == EvState.PROBING and now >= self.probe_deadline:
-            self._fail(now, "probe timeout")
-        elif self.state == EvState.SUSPECT and self.congested and now >= self.next_probe:
-            self._go(now, EvState.GOOD, "no congestion mark for a probe interval")
+        """Expire a probe (lost: after an answered one a gray strike, else the dead-path backoff) and a
+        congestion mark a probe interval old."""
+        if self.state == EvState.ASSUMED_BAD and self.probe_deadline is not None and now >= self.probe_deadline:
+            self.stats.probe_losses += 1
+            self.probe_deadline = None
+            self.expired = (self.run, self.gray)
+            if self.run:
+                self.gray += 1
+            self.run = 0
+            self.next_probe = now + min(self.config.max_probe_interval,
+                                        self.config.probe_interval * 2 ** min(self.strikes, 30))
+            self.strikes += 1
+        if self.congested and now >= self.congested_until:
+            self.congested = False
+
+    # --- the controller ------------------------------------------------------------------------
+    def set_state(self, now: float, state: EvState, why: str = "controller") -> None:
+        """MODIFY_EV_STATE: the controller sets any state (DENIED only this way); ASSUMED_BAD starts probing."""
+        self.probe_deadline, self.run, self.strikes, self.expired = None, 0, 0, None
+        self.next_probe = now + self.config.probe_interval
+        self._go(now, state, why)
 
     def to_json(self) -> dict[str, Any]:
         s = self.stats
-        return {"ev": self.ev, "state": self.state.value, "strikes": self.strikes,
+        return {"ev": self.ev, "plane": self.plane, "state": self.state.value, "strikes": self.strikes,
+                "local_up": self.local_up, "remote_up": self.remote_up,
+                "gray": self.gray, "need": self.need, "floor_held": self.floor_held,
                 "sent": s.sent, "acked": s.acked, "timeouts": s.timeouts, "sack_losses": s.sack_losses,
                 "nacks": s.nacks, "ecn": s.ecn, "probes": s.probes, "probe_acks": s.probe_acks,
-                "sent_while_failed": s.sent_while_failed,
+                "probe_losses": s.probe_losses, "sent_while_failed": s.sent_while_failed,
                 "srtt_ms": None if s.srtt is None else round(s.srtt * 1e3, 3),
                 "min_rtt_ms": None if s.min_rtt is None else round(s.min_rtt * 1e3, 3),
                 "transitions": [list(t) for t in self.transitions]}
 
 
+@dataclass(frozen=True)
+class EvEvent:
+    """An EV state change event (`struct mrc_ctl_ev_event`): the profile (here the destination), the EV and
+    its port (plane), the new state, and how many events were dropped since the previous one delivered."""
+
+    profile: str
+    ev: int
+    port: int
+    state: EvState
+    drop_count: int
+    t: float
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"profile": self.profile, "ev": self.ev, "port": self.port, "state": self.state.value,
+                "drop_count": self.drop_count, "t": self.t, "why": self.why}
+
+
+class EvEvents:
+    """The EV event CQ: at most `capacity` events waiting; an event that finds it full is dropped and
+    counted, and the next event queued carries that count (MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT)."""
+
+    def __init__(self, capacity: int = 1024, mask: int = DEFAULT_EVENT_MASK) -> None:
+        if capacity < 1:
+            raise ValueError(f"an EV event queue holds at least 1 event, not {capacity}")
+        self.capacity, self.mask = capacity, mask
+        self.queue: deque[EvEvent] = deque()
+        self.dropped = 0  # since the last event queued
+        self.dropped_total = 0
+
+    def push(self, profile: str, h: EvHealth, now: float, to: EvState, why: str) -> None:
+        if not self.mask & to.bit:
+            return
+        if len(self.queue) >= self.capacity:
+            self.dropped += 1
+            self.dropped_total += 1
+            return
+        self.queue.append(EvEvent(profile, h.ev, h.plane, to, self.dropped, round(now, 6), why))
+        self.dropped = 0
+
+    def poll(self, n: int | None = None) -> list[EvEvent]:
+        """mrc_ctl_poll_ev_event: up to `n` (default all) waiting events, oldest first."""
+        out: list[EvEvent] = []
+        while self.queue and (n is None or len(out) < n):
+            out.append(self.queue.popleft())
+        return out
+
+
+def plane_of(ev: int) -> int:
+    """The plane an EV id names (controller.plan.evs.ev_id's layout)."""
+    return ev >> SPINE_BITS
+
+
 class EvTable:
-    """The EVs of one QP's destination: ids in a fixed order, each with its health."""
+    """The EVs of one QP's destination: ids in a fixed order, each with its health, an active set (the EVs
+    data may use) and backups; `min_active` is the specification's `ev_min_active` (0: no floor).
+
+    A table made with `health=None` owns its EVs' health (their floor and event listener are its own); a
+    `view` shares that health with an active set of its own (a QP's EV set)."""
 
     def __init__(self, ids: list[int], config: EvConfig | None = None,
-                 health: dict[int, EvHealth] | None = None) -> None:
+                 health: dict[int, EvHealth] | None = None, *, active: list[int] | None = None,
+                 planes: dict[int, int] | None = None, min_active: int = 0, profile: str = "",
+                 events: EvEvents | None = None, clock: list[float] | None = None) -> None:
         if not ids:
             raise ValueError("an EV table needs at least one EV")
         if len(set(ids)) != len(ids):
             raise ValueError(f"duplicate EV ids in {ids}")
+        act = list(ids) if active is None else list(active)
+        stray = [e for e in act if e not in ids]
+        if stray or not act or len(set(act)) != len(act):
+            raise ValueError(f"active EVs {act} must be distinct EVs of {ids}")
+        if not 0 <= min_active <= len(act):
+            raise ValueError(f"ev_min_active {min_active} is not within 0-{len(act)} (the active EVs)")
         self.ids = list(ids)
         self.config = config or EvConfig()
-        self.health = {i: EvHealth(i, self.config) for i in ids} if health is None else {i: health[i] for i in ids}
+        self.active = act
+        self.backup = [e for e in ids if e not in act]
+        self.min_active, self.profile, self.events = min_active, profile, events
+        self.replacements: list[tuple[float, int, int, str]] = []  # (t, ev, ev_new, why)
+        self.clock = clock if clock is not None else [0.0]  # the latest `now` seen (tick), shared with views
+        self.port_changes: list[tuple[float, str, int, bool]] = []  # (t, "local" | "remote", plane, up)
+        if health is None:
+            planes = planes or {}
+            self.health = {i: EvHealth(i, self.config, plane=planes.get(i, plane_of(i))) for i in ids}
+            for h in self.health.values():
+                h.may_demote = self._may_demote
+                h.listener = self._changed
+        else:
+            self.health = {i: health[i] for i in ids}
 
-    def view(self, ids: list[int]) -> EvTable:
+    def view(self, ids: list[int], active: list[int] | None = None) -> EvTable:
         """A table of some of these EVs sharing their health (a QP's own EV set: one path, one state)."""
-        return EvTable(ids, self.config, self.health)
+        return EvTable(ids, self.config, self.health, active=active, clock=self.clock)
 
     def __getitem__(self, ev: int) -> EvHealth:
         return self.health[ev]
@@ -231,8 +389,65 @@ class EvTable:
     def in_state(self, *states: EvState) -> list[int]:
         return [i for i in self.ids if self.health[i].state in states]
 
+    def _may_demote(self, h: EvHealth) -> bool:
+        usable = sum(1 for e in self.active if self.health[e].usable)
+        return h.ev not in self.active or usable - 1 >= self.min_active
+
+    def _changed(self, h: EvHealth, now: float, old: EvState, to: EvState, why: str) -> None:
+        if self.events is not None:
+            self.events.push(self.profile, h, now, to, why)
+
+    # --- the active set ------------------------------------------------------------------------
+    def active_set(self, now: float | None = None) -> list[int]:
+        """The active EVs after replacing each ASSUMED_BAD or DENIED one by the first usable backup of its
+        plane (so the planes stay equally used); the one replaced becomes the last backup. `now` defaults to
+        the latest time the table saw."""
+        now = self.clock[0] if now is None else now
+        for i, ev in enumerate(self.active):
+            if self.health[ev].usable:
+                continue
+            plane = self.health[ev].plane
+            new = next((b for b in self.backup if self.health[b].usable and self.health[b].plane == plane), None)
+            if new is not None:
+                self._swap(i, new, now, f"{self.health[ev].state.value}: a backup of plane {plane}")
+        return self.active
+
+    def _swap(self, i: int, new: int, now: float, why: str) -> None:
+        old = self.active[i]
+        self.backup.remove(new)
+        self.backup.append(old)
+        self.active[i] = new
+        self.replacements.append((round(now, 6), old, new, why))
+
+    def replace(self, ev: int, new: int, now: float | None = None) -> None:
+        """REPLACE_EV: `new` (a backup) takes the place of active EV `ev` (ValueError naming what is wrong)."""
+        if ev not in self.active:
+            raise ValueError(f"EV {ev:#x} is not active (active: {', '.join(f'{e:#x}' for e in self.active)})")
+        if new not in self.backup:
+            raise ValueError(f"EV {new:#x} is not a backup EV here (backups: "
+                             f"{', '.join(f'{e:#x}' for e in self.backup) or 'none'})")
+        self._swap(self.active.index(ev), new, self.clock[0] if now is None else now, "controller")
+
+    def set_ports(self, ports: int, now: float, remote: bool) -> list[int]:
+        """A port-state bitmap (bit p: the plane-p NIC is up) of the destination (`remote`: from an
+        acknowledgement) or of this host: EVs of a plane whose port is down are not used (nor probed) until
+        it is up again. The planes whose state changed, logged in `port_changes`."""
+        changed = set()
+        for h in self.health.values():
+            up = bool(ports >> h.plane & 1)
+            if (h.remote_up if remote else h.local_up) != up:
+                changed.add(h.plane)
+                if remote:
+                    h.remote_up = up
+                else:
+                    h.local_up = up
+        for plane in sorted(changed):
+            self.port_changes.append((round(now, 6), "remote" if remote else "local", plane, bool(ports >> plane & 1)))
+        return sorted(changed)
+
     def tick(self, now: float) -> list[int]:
-        """Expire probes; the EVs due a probe now."""
+        """Expire probes and marks; the EVs due a probe now."""
+        self.clock[0] = now
         due = []
         for i in self.ids:
             h = self.health[i]
@@ -243,3 +458,13 @@ class EvTable:
 
     def to_json(self) -> list[dict[str, Any]]:
         return [self.health[i].to_json() for i in self.ids]
+
+
+def split_active(ids: list[int], planes: dict[int, int], backups_per_plane: int) -> list[int]:
+    """The active EVs when the last `backups_per_plane` EVs of each plane (in id order) are kept as
+    backups; at least one EV of each plane stays active."""
+    by_plane: dict[int, list[int]] = {}
+    for e in ids:
+        by_plane.setdefault(planes.get(e, plane_of(e)), []).append(e)
+    spare = {e for evs in by_plane.values() for e in evs[max(1, len(evs) - backups_per_plane):]}
+    return [e for e in ids if e not in spare]

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import errno
+import fcntl
 import json
 import os
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 from collections.abc import Sequence
@@ -27,10 +29,12 @@ from controller.files.atomic import write_atomic
 from controller.plan.evs import load_export
 from controller.model.topology import load
 from endpoint import policy as policies
+from endpoint.control import ControlSocket
 from endpoint.ev import EvConfig
 from endpoint.receiver import ReceiverCore
 from endpoint.sender import SenderConfig, SenderCore, Tx
-from endpoint.wire import OP_ACK, OP_SEND_ONLY, TRIM_DSCP, AckHeader, DataHeader, ack_frame, data_frame, parse
+from endpoint.wire import (OP_ACK, OP_SEND_ONLY, REV_PROBE, TRIM_DSCP, AckHeader, DataHeader, ack_frame, data_frame,
+                           parse)
 from mininet_labs.traffic import ETH_P_ALL, PACKET_OUTGOING, ROCE_PORT, HostNic, _send_all, host_nics
 
 
@@ -47,6 +51,8 @@ class SendSpec:
     duration: float = 30.0  # give up after this long
     parts: int = 4  # ethereal: parts per message
     start_at_ns: int = 0
+    events: str | None = None  # append each EV state change event here as a JSON line
+    control: str | None = None  # a Unix socket here takes the controller's requests (endpoint.control)
 
 
 @dataclass
@@ -60,6 +66,11 @@ class RecvSpec:
     ready_file: str | None = None
     bin_ms: float = 20.0
     trim_dscp: int = TRIM_DSCP
+    reverse_probe: float = 0.0  # seconds between probes of each plane's reverse EVs (0: the data EV's reverse)
+
+
+SIOCGIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x1, 0x40
+PORTS_EVERY = 0.01  # seconds between two reads of the NICs' states
 
 
 class _Nics:
@@ -79,6 +90,20 @@ class _Nics:
             self.sink.bind(("::", ROCE_PORT))
         except OSError:
             pass  # the other endpoint process of this host holds it
+
+    def ports(self) -> int:
+        """The port-state bitmap: bit p set when the plane-p NIC is up with a carrier (IFF_UP and IFF_RUNNING,
+        read in this namespace)."""
+        bits = 0
+        for plane, nic in self.nics.items():
+            try:
+                req = fcntl.ioctl(self.sink.fileno(), SIOCGIFFLAGS, struct.pack("16sH14x", nic.intf.encode()[:15], 0))
+            except OSError:
+                continue  # gone: down
+            flags = struct.unpack_from("16sH", req)[1]
+            if flags & IFF_UP and flags & IFF_RUNNING:
+                bits |= 1 << plane
+        return bits
 
     def by_plane(self, plane: int) -> tuple[socket.socket, HostNic]:
         sock = next(s for s, p in self.socks.values() if p == plane)
@@ -132,12 +157,22 @@ def send(spec: SendSpec) -> dict[str, Any]:
         _send_all(sock, data_frame(nic.mac, nic.gateway_mac, ev.src, ev.dst, ev.carrier, tx.qp, tx.psn, tx.header,
                                    payload))
 
+    events = open(spec.events, "a", encoding="utf-8") if spec.events else None  # noqa: SIM115 (closed below)
+    ctl = ControlSocket(spec.control) if spec.control else None
+
+    def drain() -> None:
+        if events is not None:
+            for e in core.events.poll():
+                events.write(json.dumps({"host": spec.host, **e.to_json()}) + "\n")
+            events.flush()
+
     if spec.start_at_ns:
         time.sleep(max(0.0, (spec.start_at_ns - time.monotonic_ns()) / 1e9))
     start_ns = time.monotonic_ns()
     start = start_ns / 1e9
     interval = 1.0 / spec.rate if spec.rate > 0 else 0.0
     next_send, deadline = start, start + spec.duration
+    next_ports = start
     try:
         while not core.done:
             now = time.monotonic()
@@ -146,12 +181,26 @@ def send(spec: SendSpec) -> dict[str, Any]:
             wait = min(next_send, core.next_timer(now), deadline) - now
             for frame in nics.frames(wait):
                 rx = parse(frame)
-                if rx is None or rx.opcode != OP_ACK or rx.src not in peers or not rx.icrc_ok:
+                if rx is None or rx.src not in peers or not rx.icrc_ok:
+                    continue
+                if rx.opcode == OP_SEND_ONLY:  # a destination's receiver probing its reverse EVs: answer
+                    probe = DataHeader.unpack(rx.body)
+                    answer = None if probe is None or probe.kind != REV_PROBE else core.answer_probe(peers[rx.src], probe)
+                    if answer is not None:
+                        ev, header = answer
+                        sock, nic = nics.by_plane(ev.plane)
+                        _send_all(sock, ack_frame(nic.mac, nic.gateway_mac, ev.src, ev.dst, ev.carrier, rx.qp, rx.psn,
+                                                  header))
+                    continue
+                if rx.opcode != OP_ACK:
                     continue
                 ack = AckHeader.unpack(rx.body[4:])
                 if ack is not None:
                     core.on_ack(peers[rx.src], rx.qp, rx.psn, ack, time.monotonic(), time.monotonic_ns())
             now, now_ns = time.monotonic(), time.monotonic_ns()
+            if now >= next_ports:
+                core.set_local_ports(nics.ports(), now)
+                next_ports = now + PORTS_EVERY
             for tx in core.tick(now, now_ns):
                 emit(tx, 48)
                 probes += 1
@@ -163,8 +212,16 @@ def send(spec: SendSpec) -> dict[str, Any]:
                     next_send = max(next_send + interval, now - 10 * interval)
                 else:
                     next_send = now + min(interval, 0.001)
+            if ctl is not None:
+                ctl.serve(lambda req: core.control(req, time.monotonic()))
+            drain()
     finally:
         nics.close()
+        if ctl is not None:
+            ctl.close()
+        if events is not None:
+            drain()
+            events.close()
     end_ns = time.monotonic_ns()
     return {**core.to_json(), "sent": sent, "probes": probes, "start_ns": start_ns, "end_ns": end_ns,
             "seconds": round((end_ns - start_ns) / 1e9, 3), "rate_pps": spec.rate, "complete": core.done}
@@ -173,7 +230,7 @@ def send(spec: SendSpec) -> dict[str, Any]:
 def receive(spec: RecvSpec) -> dict[str, Any]:
     """Acknowledge and count until `expect` distinct packets came (then `linger`), `timeout`, or SIGTERM."""
     evs = load_export(json.loads(Path(spec.evs).read_text()), spec.host)
-    core = ReceiverCore(spec.host, evs, spec.bin_ms)
+    core = ReceiverCore(spec.host, evs, spec.bin_ms, spec.reverse_probe)
     nics = _Nics(spec.topology, spec.host)
     stop = {"now": False}
 
@@ -184,6 +241,7 @@ def receive(spec: RecvSpec) -> dict[str, Any]:
     start = time.monotonic()
     deadline, done_at = start + spec.timeout, None
     acks = 0
+    next_ports = start
     try:
         if spec.ready_file:
             Path(spec.ready_file).write_text(str(os.getpid()))
@@ -191,8 +249,19 @@ def receive(spec: RecvSpec) -> dict[str, Any]:
             now = time.monotonic()
             if now >= deadline or (done_at is not None and now >= done_at + spec.linger):
                 break
-            for frame in nics.frames(min(0.1, deadline - now)):
+            if now >= next_ports:
+                core.ports = nics.ports()  # carried in every acknowledgement
+                next_ports = now + PORTS_EVERY
+            for p in core.tick(time.monotonic_ns()):
+                sock, nic = nics.by_plane(p.ev.plane)
+                _send_all(sock, data_frame(nic.mac, nic.gateway_mac, p.ev.src, p.ev.dst, p.ev.carrier, 0, 0, p.header, 48))
+            for frame in nics.frames(min(PORTS_EVERY, deadline - now)):
                 rx = parse(frame, spec.trim_dscp)
+                if rx is not None and rx.opcode == OP_ACK and rx.icrc_ok and rx.src in core.by_addr:
+                    ack = AckHeader.unpack(rx.body[4:])
+                    if ack is not None:
+                        core.on_ack(core.by_addr[rx.src], ack, time.monotonic_ns())
+                    continue
                 if rx is None or rx.opcode != OP_SEND_ONLY:
                     continue
                 reply = core.on_packet(rx, time.monotonic_ns())
@@ -239,6 +308,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--start-at-ns", type=int, default=0)
     s.add_argument("--bin-ms", type=float, default=20.0)
     s.add_argument("--cc", action="store_true", help="DCTCP congestion window per QP (at most --window)")
+    s.add_argument("--backups-per-plane", type=int, default=0, help="EVs per plane kept as backups")
+    s.add_argument("--ev-min-active", type=int, default=0, help="usable active EVs a loss may not go below")
+    s.add_argument("--recover-probes", type=int, default=EvConfig.recover_probes,
+                   help="answered probes in a row that bring an ASSUMED_BAD EV back (doubled per gray strike)")
+    s.add_argument("--events", help="append EV state change events here (JSON lines)")
+    s.add_argument("--control", help="take the controller's requests on a Unix socket here")
     r = sub.choices["recv"]
     r.add_argument("--expect", type=int, default=0)
     r.add_argument("--timeout", type=float, default=30.0)
@@ -246,6 +321,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--ready-file")
     r.add_argument("--bin-ms", type=float, default=20.0)
     r.add_argument("--trim-dscp", type=int, default=TRIM_DSCP)
+    r.add_argument("--reverse-probe-ms", type=float, default=0.0,
+                   help="probe each plane's reverse EVs this often while data comes (0: ACKs ride the data EV's reverse)")
     return p
 
 
@@ -254,13 +331,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "send":
             cfg = SenderConfig(args.qps, args.messages, args.per_message, args.size, args.window, ev_count=args.ev_count,
-                               evs_per_qp=args.evs_per_qp, bin_ms=args.bin_ms, cc=args.cc)
-            evc = EvConfig(min_rto=args.min_rto_ms / 1e3, probe_interval=args.probe_ms / 1e3)
+                               evs_per_qp=args.evs_per_qp, bin_ms=args.bin_ms, cc=args.cc,
+                               backups_per_plane=args.backups_per_plane, ev_min_active=args.ev_min_active)
+            evc = EvConfig(min_rto=args.min_rto_ms / 1e3, probe_interval=args.probe_ms / 1e3,
+                           recover_probes=args.recover_probes)
             doc = send(SendSpec(args.topology, args.evs, args.host, args.to, args.policy, cfg, evc, args.rate,
-                                args.duration, args.parts, args.start_at_ns))
+                                args.duration, args.parts, args.start_at_ns, args.events, args.control))
         else:
             doc = receive(RecvSpec(args.topology, args.evs, args.host, args.expect, args.timeout, args.linger,
-                                   args.ready_file, args.bin_ms, args.trim_dscp))
+                                   args.ready_file, args.bin_ms, args.trim_dscp, args.reverse_probe_ms / 1e3))
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

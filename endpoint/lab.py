@@ -23,8 +23,11 @@ from controller import ops
 from controller.files.atomic import write_atomic
 from controller.plan.evs import export, leaf_spray
 from controller.routes import Options
+from endpoint.ev import EvConfig
 from mininet_labs.lab import Lab, LabError, wait_senders_receivers
 from mininet_labs.processes import wait_files, with_repo_path
+
+MAX_SOCKET_PATH = 100  # a Unix socket path is at most 107 bytes (sun_path)
 
 
 @dataclass
@@ -47,13 +50,15 @@ class Workload:
     duration: float = 30.0
     bin_ms: float = 20.0
     cc: bool = False  # DCTCP congestion window per QP (endpoint.cc)
+    recover_probes: int = EvConfig.recover_probes  # answered probes that bring an ASSUMED_BAD EV back
 
     def argv(self) -> list[str]:
         return ["--policy", self.policy, "--qps", str(self.qps), "--messages", str(self.messages),
                 "--per-message", str(self.per_message), "--size", str(self.size), "--window", str(self.window),
                 "--ev-count", str(self.ev_count), "--evs-per-qp", str(self.evs_per_qp), "--parts", str(self.parts), "--rate", str(self.rate),
                 "--min-rto-ms", str(self.min_rto_ms), "--probe-ms", str(self.probe_ms),
-                "--duration", str(self.duration), "--bin-ms", str(self.bin_ms), *(["--cc"] if self.cc else [])]
+                "--duration", str(self.duration), "--bin-ms", str(self.bin_ms), "--recover-probes", str(self.recover_probes),
+                *(["--cc"] if self.cc else [])]
 
 
 def enable(lab: Lab) -> None:
@@ -147,7 +152,11 @@ def start(lab: Lab, pairs: Sequence[tuple[str, str]], work: Workload, *, start_d
         handle.started_ns = time.monotonic_ns() + int(start_delay * 1e9)
         for src, to in dests.items():
             argv = [*py, "send", "--topology", topo, "--evs", str(evs), "--host", src, *work.argv(),
-                    "--start-at-ns", str(handle.started_ns), "--out", str(run_dir / f"send-{src}.json")]
+                    "--start-at-ns", str(handle.started_ns), "--out", str(run_dir / f"send-{src}.json"),
+                    "--events", str(run_dir / f"events-{src}.jsonl")]
+            control = run_dir / f"control-{src}.sock"
+            if len(str(control)) <= MAX_SOCKET_PATH:  # else the run has no control socket (`fabricctl endpoint query`)
+                argv += ["--control", str(control)]
             for d in to:
                 argv += ["--to", d]
             with open(run_dir / f"send-{src}.err", "w") as err:

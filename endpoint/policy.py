@@ -3,9 +3,10 @@
 - `spray`: oblivious per-packet spraying, round-robin over every EV whatever its state.
 - `hash`: the 5-tuple hash of the QP's flow picks one EV for good (a classic RoCE NIC behind ECMP).
 - `qp-rr`: QP k takes EV k mod n (one path per QP, QPs spread evenly).
-- `health`: per-packet spraying over the GOOD EVs (SUSPECT ones only when no GOOD is left), never
-  a FAILED or PROBING one: when every EV of a QP is so, its data waits for a probe to bring one back
-  (`holds`); a retransmission avoids the EV that lost it (MRC).
+- `health`: per-packet spraying over the QP's active EVs that are GOOD or UNKNOWN (congested ones only
+  when no other is left), never an ASSUMED_BAD or DENIED one: an active EV so is replaced by a backup
+  of its plane (EvTable.active_set); when no active EV is usable, the QP's data waits for a probe to
+  bring one back (`holds`); a retransmission avoids the EV that lost it (MRC).
 - `ethereal`: each message is split on arrival into `parts` equal parts, each part sent whole on
   the usable EV with the least assigned (unacknowledged) load, no per-packet spraying (seed 003).
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 
-from endpoint.ev import EvState, EvTable
+from endpoint.ev import EvTable
 
 
 @dataclass(frozen=True)
@@ -56,17 +57,20 @@ class Policy:
 
 
 def usable(table: EvTable) -> list[int]:
-    """GOOD EVs, else SUSPECT ones; none when every EV is FAILED or PROBING."""
-    return table.in_state(EvState.GOOD) or table.in_state(EvState.SUSPECT)
+    """The active EVs that are GOOD or UNKNOWN and not congested, else the congested ones; none when every
+    active EV is ASSUMED_BAD or DENIED (after backups of the same plane took their places)."""
+    ok = [e for e in table.active_set() if table[e].usable]
+    return [e for e in ok if not table[e].congested] or ok
 
 
 def usable_or_every(table: EvTable) -> list[int]:
-    """The usable EVs, else every EV in order (for a policy that keeps sending whatever their health)."""
-    return usable(table) or list(table.ids)
+    """The usable EVs, else every active EV in order (for a policy that keeps sending whatever their health)."""
+    return usable(table) or list(table.active)
 
 
 class Spray(Policy):
-    """Oblivious per-packet spraying: round-robin over all EVs; a retransmission takes the next other EV."""
+    """Oblivious per-packet spraying: round-robin over the active EVs whatever their state; a retransmission
+    takes the next other EV."""
 
     name = "spray"
 
@@ -76,10 +80,10 @@ class Spray(Policy):
     def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
         n = self.next.get(flow.qp, flow.index)
         self.next[flow.qp] = n + 1
-        return table.ids[n % len(table.ids)]
+        return table.active[n % len(table.active)]
 
     def repick(self, table: EvTable, flow: Flow, seq: int, lost_ev: int) -> int:
-        for _ in range(len(table.ids)):
+        for _ in range(len(table.active)):
             ev = self.pick(table, flow, seq)
             if ev != lost_ev:
                 return ev
@@ -93,7 +97,7 @@ class FiveTupleHash(Policy):
 
     def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
         key = f"{flow.src}|{flow.dst}|17|{flow.sport}|4791".encode()
-        return table.ids[zlib.crc32(key) % len(table.ids)]
+        return table.active[zlib.crc32(key) % len(table.active)]
 
 
 class QpRoundRobin(Policy):
@@ -102,11 +106,11 @@ class QpRoundRobin(Policy):
     name = "qp-rr"
 
     def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
-        return table.ids[flow.index % len(table.ids)]
+        return table.active[flow.index % len(table.active)]
 
 
 class HealthAware(Policy):
-    """Per-packet round-robin over the usable EVs (GOOD first); a retransmission avoids the EV that lost it."""
+    """Per-packet round-robin over the usable active EVs; a retransmission avoids the EV that lost it."""
 
     name = "health"
 
@@ -119,7 +123,7 @@ class HealthAware(Policy):
         return n
 
     def holds(self, table: EvTable) -> bool:
-        """Every EV failed or probing: data waits for a probe's answer rather than go down a dead path
+        """No active EV usable: data waits for a probe's answer rather than go down a dead path
         (an RTT spike that failed the healthy EVs too is over in a probe interval)."""
         return not usable(table)
 

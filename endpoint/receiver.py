@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.plan.evs import Ev
-from endpoint.wire import ACK, DATA, NACK, PROBE, PROBE_ACK, AckHeader, DataHeader, Received, ev_of
+from endpoint.wire import ACK, DATA, NACK, PROBE, PROBE_ACK, REV_PROBE, REV_PROBE_ACK, AckHeader, DataHeader, Received, ev_of
 
 PSN_MASK = 0xFFFFFF
 
@@ -68,12 +68,39 @@ class Reply:
     header: AckHeader
 
 
-class ReceiverCore:
-    """One host's receiving transport. `peers`: this host's EVs per peer host (its reverse paths)."""
+@dataclass(frozen=True)
+class RevProbe:
+    """A probe of reverse EV `ev` towards `peer` (sent with QP 0, PSN 0), answered by the peer's sender."""
 
-    def __init__(self, host: str, peers: dict[str, list[Ev]], bin_ms: float = 20.0) -> None:
+    peer: str
+    ev: Ev
+    header: DataHeader
+
+
+class ReceiverCore:
+    """One host's receiving transport. `peers`: this host's EVs per peer host (its reverse paths).
+
+    Acknowledgements ride a reverse EV set: per (peer, plane) one EV, at first the reverse of the data's own
+    EV. With `rev_probe_every` (seconds, 0: off) the receiver probes, while a peer's data keeps coming, one
+    reverse EV of each plane per interval, in turn; the EV of an answered probe becomes that plane's
+    reverse EV, so the set holds EVs known to work (the production paper's reverse EV set)."""
+
+    def __init__(self, host: str, peers: dict[str, list[Ev]], bin_ms: float = 20.0, rev_probe_every: float = 0.0) -> None:
         self.host = host
         self.reverse = {(p, e.id): e for p, evs in peers.items() for e in evs}
+        self.planes: dict[tuple[str, int], list[int]] = {}  # (peer, plane) -> its EV ids, in order
+        for p, evs in peers.items():
+            for e in sorted(evs):
+                self.planes.setdefault((p, e.plane), []).append(e.id)
+        self.reverse_ev: dict[tuple[str, int], int] = {}  # (peer, plane) -> the EV its acknowledgements ride
+        self.reverse_changes: list[tuple[float, str, int, int]] = []  # (t, peer, plane, ev)
+        self.rev_probe_every = rev_probe_every
+        self.rev_next: dict[tuple[str, int], int] = {}  # (peer, plane) -> when its next probe is due (ns)
+        self.rev_out: dict[tuple[str, int], tuple[int, int]] = {}  # (peer, plane) -> (EV, sent ns) of the probe out
+        self.rev_turn: dict[tuple[str, int], int] = {}
+        self.last_data: dict[str, int] = {}  # peer -> when its data last arrived (ns)
+        self.rev_probes = 0
+        self.rev_answers = 0
         self.by_addr = {e.dst: p for p, evs in peers.items() for e in evs}  # a peer's NIC address -> the peer
         self.qps: dict[tuple[str, int], QpRx] = {}
         self.bin_ns = int(bin_ms * 1e6)
@@ -81,6 +108,7 @@ class ReceiverCore:
         self.unknown = 0  # RoCEv2 packets from no peer, or on an EV with no reverse path
         self.trimmed_unmatched = 0  # trimmed before any whole packet of its QP came (or a trimmed probe): NACKed
         self.probes = 0
+        self.ports = 0  # this host's port-state bitmap (bit p: its plane-p NIC is up; 0: unknown), in every ACK
 
     def on_packet(self, rx: Received, now_ns: int) -> Reply | None:
         peer = self.by_addr.get(rx.src)
@@ -88,24 +116,29 @@ class ReceiverCore:
         if peer is None or ev_id is None or (peer, ev_id) not in self.reverse:
             self.unknown += 1
             return None
-        ev = self.reverse[peer, ev_id]
+        ev = self._reverse(peer, self.reverse[peer, ev_id])  # every acknowledgement rides the reverse EV set
         if rx.trimmed:  # headers only: the BTH says which PSN to ask for again
             q = self.qps.get((peer, rx.qp))
             if q is not None:
                 q.trimmed += 1
             else:
                 self.trimmed_unmatched += 1
-            return Reply(peer, ev, rx.qp, rx.psn, AckHeader(NACK, ev_id, 0, 0, rx.ecn == 3))
+            # the payload is gone; the flow label says which transmission it was (wire.tx_stamp)
+            return Reply(peer, ev, rx.qp, rx.psn, AckHeader(NACK, ev_id, 0, rx.flow_label, rx.ecn == 3, self.ports))
         header = DataHeader.unpack(rx.body)
         if header is None:
             self.unknown += 1
             return None
+        if header.kind == REV_PROBE:
+            return None  # another receiver's probe: the sender process of this host answers it
         if header.kind == PROBE:
             self.probes += 1
-            return Reply(peer, ev, rx.qp, rx.psn, AckHeader(PROBE_ACK, ev_id, header.ev_seq, header.tx_ns))
+            return Reply(peer, ev, rx.qp, rx.psn, AckHeader(PROBE_ACK, ev_id, header.ev_seq, header.tx_ns,
+                                                            ports=self.ports))
         if header.kind != DATA:
             self.unknown += 1
             return None
+        self.last_data[peer] = now_ns
         q = self.qps.get((peer, rx.qp))
         if q is None:
             q = self.qps[peer, rx.qp] = QpRx(peer, rx.qp, header.total, header.start_psn)
@@ -129,7 +162,47 @@ class ReceiverCore:
             if self.bin_ns:
                 b = now_ns // self.bin_ns
                 self.bins[b] = self.bins.get(b, 0) + 1
-        return Reply(peer, ev, rx.qp, rx.psn, AckHeader(ACK, ev_id, header.ev_seq, header.tx_ns, ce))
+        return Reply(peer, ev, rx.qp, rx.psn, AckHeader(ACK, ev_id, header.ev_seq, header.tx_ns, ce, self.ports))
+
+    def _reverse(self, peer: str, ev: Ev) -> Ev:
+        """The EV an acknowledgement of data that came on `ev` rides: its plane's reverse EV."""
+        rid = self.reverse_ev.get((peer, ev.plane))
+        return ev if rid is None else self.reverse.get((peer, rid), ev)
+
+    def tick(self, now_ns: int) -> list[RevProbe]:
+        """The reverse probes due now: per plane of every peer whose data came within the last 4 intervals,
+        one per interval on the plane's next EV in turn (an unanswered one is given up after the interval)."""
+        if not self.rev_probe_every:
+            return []
+        every = int(self.rev_probe_every * 1e9)
+        out = []
+        for (peer, plane), ids in self.planes.items():
+            key = (peer, plane)
+            if now_ns - self.last_data.get(peer, -(1 << 62)) > 4 * every or now_ns < self.rev_next.get(key, 0):
+                continue
+            turn = self.rev_turn.get(key, 0)
+            self.rev_turn[key] = turn + 1
+            ev = self.reverse[peer, ids[turn % len(ids)]]
+            self.rev_out[key] = (ev.id, now_ns)
+            self.rev_next[key] = now_ns + every
+            self.rev_probes += 1
+            out.append(RevProbe(peer, ev, DataHeader(REV_PROBE, self.host, ev.id, turn, 0, 0, now_ns)))
+        return out
+
+    def on_ack(self, peer: str, ack: AckHeader, now_ns: int) -> bool:
+        """An answer to a reverse probe: its EV becomes its plane's reverse EV. Whether it was one."""
+        if ack.kind != REV_PROBE_ACK or (peer, ack.ev) not in self.reverse:
+            return False
+        plane = self.reverse[peer, ack.ev].plane
+        out = self.rev_out.get((peer, plane))
+        if out is None or out[0] != ack.ev or out[1] != ack.tx_ns:
+            return False  # not the probe out now (a late answer of an earlier one)
+        del self.rev_out[peer, plane]
+        self.rev_answers += 1
+        if self.reverse_ev.get((peer, plane)) != ack.ev:
+            self.reverse_ev[peer, plane] = ack.ev
+            self.reverse_changes.append((round(now_ns / 1e9, 6), peer, plane, ack.ev))
+        return True
 
     def expected_total(self) -> int:
         return sum(q.expected for q in self.qps.values())
@@ -139,6 +212,8 @@ class ReceiverCore:
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "unknown": self.unknown, "probes": self.probes,
+                "reverse_probes": self.rev_probes, "reverse_answers": self.rev_answers,
+                "reverse_changes": [list(c) for c in self.reverse_changes],
                 "trimmed_unmatched": self.trimmed_unmatched,
                 "qps": [q.to_json() for q in sorted(self.qps.values(), key=lambda q: (q.sender, q.qp))],
                 "bins": {str(k): v for k, v in sorted(self.bins.items())}, "bin_ms": self.bin_ns / 1e6}

@@ -25,6 +25,7 @@ from typing import Any
 
 from controller import ops
 from controller.plan.evs import host_evs
+from endpoint.ev import EvConfig
 from endpoint.faults import Fault
 from endpoint.incast import MODES as INCAST_MODES, Bottleneck, default_senders, same_leaf, set_thresholds
 from endpoint.lab import EndpointReport, Workload, enable, start
@@ -61,6 +62,7 @@ class Schedule:
     bin_ms: float = 20.0
     start_delay: float = 2.5  # for the sender processes to come up on a busy machine: all start together
     cc: bool = False  # the senders' DCTCP congestion window (endpoint.cc); the incast turns it on
+    recover_probes: int = EvConfig.recover_probes  # answered probes in a row that bring an ASSUMED_BAD EV back
 
 
 @dataclass
@@ -120,7 +122,7 @@ def run_mode(lab: Lab, fault: Fault | Bottleneck, mode: str, pairs: list[tuple[s
     work = Workload(policy=policy, mode=how, qps=sch.qps, messages=messages, per_message=sch.per_message,
                     window=sch.window, evs_per_qp=sch.evs_per_qp if how == "host" else sch.leaf_evs_per_qp, rate=sch.rate,
                     min_rto_ms=sch.min_rto_ms, probe_ms=sch.probe_ms, duration=sch.seconds * 3 + 5, bin_ms=sch.bin_ms,
-                    cc=sch.cc)
+                    cc=sch.cc, recover_probes=sch.recover_probes)
     run = start(lab, pairs, work, start_delay=sch.start_delay)
     events: list[dict[str, Any]] = []
     try:
@@ -192,8 +194,8 @@ def summarize(lab: Lab, fault: Fault | Bottleneck, mode: str, report: EndpointRe
                 for e in table:
                     if e["ev"] in faulty:
                         trans = [[round(t - t0, 4), a, b, why] for t, a, b, why in e["transitions"]]
-                        # detected: its first step out of GOOD after the fault (a SUSPECT EV is not used while GOOD ones are)
-                        failed = next((t for t, _, b, _ in trans if b in ("suspect", "failed") and t >= fault_s), None)
+                        # detected: its first step to ASSUMED_BAD after the fault
+                        failed = next((t for t, _, b, _ in trans if b == "assumed_bad" and t >= fault_s), None)
                         back = next((t for t, _, b, why in trans if b == "good" and t >= repair_s), None)
                         evs.append({"sender": s, "dst": dst, "ev": e["ev"], "spine": e["spine"], "plane": e["plane"],
                                     "detected_ms": None if failed is None else round((failed - fault_s) * 1e3, 2),

@@ -15,14 +15,20 @@ from typing import Any
 
 from controller.plan.evs import Ev
 from endpoint.cc import Dctcp
-from endpoint.ev import EvConfig, EvState, EvTable
+from endpoint.ev import EvConfig, EvEvents, EvState, EvTable, split_active
 from endpoint.policy import Flow, Policy
 from endpoint.rto import HostRtt
-from endpoint.wire import DATA, NACK, PROBE, PROBE_ACK, AckHeader, DataHeader
+from endpoint.wire import DATA, NACK, PROBE, PROBE_ACK, REV_PROBE, REV_PROBE_ACK, AckHeader, DataHeader, tx_stamp
 
 PSN_MASK = 0xFFFFFF
 QP_MASK = 0xFFFFFF  # the BTH's destination QP, 24 bits (IBTA 9.2)
 PROBE_QP = 0  # the QP number probes carry (data QPs start at SenderConfig.qp_base)
+MAX_BACKOFF = 6  # RFC 6298 5.5: the timer doubles on every expiry of a packet's retransmissions, up to 64x
+
+
+def backoff(attempt: int) -> int:
+    """The retransmission timer's multiplier for a packet's transmission number `attempt` (0: first)."""
+    return 2 ** min(max(attempt, 0), MAX_BACKOFF)
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,7 @@ class QpState:
     acked: set[int] = field(default_factory=set)
     outstanding: dict[int, Outstanding] = field(default_factory=dict)
     first_tx: dict[int, tuple[float, int]] = field(default_factory=dict)
+    attempts: dict[int, int] = field(default_factory=dict)  # seq -> transmissions so far
     lost_first_tx: dict[int, tuple[float, int]] = field(default_factory=dict)  # seq -> first send (s, ns), first try lost
     spurious: int = 0  # declared lost, then the first try's ACK came after all (an RTT spike, not a loss)
     retransmitted: int = 0
@@ -98,6 +105,9 @@ class SenderConfig:
     evs_per_qp: int = 0  # 0: every QP sprays over all of them; m: QP k over m of them starting at EV k*m
     bin_ms: float = 20.0
     cc: bool = False  # DCTCP congestion window per QP (endpoint.cc), at most `window`
+    backups_per_plane: int = 0  # EVs per plane and destination kept as backups (replace an ASSUMED_BAD one)
+    ev_min_active: int = 0  # the specification's floor: usable active EVs a loss may not go below
+    event_queue: int = 1024  # EV state change events waiting at most (more are dropped and counted)
 
     def __post_init__(self) -> None:
         # QPs 0 and 1 are the InfiniBand special QPs (SMI, GSI; IBTA 3.5), and probes here carry QP 0 (PROBE_QP):
@@ -132,7 +142,13 @@ class SenderCore:
         for d, v in self.evs.items():
             if not v:
                 raise ValueError(f"{host} has no EV towards {d}")
-        self.tables = {d: EvTable(sorted(v), ev_config) for d, v in self.evs.items()}
+        self.events = EvEvents(config.event_queue)
+        self.tables: dict[str, EvTable] = {}
+        for d, v in self.evs.items():
+            planes = {e.id: e.plane for e in v.values()}
+            ids = sorted(v)
+            self.tables[d] = EvTable(ids, ev_config, planes=planes, active=split_active(ids, planes, config.backups_per_plane),
+                                     min_active=config.ev_min_active, profile=d, events=self.events)
         self.rtts = {d: HostRtt() for d in self.evs}  # per destination host, over all its EVs
         self.ev_seq: dict[tuple[str, int], int] = {}
         self.qps: dict[tuple[str, int], QpState] = {}
@@ -146,7 +162,7 @@ class SenderCore:
                 src = next(iter(self.evs[d].values())).src
                 q = QpState(d, qp, k, (config.start_psn + k * 0x1000) & PSN_MASK, counts[k] * config.per_message,
                             config.per_message, Flow(src, d, 0xC000 | (qp & 0x3FFF), qp, k),
-                            self.tables[d].view(qp_evs(self.tables[d].ids, k, config.evs_per_qp)))
+                            self._qp_view(self.tables[d], k))
                 if config.cc:
                     q.cc = Dctcp(config.window)
                 self.qps[d, qp] = q
@@ -160,6 +176,12 @@ class SenderCore:
         self.held = 0  # times a QP's packet waited because every EV of the QP was failed or probing
         self.late_acks = 0
         self.reorder_window = (ev_config or EvConfig()).reorder_window  # RACK's, doubled on each spurious loss
+        self.local_ports = 0  # this host's port-state bitmap as last read (0: unknown), in reverse probe answers
+
+    def _qp_view(self, table: EvTable, k: int) -> EvTable:
+        """QP k's EVs: its share of the active ones, the backups its own too."""
+        mine = qp_evs(table.active, k, self.config.evs_per_qp)
+        return table.view(mine + [e for e in table.backup if e not in mine], active=mine)
 
     # --- what to send ----------------------------------------------------------------------------
     @property
@@ -169,6 +191,8 @@ class SenderCore:
     def next_packet(self, now: float, now_ns: int) -> Tx | None:
         """The next data packet: a retransmission first, else a new packet of the next QP with room.
         A QP the policy holds (every EV failed: data waits for a probe's answer) sends neither."""
+        for table in self.tables.values():
+            table.clock[0] = now  # the time of any backup replacement the policy's choice makes
         for _ in range(len(self.resend)):
             q, seq, lost_ev = self.resend.popleft()
             if seq in q.acked or seq in q.outstanding:
@@ -184,7 +208,7 @@ class SenderCore:
                 sent, how, srtt = lost
                 q.resend_delays.setdefault(how, []).append(now - sent)
                 q.resend_rtts.setdefault(how, []).append((now - sent) / srtt)
-            return self._send(q, seq, ev, now, now_ns, attempt=1)
+            return self._send(q, seq, ev, now, now_ns)
         n = len(self.order)
         for i in range(n):
             q = self.order[(self.rr + i) % n]
@@ -197,18 +221,22 @@ class SenderCore:
                 q.next_seq += 1
                 if seq % q.per_message == 0:
                     self.policy.on_message(q.table, q.flow, seq, min(q.per_message, q.total - seq))
-                return self._send(q, seq, self.policy.pick(q.table, q.flow, seq), now, now_ns, attempt=0)
+                return self._send(q, seq, self.policy.pick(q.table, q.flow, seq), now, now_ns)
         if not self.done:
             self.stalls += 1
         return None
 
-    def _send(self, q: QpState, seq: int, ev: int, now: float, now_ns: int, attempt: int) -> Tx:
+    def _send(self, q: QpState, seq: int, ev: int, now: float, now_ns: int) -> Tx:
+        """Transmission number `attempt` of packet `seq` (0 the first, one more for every retransmission: its
+        retransmission timer is backoff(attempt) times the RTO)."""
         key = (q.dst, ev)
         ev_seq = self.ev_seq.get(key, 0)
         self.ev_seq[key] = ev_seq + 1
         first, first_ns = q.first_tx.setdefault(seq, (now, now_ns))
-        prev_attempts = q.outstanding.pop(seq).attempt if seq in q.outstanding else 0
-        q.outstanding[seq] = Outstanding(seq, ev, ev_seq, now, now_ns, max(attempt, prev_attempts), first, first_ns)
+        attempt = q.attempts.get(seq, 0)
+        q.attempts[seq] = attempt + 1
+        q.outstanding.pop(seq, None)
+        q.outstanding[seq] = Outstanding(seq, ev, ev_seq, now, now_ns, attempt, first, first_ns)
         q.per_ev[ev] = q.per_ev.get(ev, 0) + 1
         self.tables[q.dst][ev].on_sent(now)
         b = self._bin(now_ns)
@@ -225,6 +253,8 @@ class SenderCore:
         table = self.tables.get(dst)
         if table is None or ack.ev not in table.health:
             return
+        if ack.ports:  # the destination's port-state bitmap: a plane down there is not used from now on
+            table.set_ports(ack.ports, now, remote=True)
         rtt = (now_ns - ack.tx_ns) / 1e9  # of the transmission this ACK echoes (RFC 7323 4: its timestamp)
         if ack.kind == PROBE_ACK:
             table[ack.ev].on_probe_ack(now, rtt)
@@ -242,17 +272,18 @@ class SenderCore:
             q.trims += 1
             table[ack.ev].on_nack(now)
             self._marked(q, table[ack.ev].stats.srtt, now)
-            if out is not None and out.ev == ack.ev:
+            if out is not None and out.ev == ack.ev and tx_stamp(out.tx_ns) == ack.tx_ns:  # this transmission's
                 del q.outstanding[seq]
                 self.policy.on_done(q.flow, out.ev)
                 q.lost_how[seq] = (out.tx, "nack", self._srtt(table[ack.ev].stats.srtt))
                 self.resend.appendleft((q, seq, ack.ev))  # trimmed: resend now, not after an RTO
             return
-        if ack.ce:
-            q.ecn += 1
-            self._marked(q, table[ack.ev].stats.srtt, now)
-        elif q.cc is not None:
-            q.cc.on_ack()
+        if seq not in q.acked:  # a duplicate acknowledges nothing new: no window growth, no mark
+            if ack.ce:
+                q.ecn += 1
+                self._marked(q, table[ack.ev].stats.srtt, now)
+            elif q.cc is not None:
+                q.cc.on_ack()
         if out is None or out.tx_ns != ack.tx_ns:  # an earlier transmission's ACK, or a duplicate
             lost = q.lost_first_tx.get(seq)
             if lost is not None and lost[1] == ack.tx_ns:  # the first try arrived after all
@@ -326,7 +357,7 @@ class SenderCore:
         else:
             table[out.ev].on_timeout(now)
         self.resend.append((q, out.seq, out.ev))
-        if before != EvState.FAILED and table[out.ev].state == EvState.FAILED:
+        if before != EvState.ASSUMED_BAD and table[out.ev].state == EvState.ASSUMED_BAD:
             for oq, o in self._on_ev(q.dst, out.ev):  # the path is dead: everything on it is lost
                 self._lost(oq, o, now, "timeout")
 
@@ -335,7 +366,7 @@ class SenderCore:
         """Retransmission timeouts, and probes for the failed EVs that are due one."""
         for q in self.order:
             for o in list(q.outstanding.values()):
-                if o.seq in q.outstanding and now - o.tx >= self.rto(q.dst, o.ev) * (2 ** min(o.attempt, 3)):
+                if o.seq in q.outstanding and now - o.tx >= self.rto(q.dst, o.ev) * backoff(o.attempt):
                     self._lost(q, o, now, "timeout")
         probes = []
         for dst, table in self.tables.items():
@@ -350,14 +381,96 @@ class SenderCore:
         t = now + 0.005
         for q in self.order:
             for o in q.outstanding.values():
-                t = min(t, o.tx + self.rto(q.dst, o.ev) * (2 ** min(o.attempt, 3)))
+                t = min(t, o.tx + self.rto(q.dst, o.ev) * backoff(o.attempt))
         for table in self.tables.values():
             for h in table.health.values():
-                if h.state in (EvState.FAILED, EvState.SUSPECT):
-                    t = min(t, h.next_probe)
-                elif h.state == EvState.PROBING:
-                    t = min(t, h.probe_deadline)
+                if h.state == EvState.ASSUMED_BAD:
+                    t = min(t, h.next_probe if h.probe_deadline is None else h.probe_deadline)
+                if h.congested:
+                    t = min(t, h.congested_until)
         return t
+
+    def answer_probe(self, peer: str, header: DataHeader) -> tuple[Ev, AckHeader] | None:
+        """A destination's receiver probed one of its reverse EVs towards this host (wire.REV_PROBE): the
+        answer, on this host's EV with the same id (the probe's path back), or None if there is none."""
+        ev = self.evs.get(peer, {}).get(header.ev)
+        if ev is None or header.kind != REV_PROBE:
+            return None
+        return ev, AckHeader(REV_PROBE_ACK, header.ev, header.ev_seq, header.tx_ns, ports=self.local_ports)
+
+    def set_local_ports(self, ports: int, now: float) -> None:
+        """This host's port-state bitmap (bit p: its plane-p NIC is up): EVs of a plane whose port is down are
+        not used, towards every destination, until it is up again (the local remap)."""
+        self.local_ports = ports
+        for table in self.tables.values():
+            table.set_ports(ports, now, remote=False)
+
+    # --- the controller's operations --------------------------------------------------------------
+    def _table(self, dst: str) -> EvTable:
+        table = self.tables.get(dst)
+        if table is None:
+            raise ValueError(f"{self.host} has no EVs towards '{dst}' (destinations: {', '.join(sorted(self.tables))})")
+        return table
+
+    def _health(self, dst: str, ev: int) -> EvTable:
+        table = self._table(dst)
+        if ev not in table.health:
+            raise ValueError(f"{self.host} has no EV {ev:#x} towards {dst} (EVs: {', '.join(f'{e:#x}' for e in table.ids)})")
+        return table
+
+    def query(self, dst: str | None = None) -> list[dict[str, Any]]:
+        """QUERY_EV_STATE over every EV (of one destination): its state, plane and whether it is active."""
+        out = []
+        for d in [dst] if dst is not None else sorted(self.tables):
+            table = self._table(d)
+            table.active_set()
+            for ev in table.ids:
+                h = table[ev]
+                out.append({"profile": d, "ev": ev, "port": h.plane, "state": h.state.value,
+                            "active": ev in table.active, "gray": h.gray, "need": h.need})
+        return out
+
+    def set_state(self, dst: str, ev: int, state: EvState, now: float) -> None:
+        """MODIFY_EV_STATE (DENIED: the controller's denylist; another state takes a denied EV back)."""
+        self._health(dst, ev)[ev].set_state(now, state, "denied by the controller" if state == EvState.DENIED
+                                            else "set by the controller")
+
+    def replace(self, dst: str, ev: int, new: int, now: float) -> None:
+        """REPLACE_EV: backup EV `new` takes active EV `ev`'s place, for the destination and each QP using it."""
+        table = self._health(dst, new)
+        table.active_set(now)
+        table.replace(ev, new, now)
+        for q in self.order:
+            if q.dst == dst and ev in q.table.active and new in q.table.backup:
+                q.table.replace(ev, new, now)
+
+    def control(self, request: dict[str, Any], now: float) -> dict[str, Any]:
+        """One controller request as JSON ({"op": "query" | "deny" | "set_state" | "replace", "dst", "ev",
+        "ev_new", "state"}) and its answer; a bad request's answer is {"error": one line}, nothing changed."""
+        try:
+            op = request.get("op")
+            dst = request.get("dst")
+            if op == "query":
+                return {"host": self.host, "evs": self.query(dst)}
+            if op not in ("deny", "set_state", "replace"):
+                raise ValueError(f"unknown operation '{op}' (known: query, deny, set_state, replace)")
+            evs = [int(e) for e in request.get("evs", [request.get("ev")]) if e is not None]
+            if not isinstance(dst, str) or not evs:
+                raise ValueError(f"'{op}' needs a destination and at least one EV")
+            if op in ("deny", "set_state"):
+                state = EvState.DENIED if op == "deny" else EvState(request.get("state"))
+                for ev in evs:
+                    self._health(dst, ev)
+                for ev in evs:
+                    self.set_state(dst, ev, state, now)
+            elif op == "replace":
+                new = request.get("ev_new")
+                if len(evs) != 1 or new is None:
+                    raise ValueError("'replace' needs one EV and its replacement (ev_new)")
+                self.replace(dst, evs[0], int(new), now)
+        except (ValueError, TypeError, AttributeError) as e:
+            return {"error": str(e)}
+        return {"host": self.host, "evs": self.query(dst)}
 
     # --- results ---------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -374,11 +487,15 @@ class SenderCore:
                 "lost_at_s": [round(t, 4) for t in lost],
                 "max_recovery_ms": round(max(q.recovery) * 1e3, 3) if q.recovery else None,
                 "cwnd_cuts": None if q.cc is None else q.cc.cuts,
+                "active": list(q.table.active), "replacements": [list(r) for r in q.table.replacements],
                 "resend_delay_ms": {how: [round(d * 1e3, 3) for d in ds] for how, ds in sorted(q.resend_delays.items())},
                 "resend_srtts": {how: [round(r, 2) for r in rs] for how, rs in sorted(q.resend_rtts.items())}})
         return {"host": self.host, "policy": self.policy.name, "config": vars(self.config),
-                "evs": {d: [{**t.to_json(), "spine": self.evs[d][t.ev].spine_name, "plane": self.evs[d][t.ev].plane}
-                            for t in table.health.values()] for d, table in self.tables.items()},
+                "evs": {d: [{**t.to_json(), "spine": self.evs[d][t.ev].spine_name, "plane": self.evs[d][t.ev].plane,
+                             "active": t.ev in table.active} for t in table.health.values()] for d, table in self.tables.items()},
+                "replacements": {d: [list(r) for r in table.replacements] for d, table in self.tables.items()},
+                "port_changes": {d: [list(c) for c in table.port_changes] for d, table in self.tables.items()},
+                "events_dropped": self.events.dropped_total,
                 "qps": qps, "probes_sent": self.probes_sent, "stalls": self.stalls, "held": self.held, "late_acks": self.late_acks,
                 "reorder_window_ms": round(self.reorder_window * 1e3, 3), "acked_bins": {str(k): v for k, v in sorted(self.acked_bins.items())},
                 "ev_bins": {str(e): {str(k): v for k, v in sorted(b.items())} for e, b in sorted(self.ev_bins.items())}}

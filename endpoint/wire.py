@@ -28,9 +28,15 @@ TRIM_DSCP = congestion.TRIM_DSCP  # the trim class the leaves' trimming marks (O
 OP_SEND_ONLY, OP_ACK = 0x04, 0x11
 AETH_ACK, AETH_NAK = 0x00, 0x60  # IBA 9.7.5.1.1: syndrome ACK (credits 0) / NAK (PSN sequence error)
 SPORT_BASE = 0xC000
-DATA, PROBE = 1, 2
-ACK, NACK, PROBE_ACK = 1, 2, 3
+DATA, PROBE, REV_PROBE = 1, 2, 3  # REV_PROBE: a receiver's probe of a reverse EV, answered by the data's sender
+ACK, NACK, PROBE_ACK, REV_PROBE_ACK = 1, 2, 3, 4
 DATA_MAGIC, ACK_MAGIC = b"MRCE", b"MRCA"
+
+
+def tx_stamp(tx_ns: int) -> int:
+    """What of a transmission's send time the inner IPv6 flow label carries (20 bits of microseconds,
+    ~1.05 s around): it survives trimming, so a NACK tells which transmission of a PSN was trimmed."""
+    return (tx_ns >> 10) & 0xFFFFF
 
 
 def sport_of(ev: int) -> int:
@@ -72,26 +78,32 @@ class DataHeader:
 
 @dataclass(frozen=True)
 class AckHeader:
-    """An ACK's payload after the AETH: ACK / NACK (trimmed) / probe ACK for one packet of one EV."""
+    """An ACK's payload after the AETH: ACK / NACK (trimmed) / probe ACK for one packet of one EV, and the
+    acknowledging host's port-state bitmap (bit p: its NIC in plane p is up; 0: not carried), so a peer
+    stops using a plane whose NIC at this end is down from the next acknowledgement on."""
 
     kind: int
     ev: int
     ev_seq: int
-    tx_ns: int  # echoed from the data packet (RTT without clock sync)
+    tx_ns: int  # echoed from the data packet (RTT without clock sync); a NACK's: the trimmed one's tx_stamp
     ce: bool = False
+    ports: int = 0
 
     FMT = "!4sBHIQB"
     SIZE = struct.calcsize(FMT)
+    PORTS = "!H"  # after FMT (16 planes at most)
 
     def pack(self) -> bytes:
-        return struct.pack(self.FMT, ACK_MAGIC, self.kind, self.ev, self.ev_seq, self.tx_ns, int(self.ce))
+        return struct.pack(self.FMT, ACK_MAGIC, self.kind, self.ev, self.ev_seq, self.tx_ns, int(self.ce)) \
+            + struct.pack(self.PORTS, self.ports & 0xFFFF)
 
     @classmethod
     def unpack(cls, data: bytes) -> AckHeader | None:
         if len(data) < cls.SIZE or data[:4] != ACK_MAGIC:
             return None
         _, kind, ev, seq, tx, flags = struct.unpack(cls.FMT, data[:cls.SIZE])
-        return cls(kind, ev, seq, tx, bool(flags & 1))
+        ports = struct.unpack_from(cls.PORTS, data, cls.SIZE)[0] if len(data) >= cls.SIZE + 2 else 0
+        return cls(kind, ev, seq, tx, bool(flags & 1), ports)
 
 
 def encap(smac: str, dmac: str, src: str, carrier: str, inner_frame: bytes, *, tc: int = ECT0, hlim: int = 64) -> bytes:
@@ -109,9 +121,12 @@ def data_frame(smac: str, dmac: str, src: str, dst: str, carrier: str, qp: int, 
                size: int) -> bytes:
     """An encapsulated RC SEND ONLY carrying `header`, padded to `size` payload bytes, ECT(0) inside and out."""
     payload = header.pack().ljust(max(size, DataHeader.SIZE), b"\x00")
-    inner = roce_frame(smac, dmac, src, dst, OP_SEND_ONLY, qp, psn & PSN_MASK, payload, sport=sport_of(header.ev),
-                       tc=ECT0)
-    return encap(smac, dmac, src, carrier, inner)
+    inner = bytearray(roce_frame(smac, dmac, src, dst, OP_SEND_ONLY, qp, psn & PSN_MASK, payload,
+                                 sport=sport_of(header.ev), tc=ECT0))
+    # the flow label (outside the ICRC and the UDP checksum) carries the transmission's stamp
+    vtf = struct.unpack_from("!I", inner, 14)[0] & ~0xFFFFF | tx_stamp(header.tx_ns)
+    struct.pack_into("!I", inner, 14, vtf)
+    return encap(smac, dmac, src, carrier, bytes(inner))
 
 
 def ack_frame(smac: str, dmac: str, src: str, dst: str, carrier: str, qp: int, psn: int, header: AckHeader,
@@ -141,6 +156,7 @@ class Received:
     trimmed: bool  # cut short (IPv6 payload length longer than what arrived), or data in the trim DSCP class
     icrc_ok: bool
     encapsulated: bool  # still had the outer header (not what a host should get)
+    flow_label: int = 0  # a data packet's: its transmission stamp (tx_stamp)
 
 
 def parse(frame: bytes, trim_dscp: int = TRIM_DSCP) -> Received | None:
@@ -169,4 +185,4 @@ def parse(frame: bytes, trim_dscp: int = TRIM_DSCP) -> Received | None:
     body = ip[b + 12:-4] if whole else b""
     ok = whole and icrc(ip) == ip[-4:]
     return Received(socket.inet_ntop(socket.AF_INET6, ip[8:24]), socket.inet_ntop(socket.AF_INET6, ip[24:40]),
-                    tc & 3, tc >> 2, sport, opcode, qp, psn, body, trimmed, ok, encapsulated)
+                    tc & 3, tc >> 2, sport, opcode, qp, psn, body, trimmed, ok, encapsulated, vtf & 0xFFFFF)

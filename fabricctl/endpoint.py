@@ -1,9 +1,13 @@
-"""fabricctl endpoint: endpoint mode (hosts spray over their own SRv6 EVs) on a running lab."""
+"""fabricctl endpoint: endpoint mode (hosts spray over their own SRv6 EVs) on a running lab: scenarios side by
+side, the senders' EV state change events, and the controller's EV operations on a running sender."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,7 +20,8 @@ FAULTS = ("cut", "blackhole", "gray", "slow", "incast")
 
 @click.group("endpoint")
 def endpoint() -> None:
-    """Endpoint mode (MRC): hosts write the uSID carriers and route around faults themselves.
+    """Endpoint mode: hosts write the uSID carriers of their EVs (OCP MRC's SRv6 entropy values), keep each
+    EV's state (GOOD, ASSUMED_BAD, DENIED, UNKNOWN) and route around faults themselves.
 
     \b
     Examples:
@@ -24,6 +29,9 @@ def endpoint() -> None:
       fabricctl endpoint compare cut p0-t0-0 p0-t1-1 --png cut.png
       fabricctl endpoint compare gray p0-t0-0 p0-t1-1 --percent 10 --modes host,host-spray --json
       fabricctl endpoint compare incast h2 --modes host,host-trim
+      fabricctl endpoint events --follow
+      fabricctl endpoint query h0 --to h2
+      fabricctl endpoint deny h0 h2 0x401
     """
 
 
@@ -42,6 +50,9 @@ def endpoint() -> None:
 @click.option("--fault-at", type=Finite(min=0.3, max=MAX_SECONDS), default=1.0, show_default=True)
 @click.option("--repair-at", type=Finite(min=0.5, max=MAX_SECONDS), default=2.5, show_default=True)
 @click.option("--min-rto-ms", type=Finite(min=1), default=25.0, show_default=True)
+@click.option("--recover-probes", type=click.IntRange(1, 256), default=None, metavar="N",
+              help="Host modes: answered probes in a row that bring an ASSUMED_BAD EV back (doubled per gray "
+                   "strike; default the senders' own).")
 @click.option("--senders", help="incast: comma-separated senders (default: every host under another leaf).")
 @click.option("--bottleneck-pps", type=click.IntRange(1, 1_000_000), default=200, show_default=True,
               help="incast: packets/s the receiving host's leaf ports serve during the fault.")
@@ -56,7 +67,8 @@ def endpoint() -> None:
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Plot goodput and reordering per mode.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def compare_cmd(fault: str, where: tuple[str, ...], modes: str | None, percent: int, rate_limit: str, rate: float,
-                seconds: float, fault_at: float, repair_at: float, min_rto_ms: float, senders: str | None,
+                seconds: float, fault_at: float, repair_at: float, min_rto_ms: float, recover_probes: int | None,
+                senders: str | None,
                 bottleneck_pps: int, queue_depth: int, trim_at: int, ecn_at: int, lab_dir: Path, png: Path | None,
                 as_json: bool) -> None:
     """The same traffic and the same fault on link T0 -- T1 (incast: to HOST), mode after mode, side by side.
@@ -107,6 +119,8 @@ def compare_cmd(fault: str, where: tuple[str, ...], modes: str | None, percent: 
         lab = Lab.attach(lab_dir)
         sch = scenarios.Schedule(seconds=seconds, fault_at=fault_at, repair_at=repair_at, rate=rate,
                                  min_rto_ms=min_rto_ms)
+        if recover_probes is not None:
+            sch.recover_probes = recover_probes
         if incast:
             if where[0] not in lab.model.hosts:
                 raise OpError(f"unknown host '{where[0]}' (hosts: {', '.join(lab.hosts)})")
@@ -127,3 +141,203 @@ def compare_cmd(fault: str, where: tuple[str, ...], modes: str | None, percent: 
         from endpoint.plot import comparison
         comparison(doc, png)
     click.echo(json.dumps(doc, indent=1) if as_json else "\n".join(scenarios.describe(result)))
+
+
+# --- EV events and the controller's operations on a running sender ----------------------------------
+
+_DIR = click.option("--dir", "lab_dir", type=click.Path(file_okay=False, path_type=Path), default="/tmp/srv6-fabric-lab",
+                    show_default=True, help="The lab's directory (its latest endpoint run is used).")
+_RUN = click.option("--run", "run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+                    help="The endpoint run's directory (default: the lab's latest).")
+
+
+def latest_run(lab_dir: Path) -> Path:
+    """The newest endpoint run directory of a lab (runs are named by their start in ns)."""
+    runs = [p for p in (lab_dir / "endpoint").glob("*") if p.is_dir() and p.name.isdigit()]
+    if not runs:
+        raise OpError(f"no endpoint run in {lab_dir / 'endpoint'} (start one with `fabricctl endpoint compare`)")
+    return max(runs, key=lambda p: int(p.name))
+
+
+def _run(lab_dir: Path, run_dir: Path | None) -> Path:
+    return run_dir if run_dir is not None else latest_run(lab_dir)
+
+
+def describe_event(e: dict[str, Any]) -> str:
+    drops = f" ({e['drop_count']} events dropped before)" if e.get("drop_count") else ""
+    return (f"{e.get('t', 0):.4f} {e.get('host', '?')} -> {e.get('profile', '?')} ev {int(e.get('ev', 0)):#06x} "
+            f"port {e.get('port', '?')}: {e.get('state', '?')} ({e.get('why', '')}){drops}")
+
+
+def _lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The complete JSON lines of `path` from byte `offset`, and the offset after them."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    out = []
+    for line in data[:end].splitlines():
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(doc, dict):
+            out.append(doc)
+    return out, offset + end
+
+
+def follow_events(run: Path, hosts: tuple[str, ...], follow: bool, follow_for: float | None) -> Iterator[dict[str, Any]]:
+    """The events of a run's senders (of `hosts`, default all) in file order per sender; with `follow`, the
+    ones appended later too, until `follow_for` seconds have passed (None: until interrupted)."""
+    offsets: dict[Path, int] = {}
+    deadline = None if follow_for is None else time.monotonic() + follow_for
+    while True:
+        files = sorted(run.glob("events-*.jsonl"))
+        for path in files:
+            host = path.name[len("events-"):-len(".jsonl")]
+            if hosts and host not in hosts:
+                continue
+            docs, offsets[path] = _lines(path, offsets.get(path, 0))
+            yield from docs
+        if not follow or (deadline is not None and time.monotonic() >= deadline):
+            return
+        time.sleep(0.2 if deadline is None else max(0.0, min(0.2, deadline - time.monotonic())))
+
+
+@endpoint.command("events")
+@click.argument("hosts", nargs=-1, metavar="[HOST]...")
+@_DIR
+@_RUN
+@click.option("--follow", is_flag=True, help="Keep printing events as the senders write them (Ctrl-C to stop).")
+@click.option("--follow-for", type=click.FloatRange(min=0, max=86400), metavar="SECONDS",
+              help="With --follow: stop after this long.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per event and line.")
+def events_cmd(hosts: tuple[str, ...], lab_dir: Path, run_dir: Path | None, follow: bool, follow_for: float | None,
+               as_json: bool) -> None:
+    """EV state change events of an endpoint run's senders: per event the time, the sender, the destination
+    (the EV profile), the EV and its port (plane), the new state (GOOD or ASSUMED_BAD, the states the
+    specification's event mask supports), why, and how many events the sender's queue dropped before it.
+
+    \b
+    Examples:
+      fabricctl endpoint events
+      fabricctl endpoint events h0 --json | jq 'select(.state == "assumed_bad")'
+      fabricctl endpoint events --follow
+    """
+    run = _run(lab_dir, run_dir)
+    try:
+        for e in follow_events(run, hosts, follow, follow_for):
+            click.echo(json.dumps(e) if as_json else describe_event(e))
+    except KeyboardInterrupt:
+        pass
+
+
+def _ev(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise OpError(f"'{text}' is not an EV id (a number, e.g. 1025 or 0x401)") from None
+    if not 0 <= value < 1 << 14:
+        raise OpError(f"EV {text} is outside 0-0x3fff (14 bits)")
+    return value
+
+
+def _ask(lab_dir: Path, run_dir: Path | None, host: str, req: dict[str, Any]) -> dict[str, Any]:
+    from endpoint.control import ControlError, request
+
+    path = _run(lab_dir, run_dir) / f"control-{host}.sock"
+    try:
+        answer = request(path, req)
+    except ControlError as e:
+        raise OpError(str(e), ops.SWITCH_ERROR) from None
+    if "error" in answer:
+        raise OpError(f"{host}: {answer['error']}")
+    return answer
+
+
+def _show(answer: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(answer, indent=1))
+        return
+    for e in answer.get("evs", []):
+        click.echo(f"{answer.get('host', '?')} -> {e['profile']} ev {e['ev']:#06x} port {e['port']}: {e['state']}"
+                   f"{'' if e['active'] else ' (backup)'}" + (f", gray {e['gray']} (needs {e['need']} probes)"
+                                                              if e.get("gray") else ""))
+
+
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+@endpoint.command("query")
+@click.argument("host")
+@click.option("--to", "dst", help="Only the EVs towards this destination.")
+@_DIR
+@_RUN
+@_JSON
+def query_cmd(host: str, dst: str | None, lab_dir: Path, run_dir: Path | None, as_json: bool) -> None:
+    """QUERY_EV_STATE: the state of every EV of a running sender (active or backup).
+
+    \b
+    Examples:
+      fabricctl endpoint query h0
+      fabricctl endpoint query h0 --to h2 --json
+    """
+    _show(_ask(lab_dir, run_dir, host, {"op": "query", "dst": dst}), as_json)
+
+
+@endpoint.command("deny")
+@click.argument("host")
+@click.argument("dst")
+@click.argument("evs", nargs=-1, required=True, metavar="EV...")
+@_DIR
+@_RUN
+@_JSON
+def deny_cmd(host: str, dst: str, evs: tuple[str, ...], lab_dir: Path, run_dir: Path | None, as_json: bool) -> None:
+    """Deny EVs of a running sender towards DST (MODIFY_EV_STATE to DENIED): never used nor probed until
+    `fabricctl endpoint set-state` takes them back. All or none: an unknown EV changes nothing.
+
+    \b
+    Examples:
+      fabricctl endpoint deny h0 h2 0x401
+    """
+    _show(_ask(lab_dir, run_dir, host, {"op": "deny", "dst": dst, "evs": [_ev(e) for e in evs]}), as_json)
+
+
+@endpoint.command("set-state")
+@click.argument("host")
+@click.argument("dst")
+@click.argument("ev")
+@click.argument("state", type=click.Choice(["good", "assumed_bad", "denied", "unknown"]))
+@_DIR
+@_RUN
+@_JSON
+def set_state_cmd(host: str, dst: str, ev: str, state: str, lab_dir: Path, run_dir: Path | None, as_json: bool) -> None:
+    """MODIFY_EV_STATE: set an EV's state (unknown takes a denied EV back; assumed_bad starts probing it).
+
+    \b
+    Examples:
+      fabricctl endpoint set-state h0 h2 0x401 unknown
+    """
+    _show(_ask(lab_dir, run_dir, host, {"op": "set_state", "dst": dst, "ev": _ev(ev), "state": state}), as_json)
+
+
+@endpoint.command("replace")
+@click.argument("host")
+@click.argument("dst")
+@click.argument("ev")
+@click.argument("ev_new", metavar="NEW")
+@_DIR
+@_RUN
+@_JSON
+def replace_cmd(host: str, dst: str, ev: str, ev_new: str, lab_dir: Path, run_dir: Path | None, as_json: bool) -> None:
+    """REPLACE_EV: backup EV NEW takes active EV EV's place towards DST (the sender needs backups:
+    `python3 -m endpoint send --backups-per-plane N`).
+
+    \b
+    Examples:
+      fabricctl endpoint replace h0 h2 0x401 0x403
+    """
+    _show(_ask(lab_dir, run_dir, host, {"op": "replace", "dst": dst, "ev": _ev(ev), "ev_new": _ev(ev_new)}), as_json)

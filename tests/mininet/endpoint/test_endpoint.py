@@ -65,7 +65,8 @@ def test_host_ev_spraying_crosses_every_spine_and_plane_and_delivers_everything_
 def test_a_cut_link_is_routed_around_by_the_hosts_alone_and_probed_back_after_repair(lab):
     ep.enable(lab)
     t0, t1 = "p0-t0-0", "p0-t1-1"
-    sch = Schedule(seconds=3.0, fault_at=1.0, repair_at=2.0, rate=200, evs_per_qp=2, min_rto_ms=60, probe_ms=20)
+    sch = Schedule(seconds=3.0, fault_at=1.0, repair_at=2.0, rate=200, evs_per_qp=2, min_rto_ms=60, probe_ms=20,
+                   recover_probes=4)
     c = compare(lab, "cut", t0, t1, modes=("host",), pairs=[("h0", "h2"), ("h1", "h3")], schedule=sch)
     m = c.modes[0]
     s = m.summary
@@ -80,13 +81,13 @@ def test_a_cut_link_is_routed_around_by_the_hosts_alone_and_probed_back_after_re
     assert len(m.evs) == 2 and {e["ev"] for e in m.evs} == faulty(lab, "h0", "h2", t0, t1) == {1}
     fault_s, repair_s = m.goodput["fault_s"], m.goodput["repair_s"]
     for e in m.evs:
-        # each sender failed the EV during the cut on its own evidence: a lost data packet (an RTO, or the ACK
-        # of a later one), or, when an earlier RTT spike had already set the EV aside as suspect, its probe's
-        # timeout; it sent no data on it while failed, and a probe brought it back after the repair
-        failed = [(t, why) for t, _, b, why in e["transitions"] if b == "failed" and fault_s <= t < repair_s]
+        # each sender made the EV ASSUMED_BAD during the cut on its own evidence (a lost data packet: an RTO, or
+        # the ACK of a later one); it sent no data on it while so, and answered probes brought it back after the repair
+        failed = [(t, why) for t, _, b, why in e["transitions"] if b == "assumed_bad" and fault_s <= t < repair_s]
         assert failed and e["detected_ms"] is not None and e["restored_ms"] is not None, _brief(m)
-        assert e["sent_while_failed"] == 0 and e["probes"] >= 1, _brief(m)
-        assert ("probing", "good") in [(a, b) for t, a, b, _ in e["transitions"] if t >= repair_s], _brief(m)
+        assert e["sent_while_failed"] == 0 and e["probes"] >= 4, _brief(m)
+        assert [why for t, a, b, why in e["transitions"] if t >= repair_s and (a, b) == ("assumed_bad", "good")] \
+            == ["4 probes answered"], _brief(m)
     # the EV carried data again after the repair
     assert s["evs_restored"] == 2
 
@@ -95,7 +96,7 @@ def test_a_blackholed_direction_is_seen_by_acks_alone_and_avoided(lab):
     """The T1 drops what it sends down to the T0: h0's data to h2 still arrives through it, only the ACKs
     (and h2's data to h0) are lost; h0's sender fails the EV on the missing ACKs all the same."""
     ep.enable(lab)
-    sch = Schedule(seconds=2.5, fault_at=0.8, repair_at=1.8, rate=200, min_rto_ms=60)
+    sch = Schedule(seconds=2.5, fault_at=0.8, repair_at=1.8, rate=200, min_rto_ms=60, recover_probes=4)
     c = compare(lab, "blackhole", "p0-t0-0", "p0-t1-1", modes=("host",), pairs=[("h0", "h2")], schedule=sch)
     m = c.modes[0]
     assert m.summary["complete"] and m.summary["lost"] == 0 and lab.failures() == frozenset()
@@ -158,3 +159,36 @@ def test_leaf_spraying_with_the_unattended_controller_finds_the_cut_by_itself(la
     assert s["controller_detected_ms"] is not None  # its own probes found this very link down after the cut
     assert "controller (unattended): link_down p0-t0-0--p0-t1-1" in whats
     assert lab.failures() == frozenset()  # nothing left recorded once the scenario is over
+
+
+def test_a_nic_port_down_at_the_receiver_reaches_the_sender_in_its_acks(lab):
+    """h2's plane-1 NIC goes down for a second: h2's acknowledgements (on plane 0) carry its port-state
+    bitmap, and h0 sends nothing on plane 1 from the one that said so until the one that says it is up."""
+    import time
+
+    ep.enable(lab)
+    nic = lab.host("h2").nic(1)
+    run = ep.start(lab, [("h0", "h2")], ep.Workload(policy="health", messages=600, rate=200, duration=20,
+                                                    recover_probes=4))
+    try:
+        start = run.started_ns / 1e9
+        time.sleep(max(0.0, start + 1.0 - time.monotonic()))  # the schedule: down at 1 s, up at 2 s
+        lab.host("h2").run(["ip", "link", "set", nic.intf, "down"])
+        time.sleep(max(0.0, start + 2.0 - time.monotonic()))
+        lab.host("h2").run(["ip", "link", "set", nic.intf, "up"])
+    except BaseException:
+        run.kill()
+        raise
+    report = run.wait()
+    s = report.senders["h0"]
+    assert s["complete"] and report.totals()["lost"] == 0
+    changes = [c for c in s["port_changes"]["h2"] if c[2] == 1]
+    assert [(where, up) for _, where, _, up in changes] == [("remote", False), ("remote", True)], changes
+    down, up = changes[0][0], changes[1][0]
+    assert start + 1.0 <= down < up and start + 2.0 <= up
+    bin_s = s["config"]["bin_ms"] / 1e3
+    on_plane1 = {ev: bins for ev, bins in s["ev_bins"].items() if int(ev) >> 10 == 1}
+    sent_while_down = sum(n for bins in on_plane1.values() for b, n in bins.items()
+                          if down + bin_s <= int(b) * bin_s and (int(b) + 1) * bin_s <= up)
+    assert on_plane1 and sent_while_down == 0, (changes, on_plane1)
+    assert any((int(b) + 1) * bin_s > up + bin_s for bins in on_plane1.values() for b in bins)  # used again

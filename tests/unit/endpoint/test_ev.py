@@ -1,141 +1,175 @@
-"""The EV state machine over synthetic ACK/loss timelines, and the policies' choices."""
+"""The EV state machine (OCP MRC: GOOD / ASSUMED_BAD / DENIED / UNKNOWN) over hand-made event timelines, the
+ev_min_active floor, backup replacement, the controller's denylist, EV events, and the policies' choices."""
 
 from __future__ import annotations
 
 import pytest
 
-from endpoint.ev import EvConfig, EvHealth, EvState, EvTable
+from endpoint.ev import EvConfig, EvEvents, EvHealth, EvState, EvTable, split_active
 from endpoint.policy import Ethereal, FiveTupleHash, Flow, HealthAware, QpRoundRobin, Spray, make
 
-CFG = EvConfig(min_rto=0.025, max_rto=0.25, probe_interval=0.02, max_probe_interval=0.08, recover_acks=3,
-               forgive=0.5)
+CFG = EvConfig(min_rto=0.025, max_rto=0.25, probe_interval=0.02, max_probe_interval=0.08, probe_gap=0.005,
+               recover_probes=3, max_recover_probes=24, forgive=0.5)
 
 
-def states(h: EvHealth) -> list[tuple[float, str, str, str]]:
+def steps(h: EvHealth) -> list[tuple[float, str, str, str]]:
     return [tuple(t) for t in h.transitions]
+
+
+def probe_round(h: EvHealth, t: float, answered: bool, rtt: float = 0.001) -> None:
+    """At `t` the due probe goes out; answered after `rtt`, or expired after its deadline."""
+    assert h.probe_due(t), (t, h.next_probe, h.probe_deadline)
+    h.on_probe_sent(t)
+    if answered:
+        h.on_probe_ack(t + rtt, rtt)
+    else:
+        h.tick(h.probe_deadline)
 
 
 # --- the state machine ---------------------------------------------------------------------------
 
-def test_a_timeout_fails_a_good_ev_at_once_and_probing_brings_it_back():
-    h = EvHealth(7, CFG)
-    h.on_sent(0.0)
-    h.on_ack(0.002, 0.002)
-    h.on_timeout(0.1)
-    assert h.state == EvState.FAILED and not h.usable
-    assert not h.probe_due(0.119) and h.probe_due(0.1201)  # probe_interval after the failure
-    h.on_probe_sent(0.12)
-    assert h.state == EvState.PROBING
-    h.tick(0.13)  # no answer yet, still within the probe's RTO
-    assert h.state == EvState.PROBING
-    h.on_probe_ack(0.131)
-    assert h.state == EvState.GOOD and h.usable
-    assert states(h) == [(0.1, "good", "failed", "timeout"), (0.12, "failed", "probing", "probe sent"),
-                         (0.131, "probing", "good", "probe acked")]
-
-
-def test_unanswered_probes_back_off_doubling_up_to_the_cap():
-    h = EvHealth(1, CFG)
-    h.on_timeout(1.0)
-    t, gaps = 1.0, []
-    for _ in range(4):
-        gaps.append(round(h.next_probe - t, 6))
-        h.on_probe_sent(h.next_probe)
-        t = h.probe_deadline
-        h.tick(t)  # the probe's RTO passes without an ACK
-        assert h.state == EvState.FAILED
-    assert gaps == [0.02, 0.04, 0.08, 0.08]
-    assert h.stats.probes == 4 and h.strikes == 5  # the timeout, then 4 probes unanswered
-
-
-def test_a_sack_loss_makes_an_ev_suspect_and_a_second_one_fails_it():
+def test_an_ev_is_unknown_until_its_first_evidence():
+    for evidence, why in ((lambda h: h.on_ack(0.5, 0.001), "first ack"),
+                          (lambda h: h.on_nack(0.5), "trimmed: the path delivers")):
+        h = EvHealth(1, CFG)
+        assert h.state == EvState.UNKNOWN and h.usable  # a new EV is used: its first packet is the evidence
+        h.tick(0.4)
+        h.on_sent(0.45)
+        assert h.state == EvState.UNKNOWN and h.stats.sent_while_failed == 0
+        evidence(h)
+        assert steps(h) == [(0.5, "unknown", "good", why)]
     h = EvHealth(2, CFG)
-    h.on_sack_loss(0.5)
-    assert h.state == EvState.SUSPECT and h.usable
-    h.on_sack_loss(0.6)
-    assert h.state == EvState.FAILED
-    assert h.stats.sack_losses == 2 and h.stats.losses == 2
+    h.on_timeout(0.3)  # the first evidence is a loss
+    assert steps(h) == [(0.3, "unknown", "assumed_bad", "timeout")]
 
 
-def test_an_unused_suspect_ev_is_probed_failed_on_silence_and_restored_on_an_answer():
-    h = EvHealth(2, CFG)
-    h.on_sack_loss(1.0)
-    assert not h.probe_due(1.019) and h.probe_due(1.0201)
-    h.on_probe_sent(1.0201)
-    h.tick(1.0201 + CFG.min_rto)  # the cut path: no answer
-    assert h.state == EvState.FAILED
-    h.on_probe_sent(h.next_probe)
-    h.on_probe_ack(h.next_probe + 0.001)
-    assert [x[1:] for x in h.transitions] == [("good", "suspect", "sack loss"), ("suspect", "probing", "probe sent"),
-                                              ("probing", "failed", "probe timeout"), ("failed", "probing", "probe sent"),
-                                              ("probing", "good", "probe acked")]
-
-
-def test_a_suspect_ev_recovers_after_enough_clean_acks_but_ce_resets_the_count():
+@pytest.mark.parametrize("loss, why", [("on_sack_loss", "sack loss"), ("on_timeout", "timeout")])
+def test_one_loss_that_is_not_a_trim_makes_a_good_ev_assumed_bad_at_once(loss: str, why: str):
     h = EvHealth(3, CFG)
-    h.on_sack_loss(0.0)
-    h.on_ack(0.01, 0.001)
-    h.on_ack(0.02, 0.001)
-    h.on_ack(0.03, 0.001, ce=True)  # congestion: the count starts again
-    h.on_ack(0.04, 0.001)
-    h.on_ack(0.05, 0.001)
-    assert h.state == EvState.SUSPECT
-    h.on_ack(0.06, 0.001)
-    assert h.state == EvState.GOOD and h.stats.ecn == 1
-    assert states(h)[-1] == (0.06, "suspect", "good", "3 clean acks")
+    h.on_ack(0.0, 0.001)
+    getattr(h, loss)(0.1)
+    assert h.state == EvState.ASSUMED_BAD and not h.usable
+    assert steps(h)[1:] == [(0.1, "good", "assumed_bad", why)]
+    getattr(h, loss)(0.101)  # later losses of what was in flight: no change, no new probe timer
+    h.on_ack(0.102, 0.001)  # nor does a data ACK (of a packet sent before): probes bring it back
+    assert h.state == EvState.ASSUMED_BAD and len(h.transitions) == 2 and h.next_probe == pytest.approx(0.12)
 
 
-def test_ecn_and_trimming_suspect_an_ev_but_never_fail_it():
+def test_trims_and_ce_marks_never_make_an_ev_assumed_bad_they_mark_it_congested_for_a_probe_interval():
     h = EvHealth(4, CFG)
-    h.on_ack(0.0, 0.001, ce=True)
-    assert h.state == EvState.SUSPECT
-    for t in range(10):
-        h.on_nack(0.01 * t)
-    assert h.state == EvState.SUSPECT and h.stats.nacks == 10 and h.stats.timeouts == 0
+    h.on_ack(0.0, 0.001)
+    for i in range(10):
+        h.on_nack(0.01 + i * 0.001)
+    assert h.state == EvState.GOOD and h.congested and h.stats.nacks == 10 and h.stats.timeouts == 0
+    h.tick(0.039)
+    assert h.congested  # the last mark at 0.019: quiet until 0.039
+    h.tick(0.0391)
+    assert not h.congested
+    h.on_ack(0.05, 0.001, ce=True)
+    assert h.congested and h.stats.ecn == 1 and h.state == EvState.GOOD
+    h.tick(0.07)
+    assert not h.congested and len(h.transitions) == 1  # only UNKNOWN -> GOOD, ever
+    assert not EvHealth(5, EvConfig(ecn_avoid=False)).congested
 
 
-def test_a_congestion_mark_sets_an_ev_aside_for_a_quiet_probe_interval_without_probing_it():
-    h = EvHealth(8, CFG)
-    h.on_nack(1.0)  # trimmed: the path answered, it is busy
-    assert h.state == EvState.SUSPECT and h.congested and h.usable
-    h.on_ack(1.01, 0.04, ce=True)  # another mark restarts the quiet interval
-    assert not h.probe_due(1.05) and h.next_probe == 1.01 + CFG.probe_interval
-    h.tick(1.029)
-    assert h.state == EvState.SUSPECT
-    h.tick(1.031)
-    assert h.state == EvState.GOOD and h.stats.probes == 0 and h.stats.nacks == 1 and h.stats.ecn == 1
-    assert [x[1:] for x in h.transitions] == [("good", "suspect", "trimmed"),
-                                              ("suspect", "good", "no congestion mark for a probe interval")]
+def test_answered_probes_bring_an_assumed_bad_ev_back_spaced_by_the_probe_gap():
+    h = EvHealth(6, CFG)
+    h.on_ack(0.0, 0.001)
+    h.on_sack_loss(0.1)
+    assert not h.probe_due(0.1199) and h.next_probe == pytest.approx(0.12)  # probe_interval after the loss
+    probe_round(h, h.next_probe, True)
+    assert h.state == EvState.ASSUMED_BAD and h.run == 1
+    assert not h.probe_due(0.1259) and h.next_probe == pytest.approx(0.126)  # answered at 0.121: a gap later
+    probe_round(h, h.next_probe, True)
+    probe_round(h, h.next_probe, True)
+    assert steps(h)[1:] == [(0.1, "good", "assumed_bad", "sack loss"), (0.133, "assumed_bad", "good", "3 probes answered")]
+    assert h.stats.probes == h.stats.probe_acks == 3 and h.gray == 0
 
 
-def test_a_loss_on_a_congested_ev_is_its_first_loss_and_makes_it_probed_the_second_fails_it():
-    h = EvHealth(9, CFG)
-    h.on_nack(2.0)
-    h.on_sack_loss(2.005)
-    assert h.state == EvState.SUSPECT and not h.congested
-    assert not h.probe_due(2.0249) and h.probe_due(2.025)  # a loss suspect is probed after the interval
-    h.tick(2.03)
-    assert h.state == EvState.SUSPECT  # no quiet-interval return for a loss
-    h.on_sack_loss(2.031)
-    assert h.state == EvState.FAILED
-    assert [x[1:] for x in h.transitions] == [("good", "suspect", "trimmed"),
-                                              ("suspect", "failed", "second loss while suspect")]
-
-
-def test_a_probe_answer_is_a_round_trip_sample_even_after_its_deadline():
-    h = EvHealth(10, CFG)
+def test_a_dead_path_is_probed_at_a_doubling_interval_and_stays_assumed_bad():
+    h = EvHealth(7, CFG)
     h.on_timeout(0.0)
-    h.on_probe_sent(0.02, rto=0.03)
-    assert h.probe_deadline == 0.02 + 0.03  # the sender's timeout when it is above the EV's own
-    h.tick(0.05)
-    assert h.state == EvState.FAILED
-    h.on_probe_ack(0.07, 0.05)  # the probe waited in a queue: the RTO must learn that
-    assert h.stats.srtt == 0.05 and h.stats.rttvar == 0.025 and h.rto() == 0.05 + 4 * 0.025
-    assert h.state == EvState.FAILED  # a late answer does not restore the EV: the next probe does
+    t, gaps = 0.02, []
+    for _ in range(5):
+        probe_round(h, t, False)  # expires after min_rto (25 ms)
+        nxt = h.next_probe
+        gaps.append(round(nxt - (t + CFG.min_rto), 6))
+        t = nxt
+    assert gaps == [0.02, 0.04, 0.08, 0.08, 0.08]  # doubled per unanswered probe, capped at max_probe_interval
+    assert h.state == EvState.ASSUMED_BAD and h.gray == 0 and h.stats.probe_losses == 5 and len(h.transitions) == 1
+    probe_round(h, t, True)  # the path is back: the answers in a row it needs (no gray strike) bring it back
+    probe_round(h, h.next_probe, True)
+    probe_round(h, h.next_probe, True)
+    assert h.state == EvState.GOOD and h.strikes == 0
+
+
+def test_a_late_probe_answer_is_a_round_trip_sample_and_takes_back_the_expiry():
+    h = EvHealth(8, CFG)
+    h.on_timeout(0.0)
+    probe_round(h, h.next_probe, True)  # answered: run 1
+    h.on_probe_sent(h.next_probe)
+    h.tick(h.probe_deadline)  # unanswered in time: taken for a loss after an answer, a gray strike
+    assert (h.run, h.gray, h.stats.probe_losses) == (0, 1, 1)
+    h.on_probe_ack(0.1, 0.05)  # it was a queue, not a loss: the answer came 50 ms after the probe
+    assert h.stats.srtt == pytest.approx(0.875 * 0.001 + 0.125 * 0.05)  # a sample all the same
+    assert (h.run, h.gray, h.stats.probe_losses) == (2, 0, 0) and h.next_probe == pytest.approx(0.105)
+    h.on_probe_ack(0.11, 0.001)  # nothing out, nothing expired: a duplicate changes nothing
+    assert (h.run, h.stats.probe_acks) == (2, 3)
+    probe_round(h, h.next_probe, True)
+    assert h.state == EvState.GOOD and steps(h)[-1][3] == "3 probes answered"
+
+
+def test_a_gray_path_needs_more_answers_each_time_it_loses_again_and_is_forgiven_after_a_clean_spell():
+    h = EvHealth(9, CFG)
+    h.on_ack(0.0, 0.001)
+    h.on_sack_loss(0.1)
+    probe_round(h, h.next_probe, True)
+    probe_round(h, h.next_probe, False)  # answered, then lost: the path answers some, loses some
+    assert h.gray == 1 and h.need == 6 and h.run == 0
+    t = h.next_probe
+    for _ in range(6):
+        probe_round(h, t, True)
+        t = h.next_probe
+    back = h.back_at
+    assert h.state == EvState.GOOD and steps(h)[-1] == (back, "assumed_bad", "good", "6 probes answered")
+    h.on_sack_loss(back + 0.3)  # loses again within `forgive` of coming back: remembered
+    assert h.state == EvState.ASSUMED_BAD and h.gray == 2 and h.need == 12
+    t = h.next_probe
+    for _ in range(12):
+        probe_round(h, t, True)
+        t = h.next_probe
+    assert h.state == EvState.GOOD and h.gray == 2
+    h.on_ack(h.back_at + 0.49, 0.001)
+    assert h.gray == 2  # not yet `forgive` clean
+    h.on_ack(h.back_at + 0.5001, 0.001)
+    assert h.gray == 0 and h.need == 3
+    h.gray = 10
+    assert h.need == CFG.max_recover_probes
+
+
+def test_denied_only_by_the_controller_never_by_a_probe_and_nothing_else_changes_it():
+    h = EvHealth(10, CFG)
+    h.on_ack(0.0, 0.001)
+    h.on_sack_loss(0.01)
+    h.on_probe_sent(0.03)
+    h.set_state(0.031, EvState.DENIED)
+    assert h.state == EvState.DENIED and not h.usable and h.probe_deadline is None
+    h.on_probe_ack(0.032, 0.001)  # the probe in flight answers: DENIED stays
+    for t in (0.1, 0.2, 0.5, 1.0):
+        h.on_ack(t, 0.001)
+        h.on_nack(t)
+        h.on_timeout(t)
+        h.on_sack_loss(t)
+        h.tick(t)
+        assert not h.probe_due(t)  # a denied EV is never probed
+    assert h.state == EvState.DENIED and h.stats.probes == 1
+    h.set_state(1.1, EvState.UNKNOWN)  # the controller takes it off its denylist
+    assert h.usable and steps(h)[2:] == [(0.031, "assumed_bad", "denied", "controller"),
+                                         (1.1, "denied", "unknown", "controller")]
 
 
 def test_rto_follows_rfc6298_within_its_floor_and_cap():
-    h = EvHealth(5, CFG)
+    h = EvHealth(11, CFG)
     assert h.rto() == CFG.min_rto  # no sample yet
     h.on_ack(0.0, 0.010)
     assert h.stats.srtt == 0.010 and h.stats.rttvar == 0.005
@@ -148,28 +182,82 @@ def test_rto_follows_rfc6298_within_its_floor_and_cap():
     assert h.rto() == CFG.max_rto
 
 
-def test_data_sent_on_a_failed_ev_is_counted_and_failures_are_forgiven_after_a_quiet_spell():
-    h = EvHealth(6, CFG)
+def test_data_sent_on_an_assumed_bad_or_denied_ev_is_counted():
+    h = EvHealth(12, CFG)
     h.on_timeout(0.0)
     h.on_sent(0.001)
-    assert h.stats.sent_while_failed == 1
-    h.on_probe_sent(0.02)
-    h.on_probe_ack(0.021)
-    h.on_ack(0.3, 0.001)
-    assert h.strikes == 1  # 0.3 s after the loss: not yet forgiven
-    h.on_ack(0.6, 0.001)
-    assert h.strikes == 0
+    h.set_state(0.002, EvState.DENIED)
+    h.on_sent(0.003)
+    assert h.stats.sent_while_failed == 2 and h.stats.sent == 2
+
+
+# --- the table: floor, backups, controller, events -----------------------------------------------
+
+def test_ev_min_active_holds_a_loss_that_would_leave_too_few_usable_evs():
+    t = EvTable([0, 1, 1024], CFG, min_active=2)
+    t[0].on_sack_loss(0.1)
+    assert t[0].state == EvState.ASSUMED_BAD
+    t[1].on_sack_loss(0.1)
+    t[1].on_timeout(0.2)
+    assert t[1].state == EvState.UNKNOWN and t[1].floor_held == 2 and t[1].stats.losses == 2
+    t[0].set_state(0.3, EvState.GOOD)
+    t[1].on_sack_loss(0.4)
+    assert t[1].state == EvState.ASSUMED_BAD  # two usable left: the floor allows it now
+    with pytest.raises(ValueError, match=r"^ev_min_active 4 is not within 0-3 \(the active EVs\)"):
+        EvTable([0, 1, 1024], CFG, min_active=4)
+
+
+def test_a_failed_ev_is_replaced_by_a_backup_of_its_own_plane():
+    ids = [0, 1, 2, 1024, 1025, 1026]
+    planes = {e: e >> 10 for e in ids}
+    assert split_active(ids, planes, 1) == [0, 1, 1024, 1025]
+    t = EvTable(ids, CFG, active=split_active(ids, planes, 1))
+    assert t.backup == [2, 1026]
+    t[1].on_sack_loss(0.1)
+    assert t.active_set(0.1) == [0, 2, 1024, 1025] and t.backup == [1026, 1]
+    assert t.replacements == [(0.1, 1, 2, "assumed_bad: a backup of plane 0")]
+    t[0].set_state(0.2, EvState.DENIED)
+    assert t.active_set(0.2) == [0, 2, 1024, 1025]  # plane 0 has no usable backup left: plane 1's is not taken
+    t[1].set_state(0.3, EvState.GOOD)
+    assert t.active_set(0.3) == [1, 2, 1024, 1025] and t.backup == [1026, 0]
+    t.replace(1024, 1026, 0.4)  # the controller's REPLACE_EV
+    assert t.active == [1, 2, 1026, 1025] and t.backup == [0, 1024]
+    with pytest.raises(ValueError, match=r"^EV 0x400 is not active \(active: 0x1, 0x2, 0x402, 0x401\)"):
+        t.replace(1024, 0)
+    with pytest.raises(ValueError, match=r"^EV 0x401 is not a backup EV here \(backups: 0x0, 0x400\)"):
+        t.replace(1, 1025)
+    assert split_active([0, 1024], {0: 0, 1024: 1}, 3) == [0, 1024]  # one EV of every plane stays active
+
+
+def test_state_change_events_follow_the_mask_and_carry_the_drop_count():
+    q = EvEvents(capacity=2)
+    t = EvTable([0, 1, 1024], CFG, profile="h2", events=q)
+    t[0].on_ack(0.01, 0.001)  # GOOD: queued
+    t[1].on_ack(0.02, 0.001)  # GOOD: queued, the queue is full
+    t[0].on_sack_loss(0.03)  # ASSUMED_BAD: dropped
+    t[1024].on_ack(0.04, 0.001)  # dropped
+    assert [e.to_json() for e in q.poll(1)] == [
+        {"profile": "h2", "ev": 0, "port": 0, "state": "good", "drop_count": 0, "t": 0.01, "why": "first ack"}]
+    t[1].set_state(0.05, EvState.DENIED)  # not in the mask (the spec supports GOOD and ASSUMED_BAD only)
+    t[1024].on_timeout(0.06)
+    assert [(e.ev, e.port, e.state.value, e.drop_count) for e in q.poll()] == [(1, 0, "good", 0),
+                                                                             (1024, 1, "assumed_bad", 2)]
+    assert q.poll() == [] and q.dropped_total == 2
+    with pytest.raises(ValueError, match="^an EV event queue holds at least 1 event, not 0"):
+        EvEvents(0)
 
 
 def test_a_table_reports_probes_due_and_rejects_bad_id_lists():
     t = EvTable([0, 1, 1024], CFG)
     t[1].on_timeout(0.0)
     assert t.tick(0.01) == [] and t.tick(0.02) == [1]
-    assert t.in_state(EvState.GOOD) == [0, 1024]
+    assert t.in_state(EvState.UNKNOWN) == [0, 1024]
     with pytest.raises(ValueError, match="at least one EV"):
         EvTable([])
     with pytest.raises(ValueError, match="duplicate"):
         EvTable([1, 1])
+    with pytest.raises(ValueError, match=r"^active EVs \[5\] must be distinct EVs of \[0, 1\]"):
+        EvTable([0, 1], active=[5])
 
 
 # --- policies ------------------------------------------------------------------------------------
@@ -178,13 +266,15 @@ def flow(k: int = 0, sport: int = 0xC100) -> Flow:
     return Flow("fd00::1", "h2", sport, 0x100 + k, k)
 
 
-def test_oblivious_spray_goes_round_every_ev_even_a_failed_one():
+def test_oblivious_spray_goes_round_every_active_ev_even_a_failed_one():
     t = EvTable([0, 1, 1024, 1025], CFG)
     t[1].on_timeout(0.0)
     p = Spray()
     assert [p.pick(t, flow(0), s) for s in range(6)] == [0, 1, 1024, 1025, 0, 1]
     assert [p.pick(t, flow(1), s) for s in range(2)] == [1, 1024]  # QP 1 starts one EV further
     assert p.repick(t, flow(0), 0, lost_ev=1024) == 1025
+    b = EvTable([0, 1, 1024, 1025], CFG, active=[0, 1024])
+    assert {p.pick(b, flow(2), s) for s in range(8)} == {0, 1024}  # backups are not sprayed on
 
 
 def test_hash_and_qp_round_robin_keep_a_qp_on_one_ev_retransmissions_included():
@@ -200,23 +290,29 @@ def test_hash_and_qp_round_robin_keep_a_qp_on_one_ev_retransmissions_included():
     assert q.repick(t, flow(2), 0, lost_ev=1024) == 1024
 
 
-def test_health_aware_sprays_over_good_evs_then_suspect_ones_never_failed_ones():
+def test_health_aware_sprays_over_usable_evs_uncongested_first_never_assumed_bad_or_denied_ones():
     t = EvTable([0, 1, 1024, 1025], CFG)
     p = HealthAware()
     t[1].on_timeout(0.0)
-    t[1024].on_sack_loss(0.0)
+    t[1024].set_state(0.0, EvState.DENIED)
     assert [p.pick(t, flow(0), s) for s in range(4)] == [0, 1025, 0, 1025]
     assert p.repick(t, flow(0), 9, lost_ev=0) == 1025
-    t[0].on_timeout(0.1)
-    t[1025].on_timeout(0.1)
-    assert {p.pick(t, flow(0), s) for s in range(4)} == {1024}  # only the suspect one is left
-    assert not p.holds(t)
-    t[1024].on_timeout(0.1)
+    t[0].on_nack(0.01)
+    assert {p.pick(t, flow(0), s) for s in range(4)} == {1025}  # 0 congested: used only when nothing else is
+    t[1025].on_timeout(0.02)
+    assert {p.pick(t, flow(0), s) for s in range(4)} == {0} and not p.holds(t)
+    t[0].on_timeout(0.03)
     assert p.holds(t)  # nothing usable: the QP's data waits for a probe to bring an EV back
     assert not make("spray").holds(t) and not Ethereal().holds(t)  # the others keep sending
-    t[0].on_probe_sent(0.2)
-    t[0].on_probe_ack(0.201)
+    t[0].set_state(0.04, EvState.GOOD)
     assert not p.holds(t) and {p.pick(t, flow(0), s) for s in range(4)} == {0}
+
+
+def test_health_aware_takes_the_backup_of_the_failed_evs_plane():
+    t = EvTable([0, 1, 1024, 1025], CFG, active=[0, 1024])
+    p = HealthAware()
+    t[1024].on_sack_loss(0.0)
+    assert {p.pick(t, flow(0), s) for s in range(4)} == {0, 1025}  # the planes stay equally used
 
 
 def test_ethereal_splits_a_message_into_equal_single_path_parts_on_the_least_loaded_evs():
@@ -245,3 +341,32 @@ def test_make_names_the_known_policies_for_an_unknown_one():
     assert make("ethereal", parts=2).parts == 2 and make("health").name == "health"
     with pytest.raises(ValueError, match="unknown policy 'ecmp' .*spray, hash, qp-rr, health, ethereal"):
         make("ecmp")
+
+
+def reach(state: EvState) -> EvHealth:
+    """An EV brought to `state` by evidence (DENIED: by the controller, the only way)."""
+    h = EvHealth(20, CFG)
+    if state == EvState.GOOD:
+        h.on_ack(0.0, 0.001)
+    elif state == EvState.ASSUMED_BAD:
+        h.on_timeout(0.0)
+    elif state == EvState.DENIED:
+        h.set_state(0.0, EvState.DENIED)
+    assert h.state == state
+    return h
+
+
+@pytest.mark.parametrize("start", list(EvState))
+@pytest.mark.parametrize("to", list(EvState))
+def test_the_controller_sets_any_state_from_any_and_only_it_leaves_denied(start: EvState, to: EvState):
+    h = reach(start)
+    h.set_state(1.0, to, "controller")
+    assert h.state == to and h.probe_deadline is None
+    changes = [t for t in h.transitions if t[0] == 1.0]
+    assert changes == ([(1.0, start.value, to.value, "controller")] if start != to else [])
+    assert h.probe_due(1.0 + CFG.probe_interval) == (to == EvState.ASSUMED_BAD)  # ASSUMED_BAD is probed, nothing else
+    if to == EvState.DENIED:
+        for _ in range(CFG.max_recover_probes):
+            h.on_probe_ack(2.0, 0.001)
+        h.on_ack(2.0, 0.001)
+        assert h.state == EvState.DENIED
