@@ -212,7 +212,7 @@ def follow_events(run: Path, hosts: tuple[str, ...], follow: bool, follow_for: f
 @_DIR
 @_RUN
 @click.option("--follow", is_flag=True, help="Keep printing events as the senders write them (Ctrl-C to stop).")
-@click.option("--follow-for", type=click.FloatRange(min=0, max=86400), metavar="SECONDS",
+@click.option("--follow-for", type=Finite(min=0, max=86400), metavar="SECONDS",
               help="With --follow: stop after this long.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event and line.")
 def events_cmd(hosts: tuple[str, ...], lab_dir: Path, run_dir: Path | None, follow: bool, follow_for: float | None,
