@@ -85,7 +85,8 @@ def to_dict(t: Thresholds) -> dict[str, int | bool]:
 
 def override(base: Thresholds, given: dict[str, int | bool | None]) -> Thresholds:
     """`base` with each field given (not None) replaced; click.UsageError (exit 2) if the result is bad."""
-    t = dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
+    changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    t = dataclasses.replace(base, **changes)
     found = problems(t, "--")
     if found:
         raise click.UsageError(found[0].replace("--ecn_qdepth", "--ecn-qdepth").replace("--trim_qdepth", "--trim-qdepth")
