@@ -30,7 +30,7 @@ from controller.model.sids import (
     fmt_v6,
 )
 from controller.model.topology import Switch, Topology, host_mac_prefix
-from controller.plan.p4names import ECMP_ROUTES, ECMP_SELECTOR, END_DT6, END_DX6, FIRST_USID_ALLOWED, HASH_POLICY, HOST_FIRST_USID, HOST_POLICY, HOST_SOURCE_ROUTING, LOCAL_LEAF, MY_SID, PINNED_PATH, ROUTES_V6, SET_HASH_MODE, SET_NEXT_HOP, SET_NEXT_HOP_V6, SET_PIN, SET_THRESHOLDS, SPRAY, SPRAY_DEST, SPRAY_SELECTOR, SR_BOUNDARY, THRESHOLDS, USID_UN, USID_UN_NEXT_HOP, VIA_SPINE
+from controller.plan.p4names import ECMP_ROUTES, ECMP_SELECTOR, END_DT6, END_DX6, FIRST_USID_ALLOWED, HASH_POLICY, HOST_FIRST_USID, HOST_POLICY, HOST_SOURCE_ROUTING, LOCAL_LEAF, MY_SID, PINNED_PATH, ROUTES_V6, SET_HASH_MODE, SET_NEXT_HOP, SET_NEXT_HOP_V6, SET_HOST_PORT_THRESHOLDS, SET_PIN, SET_THRESHOLDS, SPRAY, SPRAY_DEST, SPRAY_SELECTOR, SR_BOUNDARY, THRESHOLDS, USID_UN, USID_UN_NEXT_HOP, VIA_SPINE
 from controller.plan.shared import MAPPED_LEN, Options, SHARED_GROUP, Shared
 from controller.plan.p4names import DERIVE_SPRAY, DROP_USID_UNKNOWN, ECMP_DROP, EECMP, FLOW, NO_PATH, PACKET, PIN, Program, QP, SET_SPRAY, SPRAY_PATHS  # noqa: F401  (re-exported: defined here before)
 from controller.plan.shared import DROP_MEMBER, HostPin, LEAF_FIELD_END, Pin, leaf_blocks  # noqa: F401  (re-exported: defined here before)
@@ -231,13 +231,18 @@ DEFAULT_RESETS: tuple[TableEntry, ...] = (
 )
 
 
-def congestion_thresholds(f: Fabric) -> list[Entity]:
-    """The egress thresholds (default entry, both programs), when the Options turn a signal on."""
+def congestion_thresholds(f: Fabric, sw: Switch) -> list[Entity]:
+    """The egress thresholds (default entry, both programs), when the Options turn a signal on; with
+    `ecn_host_ports` off, one entry per host-facing port of a leaf that keeps trimming and marks no CE."""
     o = f.options
     if not (o.ecn_qdepth or o.trim_qdepth):
         return []
-    return [TableEntry(THRESHOLDS, (), SET_THRESHOLDS, (("ecn_qdepth", o.ecn_qdepth), ("trim_qdepth", o.trim_qdepth),
-                                                        ("trim_dscp", o.trim_dscp)), is_default=True)]
+    out: list[Entity] = [TableEntry(THRESHOLDS, (), SET_THRESHOLDS, (
+        ("ecn_qdepth", o.ecn_qdepth), ("trim_qdepth", o.trim_qdepth), ("trim_dscp", o.trim_dscp)), is_default=True)]
+    if not o.ecn_host_ports:
+        out += [TableEntry(THRESHOLDS, (("port", Exact(port)),), SET_HOST_PORT_THRESHOLDS, (
+            ("trim_qdepth", o.trim_qdepth), ("trim_dscp", o.trim_dscp))) for port in sw.host_ports]
+    return out
 
 
 def _spray_uplink_members(f: Fabric, leaf: Switch) -> list[Entity]:
@@ -414,7 +419,7 @@ def leaf_local(f: Fabric, leaf: Switch) -> list[Entity]:
         own = spray_leaf_local(f, leaf) + spray_leaf_pins(f, leaf)
     else:
         own = ecmp_leaf_local(f, leaf)
-    return own + f.shared.punts(leaf) + congestion_thresholds(f)
+    return own + f.shared.punts(leaf) + congestion_thresholds(f, leaf)
 
 
 def leaf_dest(f: Fabric, leaf: Switch, dst: int) -> Sequence[Entity]:
@@ -425,7 +430,7 @@ def spine_entities(f: Fabric, spine: Switch, only: Collection[int] | None = None
     """A spine's entities (`only`: just those towards these leaves, without the switch-wide ones: the
     probes' punt entries and the congestion thresholds, the same whatever fails)."""
     own = spray_spine(f, spine, only) if f.options.program == SPRAY else ecmp_spine(f, spine, only)
-    return own if only is not None else own + f.shared.punts(spine) + congestion_thresholds(f)
+    return own if only is not None else own + f.shared.punts(spine) + congestion_thresholds(f, spine)
 
 
 def leaf_dests(f: Fabric, leaf: Switch) -> Iterator[Entity]:

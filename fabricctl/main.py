@@ -75,7 +75,7 @@ Environment, config file and completion:
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), envvar="FABRIC_CONFIG", metavar="FILE",
               is_eager=True, expose_value=False, callback=options.config_callback,
               help="YAML file of global options (keys: topology, program, state, election_id, timeout, verbose, "
-                   "tls_*, ecn_qdepth, trim_qdepth, trim_dscp); "
+                   "tls_*, ecn_qdepth, trim_qdepth, trim_dscp, ecn_host_ports); "
                    "env FABRIC_CONFIG. The command line wins over FABRIC_* variables, which win over it.")
 @click.option("--topology", "topology_file", type=click.Path(dir_okay=False, path_type=Path), envvar="FABRIC_TOPOLOGY",
               metavar="FILE", help="Topology YAML (env FABRIC_TOPOLOGY), e.g. examples/two_plane_lab.yaml.")
@@ -122,9 +122,10 @@ def cli(ctx: click.Context, topology_file: Path | None, program: Program, state_
     Global options may also follow the subcommand (fabricctl plan --timeout 3), be set in the
     environment (FABRIC_TOPOLOGY, FABRIC_PROGRAM, FABRIC_STATE, FABRIC_ELECTION_ID,
     FABRIC_TIMEOUT, FABRIC_VERBOSE, FABRIC_TLS_CA, FABRIC_TLS_CERT, FABRIC_TLS_KEY,
-    FABRIC_TLS_SERVER_NAME, FABRIC_ECN_QDEPTH, FABRIC_TRIM_QDEPTH, FABRIC_TRIM_DSCP) or in a
-    --config file; the command line wins, then the environment, then the config file, then
-    the topology file (congestion: {ecn_qdepth, trim_qdepth, trim_dscp}).
+    FABRIC_TLS_SERVER_NAME, FABRIC_ECN_QDEPTH, FABRIC_TRIM_QDEPTH, FABRIC_TRIM_DSCP,
+    FABRIC_ECN_HOST_PORTS) or in a --config file; the command line wins, then the environment,
+    then the config file, then the topology file (congestion: {ecn_qdepth, trim_qdepth, trim_dscp,
+    ecn_host_ports}).
     """
     options.setup_logging(verbose)
     try:

@@ -36,10 +36,12 @@ GLOBALS: dict[str, tuple[str, str, bool]] = {
     "ecn-qdepth": ("ecn_qdepth", "FABRIC_ECN_QDEPTH", True),
     "trim-qdepth": ("trim_qdepth", "FABRIC_TRIM_QDEPTH", True),
     "trim-dscp": ("trim_dscp", "FABRIC_TRIM_DSCP", True),
+    "ecn-host-ports": ("ecn_host_ports", "FABRIC_ECN_HOST_PORTS", False),
     "store": ("store_url", "FABRIC_STORE", True),
     "config": ("config", "FABRIC_CONFIG", True),
 }
 CONFIG_KEYS = [k for k in GLOBALS if k != "config"]
+NEGATED = ("no-ecn-host-ports",)  # the off form of a global on/off flag, hoisted like it
 _TLS_FILES = ("tls-ca", "tls-cert", "tls-key")
 LOGGER = "controller"
 
@@ -78,6 +80,8 @@ class Finite(click.FloatRange):
 def _config_value(key: str, value: Any, path: Path) -> Any:
     if key == "verbose":
         problem = limits.int_problem(value, 0, 3)
+    elif key == "ecn-host-ports":
+        problem = None if isinstance(value, bool) else f"expected true or false, got {limits.type_name(value)}"
     elif isinstance(value, bool) or not isinstance(value, (str, int, float)) or (
             isinstance(value, float) and not math.isfinite(value)):
         problem = f"expected a string or number, got {limits.type_name(value)}"
@@ -136,7 +140,7 @@ def hoist(args: Sequence[str]) -> list[str]:
             rest += args[i:]
             break
         name = token[2:].split("=", 1)[0] if token.startswith("--") else None
-        is_global = bool(re.fullmatch(r"-v+", token)) or name in GLOBALS
+        is_global = bool(re.fullmatch(r"-v+", token)) or name in GLOBALS or name in NEGATED
         takes = name in GLOBALS and GLOBALS[name][2] and "=" not in token
         chunk = list(args[i:i + 2]) if takes else [token]
         if seen_command and is_global and len(chunk) == (2 if takes else 1):

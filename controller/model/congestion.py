@@ -13,26 +13,33 @@ from controller.model import limits
 QDEPTH_BITS = 19  # bmv2's enq_qdepth (v1model) and set_thresholds' parameters: bit<19>
 MAX_QDEPTH = (1 << QDEPTH_BITS) - 1
 TRIM_DSCP = 46  # the DSCP a trimmed packet carries unless told otherwise (Expedited Forwarding, RFC 3246)
-FIELDS = ("ecn_qdepth", "trim_qdepth", "trim_dscp")
-KEY = "congestion"  # the topology key: {ecn_qdepth: N, trim_qdepth: N, trim_dscp: N}
+FIELDS = ("ecn_qdepth", "trim_qdepth", "trim_dscp")  # the integers
+HOST_PORTS = "ecn_host_ports"  # the one switch: CE marked on the leaves' host-facing ports too
+KEYS = (*FIELDS, HOST_PORTS)
+KEY = "congestion"  # the topology key: {ecn_qdepth: N, trim_qdepth: N, trim_dscp: N, ecn_host_ports: BOOL}
 
 
 @dataclass(frozen=True)
 class Thresholds:
     """Egress queue depths (packets ahead) from which switches mark ECN CE and trim RoCEv2 (0: off),
-    and the DSCP of a trimmed packet (docs/pipeline.md, Congestion signals)."""
+    the DSCP of a trimmed packet, and whether the last hop (a leaf's host-facing port) marks CE too
+    (docs/pipeline.md, Congestion signals)."""
 
     ecn_qdepth: int = 0
     trim_qdepth: int = 0
     trim_dscp: int = TRIM_DSCP
+    # On by default: the endpoint's window still cuts on every CE echo, and with trimming off an incast at
+    # the last hop would have no signal but loss. Off is MRC's setting (CE only from the fabric's links).
+    ecn_host_ports: bool = True
 
     @property
     def on(self) -> bool:
         return bool(self.ecn_qdepth or self.trim_qdepth)
 
     def describe(self) -> str:
-        """'ECN CE at queue depth >= 20, trimming at >= 48 (DSCP 46)', or 'off'."""
-        parts = ([f"ECN CE at queue depth >= {self.ecn_qdepth}"] if self.ecn_qdepth else []) + (
+        """'ECN CE at queue depth >= 20 (not on host-facing ports), trimming at >= 48 (DSCP 46)', or 'off'."""
+        where = "" if self.ecn_host_ports else " (not on host-facing ports)"
+        parts = ([f"ECN CE at queue depth >= {self.ecn_qdepth}{where}"] if self.ecn_qdepth else []) + (
             [f"trimming at >= {self.trim_qdepth} (DSCP {self.trim_dscp})"] if self.trim_qdepth else [])
         return ", ".join(parts) or "off"
 
@@ -46,6 +53,8 @@ def problems(t: Thresholds, where: str) -> list[str]:
         problem = limits.int_problem(value, 0, top)
         if problem:
             out.append(f"{where}{name}: {problem}")
+    if not isinstance(t.ecn_host_ports, bool):
+        out.append(f"{where}{HOST_PORTS}: expected true or false, got {limits.type_name(t.ecn_host_ports)}")
     if out:
         return out
     if t.trim_qdepth and t.trim_dscp == 0:
@@ -61,26 +70,27 @@ def parse(value: Any) -> tuple[Thresholds, list[str]]:
     if value is None:
         return Thresholds(), []
     if not isinstance(value, dict):
-        return Thresholds(), [f"{KEY}: expected a mapping of {', '.join(FIELDS)}, got {limits.type_name(value)}"]
-    unknown = [str(k)[:40] for k in value if k not in FIELDS]
+        return Thresholds(), [f"{KEY}: expected a mapping of {', '.join(KEYS)}, got {limits.type_name(value)}"]
+    unknown = [str(k)[:40] for k in value if k not in KEYS]
     if unknown:
-        return Thresholds(), [f"{KEY}: unknown key {unknown[0]!r} (known: {', '.join(FIELDS)})"]
+        return Thresholds(), [f"{KEY}: unknown key {unknown[0]!r} (known: {', '.join(KEYS)})"]
     t = Thresholds(**value)
     found = problems(t, f"{KEY}: ")
     return (Thresholds() if found else t), found
 
 
-def to_dict(t: Thresholds) -> dict[str, int]:
+def to_dict(t: Thresholds) -> dict[str, int | bool]:
     return dataclasses.asdict(t)
 
 
-def override(base: Thresholds, given: dict[str, int | None]) -> Thresholds:
+def override(base: Thresholds, given: dict[str, int | bool | None]) -> Thresholds:
     """`base` with each field given (not None) replaced; click.UsageError (exit 2) if the result is bad."""
-    t = dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
+    changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    t = dataclasses.replace(base, **changes)
     found = problems(t, "--")
     if found:
         raise click.UsageError(found[0].replace("--ecn_qdepth", "--ecn-qdepth").replace("--trim_qdepth", "--trim-qdepth")
-                               .replace("--trim_dscp", "--trim-dscp"))
+                               .replace("--trim_dscp", "--trim-dscp").replace(f"--{HOST_PORTS}", "--ecn-host-ports"))
     return t
 
 
@@ -97,19 +107,26 @@ OPTION_HELP = {
 }
 
 
-def _keep(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+def _keep(ctx: click.Context, param: click.Parameter, value: int | bool | None) -> int | bool | None:
     ctx.meta.setdefault(KEY, {})[param.name] = value
     return value
 
 
+HOST_PORTS_HELP = ("Mark ECN CE on the leaves' host-facing ports too (the default); --no-ecn-host-ports: trimming "
+                   "only there, CE only from fabric links, as MRC (env FABRIC_ECN_HOST_PORTS).")
+
+
 def global_options(f: Any) -> Any:
-    """The --ecn-qdepth, --trim-qdepth and --trim-dscp options of fabricctl's group (read with given())."""
+    """The --ecn-qdepth, --trim-qdepth, --trim-dscp and --ecn-host-ports options of fabricctl's group (read with
+    given())."""
+    f = click.option("--ecn-host-ports/--no-ecn-host-ports", HOST_PORTS, default=None, envvar="FABRIC_ECN_HOST_PORTS",
+                     expose_value=False, callback=_keep, help=HOST_PORTS_HELP)(f)
     for name, (env, top, text) in reversed(OPTION_HELP.items()):
         f = click.option(f"--{name}", name.replace("-", "_"), type=click.IntRange(0, top), envvar=env, metavar="N",
                          expose_value=False, callback=_keep, help=text)(f)
     return f
 
 
-def given(ctx: click.Context) -> dict[str, int | None]:
+def given(ctx: click.Context) -> dict[str, int | bool | None]:
     """The thresholds given on the command line, in the environment or the config file (None: not given)."""
-    return {name: ctx.meta.get(KEY, {}).get(name) for name in FIELDS}
+    return {name: ctx.meta.get(KEY, {}).get(name) for name in KEYS}

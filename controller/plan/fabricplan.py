@@ -184,6 +184,8 @@ def count_switch(f: Fabric, sw: Switch) -> dict[str, int]:
     spray = f.options.program == SPRAY
     opts = f.options
     thresholds = 1 if opts.ecn_qdepth or opts.trim_qdepth else 0
+    if thresholds and not opts.ecn_host_ports:
+        thresholds += len(sw.host_ports)  # a spine has none
     punts = {PUNT: len(fabric_ports(sw)) + (1 if probed_host_ports(sw) else 0)}
     if sw.role == "t1":
         up = sum(1 for i in range(len(sw.downlinks)) if h.link_up(p, i, sw.index))

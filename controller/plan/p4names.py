@@ -103,6 +103,9 @@ THRESHOLDS = "IngressPipe.congestion.thresholds"
 SET_THRESHOLDS = "IngressPipe.congestion.set_thresholds"
 
 
+SET_HOST_PORT_THRESHOLDS = "IngressPipe.congestion.set_host_port_thresholds"
+
+
 # eecmp_qp_hash names
 HASH_POLICY = "IngressPipe.ecmp.hash_policy"
 

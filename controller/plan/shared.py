@@ -91,6 +91,9 @@ class Options:
     ecn_qdepth: int = 0
     trim_qdepth: int = 0
     trim_dscp: int = TRIM_DSCP
+    # leaves mark CE on their host-facing ports too (the last hop). False: those ports mark none and incast is
+    # left to trimming, as MRC does (CE steers load away from a fabric path; the last hop has no other path)
+    ecn_host_ports: bool = True
 
 
 class Shared:

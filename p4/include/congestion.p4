@@ -17,7 +17,9 @@ counter(PORT_COUNT, CounterType.packets_and_bytes) port_rx;
 
 /* Applied in ingress once the egress port is chosen: UEC / MRC trimming is decided here, before the
  * packet joins the congested queue, as a switch decides buffer admission. Thresholds come from the
- * controller (the default entry of `thresholds`; 0 turns a signal off):
+ * controller (the default entry of `thresholds`; 0 turns a signal off), and per egress port an entry
+ * set_host_port_thresholds where the plan turns ECN marking off on a host-facing port (MRC: CE is a
+ * load-balancing signal of the fabric's links, the last hop marks none and incast is left to trimming):
  *  - while trimming is on, a packet whose (outermost) DSCP is trim_dscp goes to TRIM_PRIORITY, the
  *    queue served first: headers trimmed at an earlier hop, and the NACKs, ACKs and CNPs an endpoint
  *    marks with that class, so they overtake the congested traffic;
@@ -52,13 +54,25 @@ control TrimAdmission(in headers_t hdr,
         queue_depth.write(queue, !on || in_class || cut ? depth : depth + 1);
     }
 
-    /* Keyless: the controller writes its default entry. */
+    /* A host-facing port with ECN marking off: trimming as everywhere, no CE at all on this port, a
+     * trimmed header included (CongestionSignals reads meta.ecn_off). */
+    action set_host_port_thresholds(qdepth_t trim_qdepth, bit<6> trim_dscp) {
+        set_thresholds(0, trim_qdepth, trim_dscp);
+        meta.ecn_off = true;
+    }
+
+    /* The controller writes the default entry (every port), and one entry per host-facing port whose
+     * ECN marking it turns off. */
     table thresholds {
+        key = {
+            std.egress_spec : exact @name("port");
+        }
         actions = {
             set_thresholds;
+            set_host_port_thresholds;
         }
         default_action = set_thresholds(0, 0, 0);
-        size = 1;
+        size = PORT_COUNT;
     }
 
     /* The caller applies this only to a packet it forwards to a port other than CPU_PORT (and does not
@@ -77,7 +91,9 @@ control TrimAdmission(in headers_t hdr,
  * (standard_metadata.enq_qdepth, of the packet's own priority queue):
  *  - depth >= ecn_qdepth, or trimmed: CE on the outermost IP header if it is ECN-capable (RFC 3168
  *    5; while encapsulated that is the outer header, RFC 6040 4.1, and the decapsulating
- *    leaf copies CE inward, RFC 6040 4.2). Not-ECT packets are left alone (RFC 3168 5).
+ *    leaf copies CE inward, RFC 6040 4.2). Not-ECT packets are left alone (RFC 3168 5), and so is
+ *    every packet leaving a host-facing port with ECN marking off (meta.ecn_off: a CE it already
+ *    carries from the fabric stays, none is added).
  *  - trimmed in ingress: cut to its headers up to the BTH, the DSCP of every IP header set to
  *    trim_dscp and the lengths made true (IPv6 Payload Length RFC 8200 3, IPv4 Total Length RFC 791
  *    3.1, UDP Length RFC 768, checksum 0 as RoCEv2 sends it), then forwarded: the receiver
@@ -95,7 +111,9 @@ control CongestionSignals(inout headers_t hdr,
      * written queue_depth (queue_seen) while trimming is on. */
     apply {
         if (meta.trim || (meta.ecn_depth != 0 && (qdepth_t) std.enq_qdepth >= meta.ecn_depth)) {
-            if (hdr.ipv6.isValid()) {
+            if (meta.ecn_off) {
+                /* A host-facing port with ECN marking off (set_host_port_thresholds): only a trim. */
+            } else if (hdr.ipv6.isValid()) {
                 if (hdr.ipv6.traffic_class[1:0] != ECN_NOT_ECT) {
                     hdr.ipv6.traffic_class[1:0] = ECN_CE;
                     ce_marked.count((bit<32>) std.egress_port);

@@ -170,6 +170,7 @@ struct local_metadata_t {
     bit<19>        trim_depth;
     bit<6>         trim_class;
     bool           trim;
+    bool           ecn_off;         /* a host-facing egress port: no CE marked here (congestion.p4) */
 }
 
 #endif

@@ -103,7 +103,7 @@ def test_config_file_and_precedence(lab: Path, tmp_path: Path) -> None:
     ("timeout: .nan\n", "timeout: expected a string or number, got a number"),
     ("timeout: .inf\n", "timeout: expected a string or number"),
     ("timeout: true\n", "timeout: expected a string or number, got a boolean"),
-    ("colour: red\n", "unknown key 'colour' (known: topology, program, state, election-id, timeout, verbose, tls-ca, tls-cert, tls-key, tls-server-name, ecn-qdepth, trim-qdepth, trim-dscp, store)"),
+    ("colour: red\n", "unknown key 'colour' (known: topology, program, state, election-id, timeout, verbose, tls-ca, tls-cert, tls-key, tls-server-name, ecn-qdepth, trim-qdepth, trim-dscp, ecn-host-ports, store)"),
     ("- a list\n", "expected a mapping of topology, program, state, election-id, timeout, verbose"),
     ("timeout: 1\ntimeout: 2\n", "not valid YAML: line 2: duplicate key 'timeout'"),
     ("verbose: 9\n", "verbose: 9 is out of range 0..3"),

@@ -80,8 +80,9 @@ def test_a_trim_threshold_alone_keeps_the_default_trim_class() -> None:
 
 
 @pytest.mark.parametrize("value, problem", [
-    ("on", "congestion: expected a mapping of ecn_qdepth, trim_qdepth, trim_dscp, got a string"),
-    ({"ecn": 3}, "congestion: unknown key 'ecn' (known: ecn_qdepth, trim_qdepth, trim_dscp)"),
+    ("on", "congestion: expected a mapping of ecn_qdepth, trim_qdepth, trim_dscp, ecn_host_ports, got a string"),
+    ({"ecn": 3}, "congestion: unknown key 'ecn' (known: ecn_qdepth, trim_qdepth, trim_dscp, ecn_host_ports)"),
+    ({"ecn_qdepth": 9, "ecn_host_ports": "no"}, "congestion: ecn_host_ports: expected true or false, got a string"),
     ({"ecn_qdepth": "20"}, "congestion: ecn_qdepth: expected an integer 0..524287, got a string '20'"),
     ({"ecn_qdepth": True}, "congestion: ecn_qdepth: expected an integer 0..524287, got a boolean 'True'"),
     ({"trim_qdepth": 1 << 19}, "congestion: trim_qdepth: 524288 is out of range 0..524287"),
@@ -107,10 +108,10 @@ def test_fabricctl_refuses_a_topology_with_bad_thresholds_with_exit_3(lab: Path)
 
 def test_the_options_set_the_thresholds_and_the_plan_shows_them(lab: Path) -> None:
     off = plan_json("--topology", str(lab))
-    assert off["congestion"] == {"ecn_qdepth": 0, "trim_qdepth": 0, "trim_dscp": 46}
+    assert off["congestion"] == {"ecn_qdepth": 0, "trim_qdepth": 0, "trim_dscp": 46, "ecn_host_ports": True}
     assert THRESHOLDS not in off["totals"]["t0"]
     on = plan_json("--topology", str(lab), "--ecn-qdepth", "20", "--trim-qdepth", "48", "--trim-dscp", "10")
-    assert on["congestion"] == {"ecn_qdepth": 20, "trim_qdepth": 48, "trim_dscp": 10}
+    assert on["congestion"] == {"ecn_qdepth": 20, "trim_qdepth": 48, "trim_dscp": 10, "ecn_host_ports": True}
     assert on["totals"]["t0"][THRESHOLDS] == 4 and on["totals"]["t1"][THRESHOLDS] == 4
     text = run("--topology", str(lab), "plan", "--ecn-qdepth", "20", "--trim-qdepth", "48").stdout
     assert text.splitlines()[-1] == "congestion signals: ECN CE at queue depth >= 20, trimming at >= 48 (DSCP 46)"
@@ -122,7 +123,8 @@ def test_precedence_option_environment_config_topology(lab: Path, tmp_path: Path
     config = tmp_path / "fabric.yaml"
     config.write_text("topology: lab.yaml\necn_qdepth: 6\n")
     assert plan_json("--topology", str(lab))["congestion"]["ecn_qdepth"] == 5  # topology
-    assert plan_json("--config", str(config))["congestion"] == {"ecn_qdepth": 6, "trim_qdepth": 50, "trim_dscp": 46}
+    assert plan_json("--config", str(config))["congestion"] == {"ecn_qdepth": 6, "trim_qdepth": 50, "trim_dscp": 46,
+                                                               "ecn_host_ports": True}
     env = {"FABRIC_CONFIG": str(config), "FABRIC_ECN_QDEPTH": "7"}
     assert plan_json(env=env)["congestion"]["ecn_qdepth"] == 7  # environment over config
     assert plan_json("--ecn-qdepth", "8", env=env)["congestion"]["ecn_qdepth"] == 8  # option over environment
