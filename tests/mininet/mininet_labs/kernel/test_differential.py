@@ -24,8 +24,8 @@ def _received(lab: Any, tmp: Path) -> tuple[dict[str, list[dict[str, str]]], dic
 
 
 def test_bmv2_and_kernel_deliver_the_same_bytes(kernel_ready: None, tmp_path: Path) -> None:
-    from mininet_labs.kernel.lab import KernelLab
     from mininet_labs.lab import Lab, default_topology, prerequisites
+    from mininet_labs.backends import nodes_for
 
     why = prerequisites()
     if why:
@@ -35,7 +35,7 @@ def test_bmv2_and_kernel_deliver_the_same_bytes(kernel_ready: None, tmp_path: Pa
     (tmp_path / "k").mkdir()
     with Lab(model, tmp_path / "bmv2", tag=f"d{os.getpid() % 10000}") as bmv2:
         sent, via_bmv2 = _received(bmv2, tmp_path / "b")
-    with KernelLab(model, tmp_path / "kernel", name=f"x{os.getpid()}") as kernel:
+    with Lab(model, tmp_path / "kernel", nodes_for("kernel", name=f"x{os.getpid()}")) as kernel:
         _, via_kernel = _received(kernel, tmp_path / "k")
     total = sum(len(v) for v in sent.values())
     assert sum(len(v) for v in via_bmv2.values()) == sum(len(v) for v in via_kernel.values()) == total == 72
