@@ -48,12 +48,14 @@ def _lab_error(e: Exception, nodes: Any = None) -> OpError:
 
 @click.group()
 def lab() -> None:
-    """Run the fabric as a Mininet lab of bmv2 switches (root, Mininet, simple_switch_grpc).
+    """Run the fabric as a lab: bmv2 switches under Mininet, or Linux SRv6 routers in namespaces.
 
     `lab up` starts one switch per switch of the topology (default 2 planes x 2 T1 x 2 T0 x 2
-    hosts per T0), hosts with one NIC per plane, pushes the pipelines and installs the plan;
-    it keeps running in the background until `lab down`. The lab's topology file is
-    DIR/topology.yaml, so every other fabricctl command drives the lab with --topology.
+    hosts per T0) on the data plane --dataplane names (auto: bmv2 where simple_switch_grpc and
+    Mininet are found, else the kernel's), hosts with one NIC per plane, and installs the plan;
+    it keeps running until `lab down`. Every other lab command reads the data plane from the
+    lab's state. The lab's topology file is DIR/topology.yaml, so every other fabricctl command
+    drives the lab with --topology. Root is needed either way.
 
     \b
     Examples:

@@ -20,9 +20,9 @@ def _schedule_options(f: Any) -> Any:
                      help="Packets per second per sender (bmv2 on two cores: a few hundred)."),
         click.option("--qps", type=click.IntRange(1), default=4, show_default=True, help="QPs per host pair."),
         click.option("--seconds", type=Finite(1), default=5.0, show_default=True, help="Traffic duration."),
-        click.option("--fail-at", type=Finite(0), default=1.5, show_default=True,
+        click.option("--fault-at", "--fail-at", "fault_at", type=Finite(0), default=1.5, show_default=True,
                      help="Seconds after the senders start that the failure happens."),
-        click.option("--restore-at", type=Finite(0), default=3.0, show_default=True,
+        click.option("--repair-at", "--restore-at", "repair_at", type=Finite(0), default=3.0, show_default=True,
                      help="Seconds after the senders start that it is repaired."),
         click.option("--png", type=click.Path(dir_okay=False, path_type=Path),
                      help="Plot delivered packets per plane over time to this PNG (needs matplotlib)."),
@@ -31,15 +31,15 @@ def _schedule_options(f: Any) -> Any:
     return _json_option(_dir_option(f))
 
 
-def _run_scenario(lab_dir: Path, run: Any, seconds: float, fail_at: float, restore_at: float, rate: float, qps: int,
+def _run_scenario(lab_dir: Path, run: Any, seconds: float, fault_at: float, repair_at: float, rate: float, qps: int,
                   png: Path | None, as_json: bool) -> None:
     from mininet_labs import scenarios
     from mininet_labs.lab import LabError
 
-    if not 0 < fail_at < restore_at < seconds:
-        raise OpError(f"need 0 < --fail-at ({fail_at}) < --restore-at ({restore_at}) < --seconds ({seconds})")
+    schedule = scenarios.Schedule(seconds=seconds, fault_at=fault_at, repair_at=repair_at, rate=rate, qps=qps)
+    if (problem := schedule.problem()) is not None:
+        raise OpError(problem)
     running = _attach(lab_dir)
-    schedule = scenarios.Schedule(seconds=seconds, fail_at=fail_at, restore_at=restore_at, rate=rate, qps=qps)
     try:
         result = run(running, schedule)
     except LabError as e:
@@ -87,8 +87,8 @@ def fail_scenario() -> None:
 @click.argument("t0")
 @click.argument("t1")
 @_schedule_options
-def fail_link_scenario(t0: str, t1: str, lab_dir: Path, rate: float, qps: int, seconds: float, fail_at: float,
-                       restore_at: float, png: Path | None, as_json: bool) -> None:
+def fail_link_scenario(t0: str, t1: str, lab_dir: Path, rate: float, qps: int, seconds: float, fault_at: float,
+                       repair_at: float, png: Path | None, as_json: bool) -> None:
     """A T0-T1 link down mid-traffic, then restored.
 
     \b
@@ -97,15 +97,15 @@ def fail_link_scenario(t0: str, t1: str, lab_dir: Path, rate: float, qps: int, s
     """
     from mininet_labs import scenarios
 
-    _run_scenario(lab_dir, lambda lab, sch: scenarios.link_failure(lab, t0, t1, schedule=sch), seconds, fail_at,
-                  restore_at, rate, qps, png, as_json)
+    _run_scenario(lab_dir, lambda lab, sch: scenarios.link_failure(lab, t0, t1, schedule=sch), seconds, fault_at,
+                  repair_at, rate, qps, png, as_json)
 
 
 @fail_scenario.command("switch")
 @click.argument("name")
 @_schedule_options
-def fail_switch_scenario(name: str, lab_dir: Path, rate: float, qps: int, seconds: float, fail_at: float,
-                         restore_at: float, png: Path | None, as_json: bool) -> None:
+def fail_switch_scenario(name: str, lab_dir: Path, rate: float, qps: int, seconds: float, fault_at: float,
+                         repair_at: float, png: Path | None, as_json: bool) -> None:
     """Every link of a T1 down mid-traffic, then restored (the spine is not contacted while down).
 
     \b
@@ -114,16 +114,16 @@ def fail_switch_scenario(name: str, lab_dir: Path, rate: float, qps: int, second
     """
     from mininet_labs import scenarios
 
-    _run_scenario(lab_dir, lambda lab, sch: scenarios.switch_failure(lab, name, schedule=sch), seconds, fail_at,
-                  restore_at, rate, qps, png, as_json)
+    _run_scenario(lab_dir, lambda lab, sch: scenarios.switch_failure(lab, name, schedule=sch), seconds, fault_at,
+                  repair_at, rate, qps, png, as_json)
 
 
 @click.command("cross-plane")
 @click.argument("host")
 @click.option("--plane", type=click.IntRange(0), default=0, show_default=True, help="The plane whose NIC goes down.")
 @_schedule_options
-def cross_plane_cmd(host: str, plane: int, lab_dir: Path, rate: float, qps: int, seconds: float, fail_at: float,
-                    restore_at: float, png: Path | None, as_json: bool) -> None:
+def cross_plane_cmd(host: str, plane: int, lab_dir: Path, rate: float, qps: int, seconds: float, fault_at: float,
+                    repair_at: float, png: Path | None, as_json: bool) -> None:
     """A host's NIC into one plane goes down mid-traffic: its QPs move to the other planes.
 
     The host's sender sees the carrier go and re-homes that plane's QPs; senders towards the host
@@ -136,8 +136,8 @@ def cross_plane_cmd(host: str, plane: int, lab_dir: Path, rate: float, qps: int,
     """
     from mininet_labs import scenarios
 
-    _run_scenario(lab_dir, lambda lab, sch: scenarios.cross_plane(lab, host, plane, schedule=sch), seconds, fail_at,
-                  restore_at, rate, qps, png, as_json)
+    _run_scenario(lab_dir, lambda lab, sch: scenarios.cross_plane(lab, host, plane, schedule=sch), seconds, fault_at,
+                  repair_at, rate, qps, png, as_json)
 
 
 @click.command("balance")

@@ -278,6 +278,10 @@ class Lab(FailoverMixin):
         """Packets a leaf's SR-domain boundary dropped, per reason."""
         return self.nodes.drops(self.model, name)
 
+    def carrier(self) -> Any:
+        """The carrier of the switches' ports, from the data plane's source (mininet_labs.carrier.CarrierSource)."""
+        return self.nodes.carrier(self.model, self.tag)
+
     def switch(self, name: str) -> Any:
         """The Mininet switch (only in the process running a bmv2 lab)."""
         self.nodes.require("Mininet CLI")

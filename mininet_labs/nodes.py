@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from controller import ops
     from controller.ops import Outcome
     from controller.routes import Fabric
+    from mininet_labs.carrier import CarrierSource
     from mininet_labs.labhost import LabHost
     from mininet_labs.traffic import HostNic
 
@@ -127,6 +128,9 @@ class Nodes(Protocol):
 
     def drops(self, model: Topology, name: str) -> dict[str, int]:
         """Packets a leaf's SR-domain boundary dropped, per reason."""
+
+    def carrier(self, model: Topology, tag: str) -> CarrierSource:
+        """The carrier of the switches' ports as the kernel reports it (mininet_labs.carrier)."""
 
     def require(self, what: str) -> None:
         """Raise Unsupported when this data plane has no `what` ("P4Runtime", "Mininet CLI", ...)."""

@@ -180,6 +180,12 @@ class Bmv2Nodes:
     def drops(self, model: Topology, name: str) -> dict[str, int]:
         raise Unsupported(self.dataplane, "nftables boundary (its drops are P4 counters, read over P4Runtime)")
 
+    def carrier(self, model: Topology, tag: str) -> Any:
+        """A PortWatch on the root-namespace switch ports."""
+        from mininet_labs.carrier import PortWatch
+
+        return PortWatch(model, tag)
+
     def require(self, what: str) -> None:
         if what == "Mininet CLI" and self.net is None:
             raise LabError("the Mininet CLI needs the process that ran 'lab up' (use 'lab up --cli')")

@@ -256,6 +256,15 @@ class NetnsNodes:
         """Packets a leaf's SR-domain boundary dropped, per reason (boundary.REASONS); {} for a spine."""
         return boundary.drops(netns.exec_argv(str(model.switch(name).netns), []))
 
+    def carrier(self, model: Topology, tag: str) -> Any:
+        """A LinkWatch on every switch namespace (controller.southbound.linkwatch)."""
+        from controller.southbound.linkwatch import LinkWatch, LinkWatchError
+
+        try:
+            return LinkWatch(model)
+        except LinkWatchError as e:
+            raise LabError(str(e)) from None
+
     def require(self, what: str) -> None:
         why = {"P4Runtime": "its switches are programmed over netlink",
                "Mininet CLI": "its nodes are namespaces: 'ip netns exec sf-<lab>-<node> ...'"}.get(what, "")
