@@ -13,7 +13,7 @@ from pathlib import Path
 from controller.model.topology import Topology, load
 from mininet_labs.faults import clear_remains as clear_fault_remains
 from mininet_labs.labstate import (CONFIG_NAME, DATAPLANES, DEFAULT_DIR, ENV_MARK, LabError, LabState, STATE_NAME,
-                                  TOPOLOGY_NAME, intf_exists, natural)
+                                  TOPOLOGY_NAME)
 from mininet_labs.processes import alive, environ
 
 
@@ -65,8 +65,9 @@ def cleanup(lab_dir: str | Path = DEFAULT_DIR, model: Topology | None = None, ta
     clear_fault_remains(lab_dir)  # thaw frozen switches (SIGTERM waits on a stopped process), drop nft tables
     state_path = lab_dir / STATE_NAME
     state = LabState.read(state_path) if state_path.exists() else None
+    # the holder process carries this lab's mark; the pid of a kernel lab's (long gone) `lab up` may be anyone's now
     if state is not None and signal_owner and state.pid != os.getpid() and alive(state.pid) \
-            and ENV_MARK.encode() in environ(state.pid):
+            and f"{ENV_MARK}={lab_dir}".encode() in environ(state.pid).split(b"\0"):
         os.kill(state.pid, signal.SIGTERM)
         end = time.monotonic() + wait
         while alive(state.pid) and time.monotonic() < end:

@@ -17,9 +17,9 @@ from controller.model.topology import Topology, load, to_dict
 from mininet_labs.cleanup import cleanup
 from mininet_labs.lab import Lab
 from mininet_labs.labstate import CONFIG_NAME, DEFAULT_DIR, ENV_MARK, LabError, LabState, STATE_NAME, TOPOLOGY_NAME, write_lab_file
-from mininet_labs.backends import nodes_for
+from mininet_labs.backends import nodes_for, nodes_of
 from mininet_labs.nodes import Nodes
-from mininet_labs.processes import alive, tail, with_repo_path
+from mininet_labs.processes import tail, with_repo_path
 
 
 def serve(lab_dir: Path) -> int:
@@ -90,8 +90,8 @@ def start_headless(model: Topology, lab_dir: str | Path = DEFAULT_DIR, nodes: No
     state_path = lab_dir / STATE_NAME
     if state_path.exists():
         old = LabState.read(state_path)
-        if alive(old.pid):
-            raise LabError(f"a lab already runs in {lab_dir} (pid {old.pid}); 'fabricctl lab down --dir {lab_dir}'")
+        if nodes_of(old).running(old):
+            raise LabError(f"a lab already runs in {lab_dir}; 'fabricctl lab down --dir {lab_dir}'")
         cleanup(lab_dir)
     lab_dir.mkdir(parents=True, exist_ok=True)
     write_lab_file(lab_dir, TOPOLOGY_NAME, yaml.safe_dump(to_dict(model), sort_keys=False))

@@ -33,10 +33,11 @@ from controller.runtime.p4info import P4Info
 from controller.routes import Options
 from controller.model.topology import Topology, load, to_dict
 from mininet_labs.faults import active as active_faults
-from mininet_labs.cleanup import CleanupReport, cleanup, natural
+from mininet_labs.cleanup import CleanupReport, cleanup
 from mininet_labs.labfailover import FailoverMixin
 from mininet_labs.labhost import LabHost
-from mininet_labs.labstate import CONFIG_NAME, DEFAULT_DIR, LabError, LabState, STATE_NAME, TOPOLOGY_NAME, write_lab_file
+from mininet_labs.labstate import (CONFIG_NAME, DEFAULT_DIR, LabError, LabState, STATE_NAME, TOPOLOGY_NAME, natural,
+                                  write_lab_file)
 from mininet_labs.labtraffic import LabTraffic
 from mininet_labs.backends import nodes_for, nodes_of
 from mininet_labs.nodes import Nodes
