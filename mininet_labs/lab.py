@@ -241,6 +241,13 @@ class Lab(FailoverMixin):
             raise LabError(f"not one switch port each: {', '.join(sorted(names))} (cut_link names a link by its switches)")
         return ports
 
+    def cut_switch(self, name: str) -> list[str]:
+        """Cut every port of a switch (a switch gone silent, carrier kept); the controller is not told."""
+        return self.nodes.cut(self.nodes.switch_ports(self.model, self.state, name))
+
+    def mend_switch(self, name: str) -> list[str]:
+        return self.nodes.mend(self.nodes.switch_ports(self.model, self.state, name))
+
     def cut_link(self, a: str, b: str) -> list[str]:
         """Cut a T0-T1 link at both ends (every frame dropped, carrier kept); the controller is not told."""
         return self.nodes.cut(self.nodes.link_ports(self.model, self.state, a, b))

@@ -430,8 +430,8 @@ def switch_failure(lab: Lab, name: str, **kwargs: Any) -> ScenarioResult:
     def on(sender: str, dst: str, k: int, plane: int, si: int, di: int, pinned: int | None) -> bool:
         return plane == spine.plane and si != di and pinned == spine.index
 
-    intfs = lab.switch_intfs(f.name)
-    return run_failure(lab, "switch", f, lambda: lab.cut(intfs), lambda: lab.mend(intfs), on_failure=on, **kwargs)
+    return run_failure(lab, "switch", f, lambda: lab.cut_switch(f.name), lambda: lab.mend_switch(f.name), on_failure=on,
+                       **kwargs)
 
 
 def cross_plane(lab: Lab, host: str, plane: int = 0, **kwargs: Any) -> ScenarioResult:
