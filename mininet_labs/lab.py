@@ -40,7 +40,7 @@ from mininet_labs.labstate import (CONFIG_NAME, DEFAULT_DIR, LabError, LabState,
                                   write_lab_file)
 from mininet_labs.labtraffic import LabTraffic
 from mininet_labs.backends import nodes_for, nodes_of
-from mininet_labs.nodes import Nodes
+from mininet_labs.nodes import Nodes, Port
 from mininet_labs.trafficrun import TrafficReport, TrafficRun
 from mininet_labs.cleanup import marked_pids  # noqa: F401  (re-exported: defined here before)
 from mininet_labs.labfailover import FailoverResult  # noqa: F401  (re-exported: defined here before)
@@ -226,34 +226,40 @@ class Lab(FailoverMixin):
         self.host(host).run(["ip", "link", "set", intf, how])
         return intf
 
-    def cut(self, intfs: Iterable[str]) -> list[str]:
-        """Cut switch ports by interface name (every frame through them dropped, carrier kept)."""
-        return self.nodes.cut(self._ports(intfs))
+    def cut(self, ports: Iterable[str | Port]) -> list[str]:
+        """Cut switch ports, named by interface or given as the backend's Ports (every frame through them dropped,
+        carrier kept): every cut of the lab goes through here."""
+        return self.nodes.cut(self._ports(ports))
 
-    def mend(self, intfs: Iterable[str]) -> list[str]:
-        return self.nodes.mend(self._ports(intfs))
+    def mend(self, ports: Iterable[str | Port]) -> list[str]:
+        return self.nodes.mend(self._ports(ports))
 
-    def _ports(self, intfs: Iterable[str]) -> list[Any]:
-        names = set(intfs)
-        ports = [p for s in self.model.switches for p in self.nodes.switch_ports(self.model, self.state, s.name)
-                 if p.intf in names]
-        if len({p.intf for p in ports}) != len(names) or len(ports) != len(names):
-            raise LabError(f"not one switch port each: {', '.join(sorted(names))} (cut_link names a link by its switches)")
+    def _ports(self, given: Iterable[str | Port]) -> list[Port]:
+        items = list(given)
+        ports = [p for p in items if isinstance(p, Port)]
+        names = {p for p in items if isinstance(p, str)}
+        if names:
+            found = [p for s in self.model.switches for p in self.nodes.switch_ports(self.model, self.state, s.name)
+                     if p.intf in names]
+            if len(found) != len(names) or {p.intf for p in found} != names:
+                raise LabError(f"not one switch port each: {', '.join(sorted(names))} (cut_link names a link by its "
+                               "switches)")
+            ports += found
         return ports
 
     def cut_switch(self, name: str) -> list[str]:
         """Cut every port of a switch (a switch gone silent, carrier kept); the controller is not told."""
-        return self.nodes.cut(self.nodes.switch_ports(self.model, self.state, name))
+        return self.cut(self.nodes.switch_ports(self.model, self.state, name))
 
     def mend_switch(self, name: str) -> list[str]:
-        return self.nodes.mend(self.nodes.switch_ports(self.model, self.state, name))
+        return self.mend(self.nodes.switch_ports(self.model, self.state, name))
 
     def cut_link(self, a: str, b: str) -> list[str]:
         """Cut a T0-T1 link at both ends (every frame dropped, carrier kept); the controller is not told."""
-        return self.nodes.cut(self.nodes.link_ports(self.model, self.state, a, b))
+        return self.cut(self.nodes.link_ports(self.model, self.state, a, b))
 
     def mend_link(self, a: str, b: str) -> list[str]:
-        return self.nodes.mend(self.nodes.link_ports(self.model, self.state, a, b))
+        return self.mend(self.nodes.link_ports(self.model, self.state, a, b))
 
     # --- switches ----------------------------------------------------------------------------------
     def kill_switch(self, name: str) -> int | None:
