@@ -1,6 +1,6 @@
 """Kernel data plane healing on carrier (prints JSON): from a leaf uplink set down (netlink, in its namespace) to the
 record written and every touched switch reconciled by the carrier healer (controller/service/carrierheal.py), and
-back up; beside it, in the same process and lab, the announced failover of `fabricctl fail` (KernelLab.fail) as the
+back up; beside it, in the same process and lab, the announced failover of `fabricctl fail` (Lab.fail) as the
 baseline. Every figure over --runs cycles with its spread.
 
 Needs root; run it under the machine's lab lock: `flock /tmp/srv6-lab.lock python3 bench/kernel_heal.py`.
@@ -29,7 +29,8 @@ from controller.service.carrierheal import CarrierHealer  # noqa: E402
 from controller.southbound.fleet import Fleet  # noqa: E402
 from controller.southbound.kroutes import intf  # noqa: E402
 from controller.southbound.linkwatch import LinkWatch  # noqa: E402
-from mininet_labs.kernel.lab import KernelLab  # noqa: E402
+from mininet_labs.lab import Lab  # noqa: E402
+from mininet_labs.backends import nodes_for  # noqa: E402
 from mininet_labs.lab import default_topology  # noqa: E402
 
 
@@ -43,8 +44,8 @@ def set_link(netns: str, dev: str, state: str) -> None:
         ipr.link("set", index=ipr.link_lookup(ifname=dev)[0], state=state)
 
 
-def announced_failover_ms(lab: KernelLab, link: LinkDown, runs: int) -> list[float]:
-    """`runs` announced failovers of `link` (`KernelLab.fail`, as `fabricctl fail`), each restored: ms each."""
+def announced_failover_ms(lab: Lab, link: LinkDown, runs: int) -> list[float]:
+    """`runs` announced failovers of `link` (`Lab.fail`, as `fabricctl fail`), each restored: ms each."""
     out = []
     for _ in range(runs):
         t0 = time.monotonic_ns()
@@ -70,7 +71,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kernel-heal-") as tmp:
-        lab = KernelLab(default_topology(), tmp, name=f"kh{os.getpid()}").up()
+        lab = Lab(default_topology(), tmp, nodes_for("kernel", name=f"kh{os.getpid()}")).up()
         try:
             topo = lab.model
             leaf, spine = topo.switch("p0-t0-0"), topo.switch("p0-t1-1")

@@ -2,7 +2,7 @@
 blackhole that keeps carrier (nftables netdev egress drop on a leaf uplink) to the link recorded in the state file
 and to every touched switch reconciled, and the drop removed to the link restored; the same for 30 % random loss
 (`numgen random`); false failures in a quiet window with no fault. Baseline in the same process and lab: the announced failover of the
-same link (KernelLab.fail, as `fabricctl fail`). Times are CLOCK_MONOTONIC, shared by this process and the controller's
+same link (Lab.fail, as `fabricctl fail`). Times are CLOCK_MONOTONIC, shared by this process and the controller's
 events (`mono_ns`, `recorded_mono_ns`), from just before the nft call that inserts or removes the drop.
 
 Needs root; run it under the machine's lab lock: `flock /tmp/srv6-lab.lock python3 bench/kernel_probe_heal.py`.
@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from controller.failover import LinkDown  # noqa: E402
 from controller.southbound.kroutes import intf  # noqa: E402
-from mininet_labs.kernel.lab import KernelLab  # noqa: E402
+from mininet_labs.lab import Lab  # noqa: E402
+from mininet_labs.backends import nodes_for  # noqa: E402
 from mininet_labs.lab import default_topology  # noqa: E402
 from kernel_heal import announced_failover_ms  # noqa: E402  (bench/ is on sys.path: this script's folder)
 
@@ -106,7 +107,7 @@ def main() -> None:
     args = ap.parse_args()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="kernel-probe-") as tmp:
-        lab = KernelLab(default_topology(), tmp, name=f"kp{os.getpid()}").up()
+        lab = Lab(default_topology(), tmp, nodes_for("kernel", name=f"kp{os.getpid()}")).up()
         run = None
         try:
             topo = lab.model

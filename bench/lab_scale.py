@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mininet_labs.kernel import demo  # noqa: E402
-from mininet_labs.kernel.lab import KernelLab  # noqa: E402
+from mininet_labs.lab import Lab  # noqa: E402
+from mininet_labs.backends import nodes_for  # noqa: E402
 from mininet_labs.lab import LabError, default_topology  # noqa: E402
 
 SETTLE_S = 5.0
@@ -50,11 +51,11 @@ def up_down(size: dict[str, int], name: str, permutation: bool, seed: int) -> di
         before = mem_available_kb()
         t0 = time.monotonic()
         try:
-            lab = KernelLab(model, tmp, name=name).up()
+            lab = Lab(model, tmp, nodes_for("kernel", name=name)).up()
         except LabError as e:
             return {"error": str(e), "switches": len(model.switches), "hosts": len(model.hosts)}
         up_s = time.monotonic() - t0
-        out: dict[str, Any] = {"up_s": up_s, "phases": lab.kstate.timings,
+        out: dict[str, Any] = {"up_s": up_s, "phases": lab.state.timings,
                                "kernel_mem_mb": round((before - mem_available_kb()) / 1024, 1),
                                "switches": len(model.switches), "hosts": len(model.hosts)}
         try:

@@ -120,7 +120,7 @@ def one(lab: Lab, fault: LibFault, mode: str, pairs: list[tuple[str, str]], sch:
         return digest(fault, mode, unattended(lab, fault, pairs, sch, probing))  # type: ignore[arg-type]
     from mininet_labs.carrier import CarrierWatcher
 
-    watcher = CarrierWatcher(lab.model, lab.tag, sock)
+    watcher = CarrierWatcher(lab.carrier(), sock)
     watcher.start()
     try:
         fed = dataclasses.replace(probing, carrier_events=sock)

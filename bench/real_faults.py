@@ -162,7 +162,7 @@ def main() -> int:
         watcher = None
         if args.carrier_events:
             from mininet_labs.carrier import CarrierWatcher
-            watcher = CarrierWatcher(lab.model, lab.tag, lab.dir / "carrier.sock")
+            watcher = CarrierWatcher(lab.carrier(), lab.dir / "carrier.sock")
             watcher.start()
         svc.start()
         try:

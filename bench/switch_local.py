@@ -36,7 +36,6 @@ from _stats import spread  # noqa: E402
 from controller.failover import LinkDown  # noqa: E402
 from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
 from controller.model.topology import Topology, from_dict, to_dict  # noqa: E402
-from mininet_labs.topo import link_ends  # noqa: E402
 
 
 def watched(model: Topology) -> Topology:
@@ -193,19 +192,19 @@ def main() -> int:
     local, controller, frozen = [], [], []
     with tempfile.TemporaryDirectory(prefix="switch-local-") as d, \
             Lab(watched(default_topology(grpc_base_port=args.grpc_base_port)), d, tag="sl") as lab:
-        leaf_end, _ = link_ends(lab.model, args.t0, args.t1, lab.tag)
+        leaf_end = lab.nodes.link_ports(lab.model, lab.state, args.t0, args.t1)[:1]  # the leaf's end only
         link = LinkDown(args.t0, args.t1)
         time.sleep(1.0)  # bmv2's port monitor reports nothing before its first poll (docs/faults.md)
         for _ in range(args.runs):  # taking turns, so load drifts hit both alike
-            local.append(one_run(lab, args, lambda: lab._ip_link(leaf_end.intf, "down"),
-                                 lambda: lab._ip_link(leaf_end.intf, "up")))
+            local.append(one_run(lab, args, lambda: lab.nodes.set_link(leaf_end, "down"),
+                                 lambda: lab.nodes.set_link(leaf_end, "up")))
             controller.append(one_run(lab, args, lambda: lab.fail(link), lambda: lab.restore(link)))
         if args.frozen_runs:  # last: a frozen primary refuses lab.fail's writes (its election id is higher)
             frozen_ctl = FrozenController(lab, Path(d))
             try:
                 for _ in range(args.frozen_runs):
-                    frozen.append(one_run(lab, args, lambda: lab._ip_link(leaf_end.intf, "down"),
-                                          lambda: lab._ip_link(leaf_end.intf, "up")))
+                    frozen.append(one_run(lab, args, lambda: lab.nodes.set_link(leaf_end, "down"),
+                                          lambda: lab.nodes.set_link(leaf_end, "up")))
             finally:
                 frozen_ctl.stop()
     med_local = spread([r["stopped_by_ms"] for r in local])["median"]

@@ -1,32 +1,33 @@
 """Faults on a lab's T0-T1 link for the side-by-side scenarios: cut, one direction blackholed, gray loss, slow path.
 
-Each is a pair of actions on the root-namespace ends of the link (the T0's uplink and the T1's
-downlink), undone in `revert`: a cut is Lab.cut's MTU drop; a blackhole drops everything the T1
-sends down the link (nftables netdev egress hook, so the T0 sends on while nothing comes back); a
-gray link drops N% of what the T0 sends up it (`numgen random mod 100 < N`, the kernel has no
-netem); a slow path is a tbf rate limit on the T0's uplink. nftables tables and qdiscs are named
-after this process, so nothing of another lab is touched.
+Each is the lab's (mininet_labs.faults, the one fault library; a cut is the lab's `cut_link`), on the ends the
+scenarios need: a blackhole drops everything the T1 sends down the link (the T0 sends on while nothing comes back);
+a gray link drops N% of what the T0 sends up it; a slow path is a tbf rate limit on the T0's uplink. Being the
+library's, each is recorded in the lab's fault record (`lab status` names it, `lab down` clears it).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from controller import ops
 from controller.failover import LinkDown
+from mininet_labs import faults as library
 from mininet_labs.lab import Lab, LabError
-from mininet_labs.topo import link_ends
 
 KINDS = ("cut", "blackhole", "gray", "slow")
+_RATE = re.compile(r"^(\d+(?:\.\d+)?)(k|m|g)?bit$")
+_KBIT = {"k": 1, "m": 1000, "g": 1000_000, None: 0.001}
 
 
-def _run(argv: list[str]) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise LabError(f"{' '.join(argv)}: {proc.stderr.strip()}")
+def kbit(rate: str) -> int:
+    """A tc rate ('2mbit', '500kbit') in kbit/s; LabError for another spelling."""
+    m = _RATE.match(rate.strip().lower())
+    if m is None or float(m.group(1)) * _KBIT[m.group(2)] < 1:
+        raise LabError(f"rate {rate!r}: a rate such as 500kbit or 2mbit (1 kbit/s or more)")
+    return int(float(m.group(1)) * _KBIT[m.group(2)])
 
 
 @dataclass
@@ -44,9 +45,12 @@ class Fault:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise LabError(f"unknown fault '{self.kind}' (known: {', '.join(KINDS)})")
-        ends = link_ends(self.lab.model, self.t0, self.t1, self.lab.tag)
-        self.up_intf, self.down_intf = ends[0].intf, ends[1].intf
-        self.table = f"srv6ep{os.getpid()}"
+        try:
+            ops.link(self.lab.model, self.t0, self.t1)
+        except ops.OpError as e:
+            raise LabError(str(e)) from None
+        if self.kind == "slow":
+            kbit(self.rate)
 
     @property
     def failure(self) -> LinkDown:
@@ -55,31 +59,31 @@ class Fault:
 
     def crosses(self, ev: Any) -> bool:
         """Whether an EV (controller.plan.evs.Ev) goes over this link."""
-        return ev.spine_name == self.t1 and self.t0 in (ev.src_leaf, ev.dst_leaf)
+        return bool(ev.spine_name == self.t1 and self.t0 in (ev.src_leaf, ev.dst_leaf))
 
     def describe(self) -> str:
         extra = {"gray": f" {self.percent}% loss", "slow": f" {self.rate}"}.get(self.kind, "")
         return f"{self.kind}{extra} on {self.t0} -- {self.t1}"
 
-    def _drop(self, intf: str, rule: list[str]) -> None:
-        _run(["nft", "add", "table", "netdev", self.table])
-        self.applied.append("nft")
-        _run(["nft", "add", "chain", "netdev", self.table, "egress",
-              f'{{ type filter hook egress device "{intf}" priority 0 ; }}'])
-        _run(["nft", "add", "rule", "netdev", self.table, "egress", *rule, "counter", "drop"])
+    def _library(self) -> tuple[str, list[str], dict[str, Any]]:
+        """The library's kind, target (the sending end first) and parameters for this fault."""
+        if self.kind == "blackhole":
+            return "blackhole", [self.t1, self.t0], {}
+        if self.kind == "gray":
+            return "gray", [self.t0, self.t1], {"percent": self.percent}
+        return "slow", [self.t0, self.t1], {"kbit": kbit(self.rate), "latency_ms": 100}
 
     def apply(self) -> None:
         if self.kind == "cut":
             self.lab.cut_link(self.t0, self.t1)
             self.applied.append("cut")
-        elif self.kind == "blackhole":
-            self._drop(self.down_intf, [])
-        elif self.kind == "gray":
-            self._drop(self.up_intf, ["numgen", "random", "mod", "100", "<", str(self.percent)])
-        else:
-            _run(["tc", "qdisc", "add", "dev", self.up_intf, "root", "tbf", "rate", self.rate, "burst", "16kbit",
-                  "latency", "100ms"])
-            self.applied.append("tbf")
+            return
+        kind, target, params = self._library()
+        try:
+            library.inject(self.lab, kind, target, **params)
+        except library.FaultError as e:
+            raise LabError(str(e)) from None
+        self.applied.append(kind)
 
     def revert(self) -> None:
         """Undo whatever apply did (also after it failed half-way)."""
@@ -88,11 +92,9 @@ class Fault:
             try:
                 if what == "cut":
                     self.lab.mend_link(self.t0, self.t1)
-                elif what == "nft":
-                    _run(["nft", "delete", "table", "netdev", self.table])
                 else:
-                    _run(["tc", "qdisc", "del", "dev", self.up_intf, "root"])
-            except LabError as e:
+                    library.undo(self.lab, *self._library()[:2])
+            except (LabError, library.FaultError) as e:
                 errors.append(str(e))
         self.applied.clear()
         if errors:

@@ -209,14 +209,19 @@ def carrier_watch(socket_path: Path, lab_dir: Path) -> None:
       fabricctl lab carrier-watch --to /tmp/carrier.sock
     """
     from mininet_labs.carrier import CarrierWatcher
+    from mininet_labs.lab import LabError
 
     running = _attach(lab_dir)
 
     def show(st: Any) -> None:
         click.echo(f"{st.switch}:{st.port} carrier {'up' if st.up else 'lost'}", err=True)
 
-    watcher = CarrierWatcher(running.model, running.tag, socket_path, on_change=show)
-    click.echo(f"watching the carrier of {len(watcher.ports)} switch ports; port status to {socket_path}", err=True)
+    try:
+        watcher = CarrierWatcher(running.carrier(), socket_path, on_change=show)
+    except LabError as e:
+        raise OpError(str(e), ops.SWITCH_ERROR) from None
+    click.echo(f"watching the carrier of {len(watcher.source.carrier)} switch ports; port status to {socket_path}",
+               err=True)
     signal.signal(signal.SIGTERM, lambda *_: watcher._stop.set())
     try:
         watcher.run_forever()

@@ -18,7 +18,6 @@ from fabricctl.options import Finite
 from controller.ops import OpError
 from controller.model.topology import TopologyError
 from controller.programs.toolchain import find_binary
-from fabricctl import kernel_lab
 
 DEFAULT_DIR = "/tmp/srv6-fabric-lab"  # mininet_labs.lab.DEFAULT_DIR (not imported: keep this module light)
 
@@ -39,20 +38,24 @@ def _global(ctx: click.Context) -> dict[str, Any]:
             "timeout": getattr(env, "timeout", 10.0)}
 
 
-def _lab_error(e: Exception) -> OpError:
-    from mininet_labs.lab import prerequisites
+def _lab_error(e: Exception, nodes: Any = None) -> OpError:
+    """A LabError as one error line: exit 5 when the machine lacks what the nodes need, else 1."""
+    from mininet_labs.backends import nodes_for
 
-    return OpError(str(e), ops.TOOLCHAIN if prerequisites() else ops.SWITCH_ERROR)
+    why = (nodes if nodes is not None else nodes_for("bmv2")).why_not()
+    return OpError(str(e), ops.TOOLCHAIN if why else ops.SWITCH_ERROR)
 
 
 @click.group()
 def lab() -> None:
-    """Run the fabric as a Mininet lab of bmv2 switches (root, Mininet, simple_switch_grpc).
+    """Run the fabric as a lab: bmv2 switches under Mininet, or Linux SRv6 routers in namespaces.
 
     `lab up` starts one switch per switch of the topology (default 2 planes x 2 T1 x 2 T0 x 2
-    hosts per T0), hosts with one NIC per plane, pushes the pipelines and installs the plan;
-    it keeps running in the background until `lab down`. The lab's topology file is
-    DIR/topology.yaml, so every other fabricctl command drives the lab with --topology.
+    hosts per T0) on the data plane --dataplane names (auto: bmv2 where simple_switch_grpc and
+    Mininet are found, else the kernel's), hosts with one NIC per plane, and installs the plan;
+    it keeps running until `lab down`. Every other lab command reads the data plane from the
+    lab's state. The lab's topology file is DIR/topology.yaml, so every other fabricctl command
+    drives the lab with --topology. Root is needed either way.
 
     \b
     Examples:
@@ -108,8 +111,9 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
       fabricctl lab up --pcap --log-level debug      # pcaps and per-packet logs in DIR
       fabricctl lab up --tls                         # P4Runtime with mutual TLS
     """
-    from mininet_labs.headless import start_headless
-    from mininet_labs.lab import Lab, LabError, default_topology, size_problem
+    from mininet_labs.backends import choose, nodes_for
+    from mininet_labs.headless import start
+    from mininet_labs.lab import Lab, LabError, default_topology
 
     if topology_file is not None:
         model, problems = ops.check_topology(topology_file)
@@ -120,43 +124,45 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
             model = default_topology(planes, t1, t0, hosts, grpc_base_port=grpc_base_port)
         except TopologyError as e:
             raise OpError(f"no such fabric: {e.problems[0]}", ops.BAD_TOPOLOGY) from None
-    kind, why = kernel_lab.choose(dataplane)
-    if kind == "kernel":
-        return kernel_lab.up(model, lab_dir, tag, not no_install, as_json, _global(ctx)["program"], why,
-                             {"--pcap": pcap, "--tls": tls, "--cli": run_cli}, _store_for(model.name))
-    too_big = size_problem(model)
+    kind, why = choose(dataplane)
+    try:
+        nodes = nodes_for(kind, pcap=pcap, log_level=log_level, tls=tls, cli=run_cli)  # refuses what it cannot carry
+    except LabError as e:
+        raise OpError(str(e)) from None
+    too_big = nodes.size_problem(model)
     if too_big:
         raise OpError(too_big)
-    from controller.programs.bmv2build import nonblocking_warning  # a bmv2 a lost carrier stalls (docs/toolchain.md)
-    if (warning := nonblocking_warning(find_binary("simple_switch_grpc"))) is not None:
-        click.echo(warning, err=True)
-    opts = dict(tag=tag, pcap=pcap, log_level=log_level, tls=tls, **_global(ctx))
+    if nodes.holder:  # a bmv2 a lost carrier stalls (docs/toolchain.md)
+        from controller.programs.bmv2build import nonblocking_warning
+
+        if (warning := nonblocking_warning(find_binary("simple_switch_grpc"))) is not None:
+            click.echo(warning, err=True)
     _store_for(model.name)  # a bad --store URL: one line, nothing started
     store = getattr(ctx.find_root().obj, "store_url", None)  # the plan installed is the store's record
+    opts = dict(tag=tag, **_global(ctx))
     try:
         if run_cli:
-            running = _with_store(Lab(model, lab_dir, **opts))
+            running = _with_store(Lab(model, lab_dir, nodes, **opts))
             try:
                 running.up(install=not no_install)
-                _print_up(running, as_json)
+                _print_up(running, why, as_json)
                 running.cli()
             finally:
                 running.down()
             return
-        attached = _with_store(start_headless(model, lab_dir, install=not no_install, store=store,
-                                              **opts))
+        attached = _with_store(start(model, lab_dir, nodes, install=not no_install, store=store, **opts))
     except LabError as e:
-        raise _lab_error(e) from None
-    _print_up(attached, as_json)
+        raise _lab_error(e, nodes) from None
+    _print_up(attached, why, as_json)
 
 
-def _print_up(running: Any, as_json: bool) -> None:
+def _print_up(running: Any, why: str, as_json: bool) -> None:
     st = running.state
     if as_json:
         click.echo(json.dumps(running.status(), indent=2))
         return
-    n_sw, n_h = len(st.switches), len(st.hosts)
-    click.echo(f"lab up in {st.timings.get('up_s', 0):.1f}s: {n_sw} switches, {n_h} hosts, {running.program} "
+    click.echo(f"lab up in {st.timings.get('up_s', 0):.1f}s on the {st.dataplane} data plane ({why}): "
+               f"{len(st.switches)} switches, {len(st.hosts)} hosts, {running.program} "
                f"({', '.join(f'{k} {v}s' for k, v in st.timings.items() if k != 'up_s')})")
     click.echo(f"  dir: {st.lab_dir} (switch logs <switch>.txt, state {Path(st.lab_dir).name}/lab-state.json)")
     tls = running.model.switches[0].tls if running.model.switches else None
@@ -165,9 +171,11 @@ def _print_up(running: Any, as_json: bool) -> None:
     for name in running.hosts:
         nics = ", ".join(f"{n.intf} {n.v6}" for n in running.host(name).nics)
         click.echo(f"  {name}: {nics}")
+    if st.namespaces:
+        leaf = running.model.switches[-1].name
+        click.echo(f"  ip netns exec {running.netns_of(leaf)} ip -6 route      # a switch's routes")
     click.echo(f"  export FABRIC_TOPOLOGY={running.topology_path}   # fabricctl status / fail / restore on the lab")
-    if running.net is None:
-        click.echo("  next: fabricctl lab traffic; fabricctl lab down")
+    click.echo("  next: fabricctl lab traffic; fabricctl lab down")
 
 
 @lab.command("down")
@@ -187,8 +195,6 @@ def down(lab_dir: Path, as_json: bool) -> None:
     """
     from mininet_labs.lab import LabError, cleanup
 
-    if kernel_lab.is_kernel(lab_dir):
-        return kernel_lab.down(lab_dir, as_json)
     try:
         report = cleanup(lab_dir)
     except LabError as e:
@@ -197,11 +203,12 @@ def down(lab_dir: Path, as_json: bool) -> None:
         click.echo(json.dumps({"clean": report.clean, "killed": report.killed, "deleted_intfs": report.deleted_intfs,
                                "leftover_pids": report.leftover_pids, "leftover_intfs": report.leftover_intfs}))
     elif report.clean:
-        click.echo(f"lab down: {len(report.killed)} processes stopped, {len(report.deleted_intfs)} stray interfaces "
+        click.echo(f"lab down: {len(report.killed)} processes stopped, {len(report.deleted_intfs)} {report.what} "
                    f"removed; logs kept in {lab_dir}")
     if not report.clean:
         raise OpError(f"lab down left {len(report.leftover_pids)} processes ({report.leftover_pids[:5]}) and "
-                      f"{len(report.leftover_intfs)} interfaces ({report.leftover_intfs[:5]})", ops.SWITCH_ERROR)
+                      f"{len(report.leftover_intfs)} {report.what} ({report.leftover_intfs[:5]})",
+                      ops.SWITCH_ERROR)
 
 
 @lab.command("status")
@@ -219,8 +226,6 @@ def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> Non
       fabricctl lab status
       fabricctl lab status --check --json
     """
-    if kernel_lab.is_kernel(lab_dir):
-        return kernel_lab.status(lab_dir, check, as_json, _with_store)
     running = _attach(lab_dir)
     doc = running.status()
     if check:
@@ -232,17 +237,17 @@ def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> Non
     if as_json:
         click.echo(json.dumps(doc, indent=2))
     else:
-        click.echo(f"lab {doc['lab_dir']}: {doc['phase']}, pid {doc['pid']} {'alive' if doc['pid_alive'] else 'gone'}, "
-                   f"{doc['intfs_present']}/{doc['intfs']} switch ports present")
+        nodes = running.nodes
+        click.echo(f"lab {doc['lab_dir']}: {doc['phase']}, {doc['dataplane']} data plane, {nodes.summary(doc)}")
         for n, s in doc["switches"].items():
             plan = doc.get("plan", {}).get(n)
             sync = "" if plan is None else ("  in sync" if plan.get("in_sync") else f"  {plan}")
-            click.echo(f"  {n}: pid {s['pid']} {'up' if s['alive'] else 'DOWN'}, {s['grpc']} device {s['device_id']}{sync}")
+            click.echo(f"  {n}: {nodes.where(n, s)} {'up' if s['alive'] else 'DOWN'}{sync}")
         for n, h in doc["hosts"].items():
-            click.echo(f"  {n}: pid {h['pid']} {'up' if h['alive'] else 'DOWN'}; " + "; ".join(h["nics"]))
+            click.echo(f"  {n}: {nodes.where(n, h)} {'up' if h['alive'] else 'DOWN'}; " + "; ".join(h["nics"]))
         for what in doc.get("faults", []):
             click.echo(f"  fault: {what}")
-    if dead:
+    if dead or any("error" in p or not p.get("in_sync") for p in doc.get("plan", {}).values()):
         raise click.exceptions.Exit(ops.SWITCH_ERROR)
 
 
@@ -351,30 +356,10 @@ def traffic(lab_dir: Path, pairs: tuple[tuple[str, str], ...], qps: int, message
         raise click.exceptions.Exit(ops.SWITCH_ERROR)
 
 
-# --- scenarios ---------------------------------------------------------------------------------
-
-def _schedule_options(f: Any) -> Any:
-    for opt in reversed([
-        click.option("--rate", type=Finite(1), default=400.0, show_default=True,
-                     help="Packets per second per sender (bmv2 on two cores: a few hundred)."),
-        click.option("--qps", type=click.IntRange(1), default=4, show_default=True, help="QPs per host pair."),
-        click.option("--seconds", type=Finite(1), default=5.0, show_default=True, help="Traffic duration."),
-        click.option("--fail-at", type=Finite(0), default=1.5, show_default=True,
-                     help="Seconds after the senders start that the failure happens."),
-        click.option("--restore-at", type=Finite(0), default=3.0, show_default=True,
-                     help="Seconds after the senders start that it is repaired."),
-        click.option("--png", type=click.Path(dir_okay=False, path_type=Path),
-                     help="Plot delivered packets per plane over time to this PNG (needs matplotlib)."),
-    ]):
-        f = opt(f)
-    return _json_option(_dir_option(f))
-
-
 def _attach(lab_dir: Path) -> Any:
+    """The lab in lab_dir, on the data plane its state names, with fabricctl's --store."""
     from mininet_labs.lab import Lab, LabError
 
-    if kernel_lab.is_kernel(lab_dir):
-        return _with_store(kernel_lab.attach(lab_dir))
     try:
         return _with_store(Lab.attach(lab_dir))
     except LabError as e:
@@ -400,150 +385,3 @@ def _store_for(fabric: str) -> Any:
     return open_store(url, None, fabric, timeout=getattr(env, "timeout", 5.0))
 
 
-def _run_scenario(lab_dir: Path, run: Any, seconds: float, fail_at: float, restore_at: float, rate: float, qps: int,
-                  png: Path | None, as_json: bool) -> None:
-    from mininet_labs import scenarios
-    from mininet_labs.lab import LabError
-
-    if not 0 < fail_at < restore_at < seconds:
-        raise OpError(f"need 0 < --fail-at ({fail_at}) < --restore-at ({restore_at}) < --seconds ({seconds})")
-    running = _attach(lab_dir)
-    schedule = scenarios.Schedule(seconds=seconds, fail_at=fail_at, restore_at=restore_at, rate=rate, qps=qps)
-    try:
-        result = run(running, schedule)
-    except LabError as e:
-        raise OpError(str(e), ops.SWITCH_ERROR) from None
-    doc = result.to_json()
-    _plot("timeline", doc, png)
-    click.echo(json.dumps(doc, indent=1) if as_json else "\n".join(scenarios.describe(result)))
-    if png is not None and not as_json:
-        click.echo(f"  plot: {png}")
-    s = result.summary()
-    if s["lost_elsewhere"] or not s["tables_ok"] or s["uplink_recovered"] is False:
-        raise click.exceptions.Exit(ops.SWITCH_ERROR)
-
-
-def _plot(kind: str, doc: dict[str, Any], png: Path | None) -> None:
-    if png is None:
-        return
-    from mininet_labs import plot
-
-    try:
-        getattr(plot, kind)(doc, png)
-    except plot.PlotUnavailable as e:
-        raise OpError(str(e), ops.TOOLCHAIN) from None
-
-
-@lab.group("fail-scenario")
-def fail_scenario() -> None:
-    """Fail a link or a T1 while RoCEv2 traffic runs; measure loss windows and the recovery.
-
-    The lab cuts the link's ports (MTU 68: every fabric frame dropped; a bmv2 port taken down
-    stops the whole switch), then tells the controller as `fabricctl fail` does (record, reconcile
-    the touched switches); later mends the ports and restores. QPs are pinned evenly over the
-    spines, so those whose path used the failure are known: the others must lose nothing. Exit 1
-    when they did, when the failed segments did not leave and come back, or when the uplink does
-    not carry traffic after the restore.
-
-    \b
-    Examples:
-      fabricctl lab fail-scenario link p0-t0-0 p0-t1-1 --png link.png
-      fabricctl lab fail-scenario switch p0-t1-1 --json > switch.json
-    """
-
-
-@fail_scenario.command("link")
-@click.argument("t0")
-@click.argument("t1")
-@_schedule_options
-def fail_link_scenario(t0: str, t1: str, lab_dir: Path, rate: float, qps: int, seconds: float, fail_at: float,
-                       restore_at: float, png: Path | None, as_json: bool) -> None:
-    """A T0-T1 link down mid-traffic, then restored.
-
-    \b
-    Example:
-      fabricctl lab fail-scenario link p0-t0-0 p0-t1-1 --png link.png
-    """
-    from mininet_labs import scenarios
-
-    _run_scenario(lab_dir, lambda lab, sch: scenarios.link_failure(lab, t0, t1, schedule=sch), seconds, fail_at,
-                  restore_at, rate, qps, png, as_json)
-
-
-@fail_scenario.command("switch")
-@click.argument("name")
-@_schedule_options
-def fail_switch_scenario(name: str, lab_dir: Path, rate: float, qps: int, seconds: float, fail_at: float,
-                         restore_at: float, png: Path | None, as_json: bool) -> None:
-    """Every link of a T1 down mid-traffic, then restored (the spine is not contacted while down).
-
-    \b
-    Example:
-      fabricctl lab fail-scenario switch p0-t1-1 --json > switch.json
-    """
-    from mininet_labs import scenarios
-
-    _run_scenario(lab_dir, lambda lab, sch: scenarios.switch_failure(lab, name, schedule=sch), seconds, fail_at,
-                  restore_at, rate, qps, png, as_json)
-
-
-@lab.command("cross-plane")
-@click.argument("host")
-@click.option("--plane", type=click.IntRange(0), default=0, show_default=True, help="The plane whose NIC goes down.")
-@_schedule_options
-def cross_plane_cmd(host: str, plane: int, lab_dir: Path, rate: float, qps: int, seconds: float, fail_at: float,
-                    restore_at: float, png: Path | None, as_json: bool) -> None:
-    """A host's NIC into one plane goes down mid-traffic: its QPs move to the other planes.
-
-    The host's sender sees the carrier go and re-homes that plane's QPs; senders towards the host
-    are told when the lab records the failure (`fabricctl fail port`). The NIC then comes back and
-    the QPs return. Exit 1 if a QP of another plane lost packets.
-
-    \b
-    Example:
-      fabricctl lab cross-plane h0 --plane 0 --png cross.png
-    """
-    from mininet_labs import scenarios
-
-    _run_scenario(lab_dir, lambda lab, sch: scenarios.cross_plane(lab, host, plane, schedule=sch), seconds, fail_at,
-                  restore_at, rate, qps, png, as_json)
-
-
-@lab.command("balance")
-@_dir_option
-@click.option("--qps", type=click.IntRange(1), default=8, show_default=True, help="QPs per host pair.")
-@click.option("--messages", type=click.IntRange(1), default=64, show_default=True,
-              help="One-packet messages per host pair and mode.")
-@click.option("--rate", type=Finite(1), default=500.0, show_default=True, help="Packets/s per sender.")
-@click.option("--sport", type=click.IntRange(1, 65535), default=49152, show_default=True,
-              help="The one UDP source port of every QP.")
-@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Bar chart of max/mean per mode.")
-@_json_option
-def balance_cmd(lab_dir: Path, qps: int, messages: int, rate: float, sport: int, png: Path | None,
-                as_json: bool) -> None:
-    """The same traffic under every hash mode; max/mean uplink load per mode from the counters.
-
-    srv6_spray FLOW, QP, PACKET and pinned, eecmp_qp_hash FIVE_TUPLE, QP and PIN: each installed
-    in turn (the pipeline switched as needed), every host sending to every host under another leaf,
-    then the lab's program and plan are put back. 1.0 is an even load.
-
-    \b
-    Example:
-      fabricctl lab balance --png balance.png
-    """
-    from mininet_labs import balance
-    from mininet_labs.lab import LabError
-
-    running = _attach(lab_dir)
-    try:
-        result = balance.balance(running, qps=qps, messages=messages, sport=sport, rate=rate)
-    except LabError as e:
-        raise OpError(str(e), ops.SWITCH_ERROR) from None
-    doc = result.to_json()
-    _plot("balance", doc, png)
-    click.echo(json.dumps(doc, indent=1) if as_json else "\n".join(result.table()))
-    if png is not None and not as_json:
-        click.echo(f"  plot: {png}")
-
-
-lab.add_command(kernel_lab.demo)

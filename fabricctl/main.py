@@ -25,6 +25,8 @@ from fabricctl.failures import fail, restore
 from fabricctl.fault import carrier_watch, fault
 from fabricctl.install import install
 from fabricctl.lab import lab  # imports Mininet only when a lab command runs
+from fabricctl.labdemo import demo
+from fabricctl.labscenarios import balance_cmd, cross_plane_cmd, fail_scenario
 from fabricctl.p4 import p4
 from fabricctl.plan import plan_cmd
 from fabricctl.service import events_cmd, run_cmd
@@ -142,6 +144,8 @@ for command in (topo, plan_cmd, install, fail, restore, status, shell, p4, lab, 
 topo.add_command(topo_draw)
 lab.add_command(fault)
 lab.add_command(carrier_watch)
+for command in (fail_scenario, cross_plane_cmd, balance_cmd, demo):
+    lab.add_command(command)
 
 
 def main() -> None:

@@ -1,45 +1,52 @@
-"""The lab's port status: the kernel's link events (netlink, pyroute2) on the switches' root-namespace
-ports, sent as carrier up/down to a controller's port-status socket (controller/service/portstatus.py)
-the moment the kernel reports them, as a real switch reports oper-status."""
+"""The lab's port status: the kernel's link events on the switches' ports, sent as carrier up/down to a controller's
+port-status socket (controller/service/portstatus.py) the moment the kernel reports them, as a real switch reports
+oper-status.
+
+One carrier source per data plane, one interface (`CarrierSource`: `poll`, or `fds`/`take` in a caller's select):
+bmv2 switch ports live in the root namespace (`PortWatch`), kernel switch ports in each switch's namespace
+(controller.southbound.linkwatch.LinkWatch). Both read RTM_NEWLINK with linkwatch's parser. `CarrierWatcher` runs
+either in a thread and sends what it reports.
+"""
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
-from controller.service.portstatus import PortStatus, send
+from pyroute2.netlink.rtnl.marshal import MarshalRtnl
+
 from controller.model.topology import Topology
+from controller.service.portstatus import PortStatus, send
+from controller.southbound.linkwatch import RTMGRP_LINK, CarrierChange, carrier_of
 from mininet_labs.topo import port_intf
 
 
+class CarrierSource(Protocol):
+    """The ports' carrier of a lab's switches, kept current by `poll` (or `fds` + `take`)."""
+
+    carrier: dict[tuple[str, int], bool]  # (switch, port) -> carrier, as last reported
+
+    def fds(self) -> list[int]: ...
+
+    def take(self, ready: list[int]) -> list[CarrierChange]: ...
+
+    def poll(self, timeout: float) -> list[CarrierChange]: ...
+
+    def close(self) -> None: ...
+
+
 def port_map(model: Topology, tag: str = "") -> dict[str, tuple[str, int]]:
-    """Interface name -> (switch, port) for every switch port of a lab of `model`."""
+    """Interface name -> (switch, port) for every switch port of a bmv2 lab of `model`."""
     out: dict[str, tuple[str, int]] = {}
     for s in model.switches:
         for p in (*s.host_ports, *s.uplinks, *s.downlinks):
             out[port_intf(s, p, tag)] = (s.name, p)
     return out
-
-
-def carrier_of(msg: object) -> tuple[str, bool] | None:
-    """(interface, carrier) of an RTM_NEWLINK message: IFLA_CARRIER, else IFF_LOWER_UP in its flags."""
-    get = getattr(msg, "get_attr", None) or getattr(msg, "get", None)
-    if get is None:
-        return None
-    name = get("IFLA_IFNAME")
-    if not name:
-        return None
-    carrier = get("IFLA_CARRIER")
-    if carrier is None:
-        flags = msg["flags"] if hasattr(msg, "__getitem__") else 0  # type: ignore[index]
-        return name, bool(flags & 0x10000)  # IFF_LOWER_UP
-    return name, bool(carrier) and bool(msg["flags"] & 0x1)  # type: ignore[index]  # and IFF_UP
-
-
-RTMGRP_LINK = 1
 
 
 def sys_carrier(intf: str) -> bool | None:
@@ -52,27 +59,61 @@ def sys_carrier(intf: str) -> bool | None:
         return False
 
 
-class CarrierWatcher:
-    """Watches the lab's switch ports' carrier (a netlink socket on RTMGRP_LINK, messages parsed by
-    pyroute2) and sends every change to the controller's socket (`to`), or to `on_change` when given.
-    Starts from the carrier each port has now (/sys)."""
+class PortWatch:
+    """The carrier of a bmv2 lab's switch ports (root-namespace interfaces named with the lab's tag): one netlink
+    socket on RTMGRP_LINK, bound before the carrier each port has now is read from /sys."""
 
-    def __init__(self, model: Topology, tag: str, to: Path | None = None,
-                 on_change: Callable[[PortStatus], None] | None = None) -> None:
-        from pyroute2.netlink.rtnl.marshal import MarshalRtnl
-
+    def __init__(self, model: Topology, tag: str = "") -> None:
         self.ports = port_map(model, tag)
-        self.to, self.on_change = to, on_change
-        self.sent = 0
         self._marshal = MarshalRtnl()
         self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
         self._sock.bind((0, RTMGRP_LINK))  # bound before the initial read: no change falls between
-        self._sock.settimeout(0.2)
-        self._carrier: dict[str, bool] = {}
-        for intf in self.ports:
+        self._sock.setblocking(False)
+        self.carrier: dict[tuple[str, int], bool] = {}
+        for intf, key in self.ports.items():
             c = sys_carrier(intf)
             if c is not None:
-                self._carrier[intf] = c
+                self.carrier[key] = c
+
+    def fds(self) -> list[int]:
+        return [self._sock.fileno()] if self._sock.fileno() >= 0 else []
+
+    def take(self, ready: list[int]) -> list[CarrierChange]:
+        if self._sock.fileno() not in ready:
+            return []
+        out: list[CarrierChange] = []
+        while True:
+            try:
+                data = self._sock.recv(1 << 16)
+            except BlockingIOError:
+                return out
+            for msg in self._marshal.parse(data):
+                event = msg.get("event")
+                got = carrier_of(msg) if event in ("RTM_NEWLINK", "RTM_DELLINK") else None
+                if got is None or got[0] not in self.ports:
+                    continue
+                key = self.ports[got[0]]
+                up = got[1] and event == "RTM_NEWLINK"  # a port deleted has no carrier
+                if self.carrier.get(key) != up:
+                    self.carrier[key] = up
+                    out.append(CarrierChange(key[0], key[1], up))
+
+    def poll(self, timeout: float) -> list[CarrierChange]:
+        ready, _, _ = select.select(self.fds(), [], [], timeout)
+        return self.take(ready)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class CarrierWatcher:
+    """Sends every carrier change a source reports to the controller's socket (`to`), or to `on_change` when
+    given; in a thread of its own (`start`/`stop`) or in the caller's (`run_forever`)."""
+
+    def __init__(self, source: CarrierSource, to: Path | None = None,
+                 on_change: Callable[[PortStatus], None] | None = None) -> None:
+        self.source, self.to, self.on_change = source, to, on_change
+        self.sent = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -84,7 +125,7 @@ class CarrierWatcher:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self._sock.close()
+        self.source.close()
 
     def run_forever(self) -> None:
         """Watch in this thread until stop() (or a signal that raises)."""
@@ -93,27 +134,12 @@ class CarrierWatcher:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                data = self._sock.recv(1 << 16)
-            except TimeoutError:
-                continue
-            except OSError:
+                changes = self.source.poll(0.2)
+            except (OSError, ValueError):  # the source closed under us: stop() ran
                 return
             now = time.monotonic_ns()
-            for msg in self._marshal.parse(data):
-                event = msg.get("event")
-                if event not in ("RTM_NEWLINK", "RTM_DELLINK"):
-                    continue
-                got = carrier_of(msg)
-                if got is None or got[0] not in self.ports:
-                    continue
-                intf, carrier = got
-                if event == "RTM_DELLINK":
-                    carrier = False
-                if self._carrier.get(intf) == carrier:
-                    continue
-                self._carrier[intf] = carrier
-                switch, port = self.ports[intf]
-                self.emit(PortStatus(switch, port, carrier, now))
+            for c in changes:
+                self.emit(PortStatus(c.switch, c.port, c.up, now))
 
     def emit(self, status: PortStatus) -> None:
         self.sent += 1

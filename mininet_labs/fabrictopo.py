@@ -7,7 +7,7 @@ from typing import Any
 
 from controller.model.topology import Topology
 from mininet_labs._mininet import load
-from mininet_labs.topo import LabTopologyError, check, grpc_port, port_intf
+from mininet_labs.topo import LabTopologyError, check, grpc_port, port_intf, wires
 from mininet_labs.traffic import host_intf
 
 load()
@@ -32,14 +32,11 @@ class FabricTopo(Topo):
                            log_level=log_level, **switch_opts)
         for host in model.hosts:
             self.addHost(host, ip=None)  # addresses come from the SID plan, per plane (lab.configure_hosts)
-        for plane in range(model.planes):
-            spines = model.t1s(plane)
-            for leaf in model.t0s(plane):
-                for slot, (host, port) in enumerate(zip(leaf.host_names, leaf.host_ports)):
-                    self.addLink(host, leaf.name, port1=plane, port2=port, intfName1=host_intf(host, plane),
-                                 intfName2=port_intf(leaf, port, tag), addr1=model.host_mac(leaf, slot))
-                for j, up in enumerate(leaf.uplinks):
-                    spine = spines[j]
-                    down = spine.downlinks[leaf.index]
-                    self.addLink(leaf.name, spine.name, port1=up, port2=down,
-                                 intfName1=port_intf(leaf, up, tag), intfName2=port_intf(spine, down, tag))
+        for w in wires(model):
+            leaf = model.switch(w.a)
+            if w.host is not None:
+                self.addLink(w.host, leaf.name, port1=w.plane, port2=w.a_port, intfName1=host_intf(w.host, w.plane),
+                             intfName2=port_intf(leaf, w.a_port, tag), addr1=model.host_mac(leaf, w.host_slot))
+            else:
+                self.addLink(leaf.name, w.b, port1=w.a_port, port2=w.b_port, intfName1=port_intf(leaf, w.a_port, tag),
+                             intfName2=port_intf(model.switch(w.b), w.b_port, tag))

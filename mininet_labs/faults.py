@@ -4,7 +4,10 @@ what undoes it, named by `lab status`, undone one by one, and all cleared by `la
 
 Loss is emulated with an nftables netdev egress hook on the sending port (this kernel has neither
 netem nor tc gact); a slow link with a tbf qdisc; carrier loss with `ip link set down` (the far end
-of the veth loses carrier too); a frozen switch with SIGSTOP."""
+of the veth loses carrier too); a frozen switch with SIGSTOP. A port is reached where the lab's node backend says it
+lives (bmv2: the root namespace; kernel: its switch's namespace); what a data plane lacks (no switch process to
+freeze on the kernel's) is refused by name. The one fault library: endpoint.faults builds on it, and `Schedule` says
+when a fault happens in a traffic run."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +30,28 @@ LINK_KINDS = ("carrier-down", "blackhole", "gray", "slow", "flap")
 SWITCH_KINDS = ("freeze", "kill")
 HOST_KINDS = ("host-nic-down",)
 KINDS = LINK_KINDS + SWITCH_KINDS + HOST_KINDS
+
+
+@dataclass
+class Schedule:
+    """When a fault happens in a traffic run: traffic for `seconds` at `rate` packets/s per sender, `qps` QPs per
+    pair; the fault at `fault_at`, its repair at `repair_at` (seconds after the senders start, `start_delay` after
+    they were started, so all start together); receptions binned every `timeline_ms`."""
+
+    seconds: float = 5.0
+    fault_at: float = 1.5
+    repair_at: float = 3.0
+    rate: float = 400.0
+    qps: int = 4
+    timeline_ms: float = 20.0
+    start_delay: float = 2.0
+
+    def problem(self) -> str | None:
+        """Why the times do not make a schedule (None when 0 < fault_at < repair_at < seconds)."""
+        if not 0 < self.fault_at < self.repair_at < self.seconds:
+            return (f"need 0 < --fault-at ({self.fault_at}) < --repair-at ({self.repair_at}) < "
+                    f"--seconds ({self.seconds})")
+        return None
 
 
 class FaultError(ValueError):
@@ -88,29 +113,42 @@ def active(lab_dir: str | os.PathLike[str]) -> list[Fault]:
     return [Fault(**d) for d in doc if isinstance(d, dict)]
 
 
-def _table(lab_dir: str | os.PathLike[str], kind: str, intf: str) -> str:
-    """An nftables table name of ours, unique per lab, kind and interface."""
-    h = hashlib.sha1(f"{Path(lab_dir).resolve()}|{kind}|{intf}".encode()).hexdigest()[:10]
+def _table(lab_dir: str | os.PathLike[str], kind: str, intf: str, netns: str | None = None) -> str:
+    """An nftables table name of ours, unique per lab, kind and interface (and its namespace)."""
+    where = f"{netns}:{intf}" if netns else intf
+    h = hashlib.sha1(f"{Path(lab_dir).resolve()}|{kind}|{where}".encode()).hexdigest()[:10]
     return f"srv6fault_{h}"
 
 
-def _run(*argv: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True)
+def _in(netns: str | None, argv: Sequence[str]) -> list[str]:
+    """argv run where a port lives: its switch's namespace (the kernel lab's), else the root namespace."""
+    return ["ip", "netns", "exec", netns, *argv] if netns else list(argv)
+
+
+def _run(*argv: str, netns: str | None = None) -> None:
+    proc = subprocess.run(_in(netns, argv), capture_output=True, text=True)
     if proc.returncode != 0:
         raise FaultError(f"{' '.join(argv)}: {proc.stderr.strip() or f'exit {proc.returncode}'}")
 
 
+def _quiet(*argv: str, netns: str | None = None) -> None:
+    """argv where the port lives, its failure ignored (undoing what may be gone already)."""
+    subprocess.run(_in(netns, argv), capture_output=True)
+
+
 # --- inject / undo ----------------------------------------------------------------------------------
 
-def _link_end(lab: Any, a: str, b: str) -> str:
-    """The interface of switch `a`'s end of the T0-T1 link a -- b (the port a sends to b on)."""
-    from mininet_labs.topo import LabTopologyError, link_ends
+def _link_end(lab: Any, a: str, b: str) -> tuple[str, str | None]:
+    """The interface of switch `a`'s end of the T0-T1 link a -- b (the port a sends to b on) and its namespace,
+    as the lab's node backend names them."""
+    from mininet_labs.labstate import LabError
 
     try:
-        ends = link_ends(lab.model, a, b, lab.tag)
-    except LabTopologyError as e:
+        ends = lab.nodes.link_ports(lab.model, lab.state, a, b)
+    except LabError as e:
         raise FaultError(str(e)) from None
-    return next(e.intf for e in ends if e.switch == a)
+    end = next(e for e in ends if e.switch == a)
+    return end.intf, end.netns
 
 
 def inject(lab: Any, kind: str, target: list[str], **params: Any) -> Fault:
@@ -122,7 +160,12 @@ def inject(lab: Any, kind: str, target: list[str], **params: Any) -> Fault:
     with _locked(lab.dir) as faults:
         if any(f.key == fault.key for f in faults):
             raise FaultError(f"{fault.kind} on {' '.join(fault.target)} is active already ('--undo' undoes it)")
-        _do(lab, fault)
+        from mininet_labs.labstate import LabError
+
+        try:
+            _do(lab, fault)
+        except LabError as e:  # what the lab's data plane cannot do (Unsupported), said by its backend
+            raise FaultError(str(e)) from None
         faults.append(fault)
     return fault
 
@@ -131,38 +174,41 @@ def _do(lab: Any, f: Fault) -> None:
     if f.kind in LINK_KINDS:
         if len(f.target) != 2:
             raise FaultError(f"{f.kind} needs a link: SWITCH PEER (the fault is on SWITCH's end, towards PEER)")
-        intf = f.undo["intf"] = _link_end(lab, *f.target)
+        intf, ns = _link_end(lab, *f.target)
+        f.undo["intf"] = intf
+        if ns:
+            f.undo["netns"] = ns
         if f.kind == "carrier-down":
-            _run("ip", "link", "set", intf, "down")
+            _run("ip", "link", "set", intf, "down", netns=ns)
         elif f.kind in ("blackhole", "gray"):
-            table = f.undo["nft_table"] = _table(lab.dir, f.kind, intf)
+            table = f.undo["nft_table"] = _table(lab.dir, f.kind, intf, ns)
             verdict = ["drop"]
             if f.kind == "gray":
                 pct = int(f.params.get("percent", 0))
                 if not 0 < pct <= 100:
                     raise FaultError(f"gray loss must be 1..100 percent, not {pct}")
                 verdict = ["numgen", "random", "mod", "100", "<", str(pct), "drop"]
-            _run("nft", "add", "table", "netdev", table)
+            _run("nft", "add", "table", "netdev", table, netns=ns)
             try:
                 _run("nft", "add", "chain", "netdev", table, "egress",
-                     f'{{ type filter hook egress device "{intf}" priority 0; }}')
-                _run("nft", "add", "rule", "netdev", table, "egress", *verdict)
+                     f'{{ type filter hook egress device "{intf}" priority 0; }}', netns=ns)
+                _run("nft", "add", "rule", "netdev", table, "egress", *verdict, netns=ns)
             except FaultError:
-                subprocess.run(["nft", "delete", "table", "netdev", table], capture_output=True)
+                _quiet("nft", "delete", "table", "netdev", table, netns=ns)
                 raise
         elif f.kind == "slow":
             kbit = int(f.params.get("kbit", 0))
             if kbit <= 0:
                 raise FaultError(f"a slow link needs a rate above 0 kbit/s, not {kbit}")
             _run("tc", "qdisc", "replace", "dev", intf, "root", "tbf", "rate", f"{kbit}kbit", "burst", "16kbit",
-                 "latency", f"{int(f.params.get('latency_ms', 50))}ms")
+                 "latency", f"{int(f.params.get('latency_ms', 50))}ms", netns=ns)
         elif f.kind == "flap":
             period = int(f.params.get("period_ms", 500))
             if period < 10:
                 raise FaultError(f"a flap period below 10 ms is not a flap: {period}")
             from mininet_labs.labstate import ENV_MARK  # lab down stops anything carrying the lab's mark
 
-            proc = subprocess.Popen([sys.executable, "-m", "mininet_labs.faults", "flap", intf, str(period)],
+            proc = subprocess.Popen(_in(ns, [sys.executable, "-m", "mininet_labs.faults", "flap", intf, str(period)]),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                     start_new_session=True, env={**os.environ, ENV_MARK: str(lab.dir)})
             f.undo["pid"] = proc.pid
@@ -171,6 +217,7 @@ def _do(lab: Any, f: Fault) -> None:
             raise FaultError(f"{f.kind} needs one switch")
         sw = _switch(lab, f.target[0])
         if f.kind == "freeze":
+            lab.nodes.require("switch processes to freeze")
             pid = sw.get("pid")
             if not pid:
                 raise FaultError(f"{f.target[0]} is not running (no PID in the lab's state)")
@@ -209,16 +256,16 @@ def undo(lab: Any, kind: str, target: list[str]) -> Fault:
 
 
 def _undo(lab: Any, f: Fault) -> None:
-    intf = f.undo.get("intf")
+    intf, ns = str(f.undo.get("intf")), f.undo.get("netns")
     if f.kind == "carrier-down":
-        _run("ip", "link", "set", intf, "up")
+        _run("ip", "link", "set", intf, "up", netns=ns)
     elif f.kind in ("blackhole", "gray"):
-        subprocess.run(["nft", "delete", "table", "netdev", f.undo["nft_table"]], capture_output=True)
+        _quiet("nft", "delete", "table", "netdev", f.undo["nft_table"], netns=ns)
     elif f.kind == "slow":
-        subprocess.run(["tc", "qdisc", "del", "dev", intf, "root"], capture_output=True)
+        _quiet("tc", "qdisc", "del", "dev", intf, "root", netns=ns)
     elif f.kind == "flap":
         _stop(f.undo.get("pid"))
-        subprocess.run(["ip", "link", "set", intf, "up"], capture_output=True)
+        _quiet("ip", "link", "set", intf, "up", netns=ns)
     elif f.kind == "freeze":
         _cont(f.undo.get("pid"))
     elif f.kind == "kill":
@@ -249,14 +296,15 @@ def clear_remains(lab_dir: str | os.PathLike[str]) -> list[Fault]:
     processes go with the lab."""
     faults = active(lab_dir)
     for f in faults:
+        ns = f.undo.get("netns")
         if f.kind == "freeze":
             _cont(f.undo.get("pid"))
         elif f.kind == "flap":
             _stop(f.undo.get("pid"))
         elif f.kind in ("blackhole", "gray"):
-            subprocess.run(["nft", "delete", "table", "netdev", f.undo["nft_table"]], capture_output=True)
+            _quiet("nft", "delete", "table", "netdev", f.undo["nft_table"], netns=ns)
         elif f.kind == "slow" and f.undo.get("intf"):
-            subprocess.run(["tc", "qdisc", "del", "dev", f.undo["intf"], "root"], capture_output=True)
+            _quiet("tc", "qdisc", "del", "dev", f.undo["intf"], "root", netns=ns)
     _path(lab_dir).unlink(missing_ok=True)
     _path(lab_dir).with_suffix(".lock").unlink(missing_ok=True)
     return faults

@@ -16,16 +16,18 @@ import yaml
 from controller.model.topology import Topology, load, to_dict
 from mininet_labs.cleanup import cleanup
 from mininet_labs.lab import Lab
-from mininet_labs.labstate import CONFIG_NAME, DEFAULT_DIR, ENV_MARK, LabError, LabState, STATE_NAME, TOPOLOGY_NAME, prerequisites, write_lab_file
-from mininet_labs.processes import alive, tail, with_repo_path
+from mininet_labs.labstate import CONFIG_NAME, DEFAULT_DIR, ENV_MARK, LabError, LabState, STATE_NAME, TOPOLOGY_NAME, write_lab_file
+from mininet_labs.backends import nodes_for, nodes_of
+from mininet_labs.nodes import Nodes
+from mininet_labs.processes import tail, with_repo_path
 
 
 def serve(lab_dir: Path) -> int:
     """Run the lab configured in lab_dir until SIGTERM/SIGINT (what `fabricctl lab up` starts)."""
     config = json.loads((lab_dir / CONFIG_NAME).read_text())
-    lab = Lab(load(lab_dir / TOPOLOGY_NAME), lab_dir, program=config["program"], tag=config["tag"],
-              pcap=config["pcap"], log_level=config["log_level"], election_id=config["election_id"],
-              timeout=config["timeout"], tls=config.get("tls", False))
+    nodes = nodes_for(config.get("dataplane", "bmv2"), **config.get("nodes", {}))
+    lab = Lab(load(lab_dir / TOPOLOGY_NAME), lab_dir, nodes, program=config["program"], tag=config["tag"],
+              election_id=config["election_id"], timeout=config["timeout"])
     if config.get("store"):  # fabricctl --store etcd://...: the record the plan is installed from lives there
         from controller.state.backends import open_store
 
@@ -58,26 +60,44 @@ def serve(lab_dir: Path) -> int:
     return 0
 
 
-def start_headless(model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, program: str = "srv6_spray", tag: str = "",
-                   pcap: bool = False, log_level: str = "warn", election_id: int = 1, timeout: float = 10.0,
-                   install: bool = True, wait: float = 300.0, tls: bool = False, store: str | None = None) -> Lab:
-    """Start a lab in a background process (it outlives this one) and wait until it is ready;
-    the attached Lab, or LabError with the background process's error."""
+def start(model: Topology, lab_dir: str | Path, nodes: Nodes, *, program: str = "srv6_spray", tag: str = "",
+          election_id: int = 1, timeout: float = 10.0, install: bool = True, store: str | None = None) -> Lab:
+    """A lab up on `nodes` that outlives this process: in a holder process of its own where the backend needs one
+    (bmv2: Mininet's object), else made here. The Lab (attached), or LabError. `store`: fabricctl's --store URL,
+    where the record whose plan is installed lives (None: the lab's state file)."""
+    if nodes.holder:
+        return start_headless(model, lab_dir, nodes, program=program, tag=tag, election_id=election_id,
+                              timeout=timeout, install=install, store=store)
+    lab = Lab(model, lab_dir, nodes, program=program, tag=tag, election_id=election_id, timeout=timeout)
+    if store:
+        from controller.state.backends import open_store
+
+        lab.store = open_store(store, None, lab.model.name, timeout=timeout)
+    return lab.up(install=install)
+
+
+def start_headless(model: Topology, lab_dir: str | Path = DEFAULT_DIR, nodes: Nodes | None = None, *,
+                   program: str = "srv6_spray", tag: str = "", pcap: bool = False, log_level: str = "warn",
+                   election_id: int = 1, timeout: float = 10.0, install: bool = True, wait: float = 300.0,
+                   tls: bool = False, store: str | None = None) -> Lab:
+    """Start a lab in a background process (it outlives this one) and wait until it is ready; the attached
+    Lab, or LabError with the background process's error. `nodes` default: bmv2 with pcap, log_level, tls."""
     lab_dir = Path(lab_dir).resolve()
-    why = prerequisites()
+    nodes = nodes if nodes is not None else nodes_for("bmv2", pcap=pcap, log_level=log_level, tls=tls)
+    why = nodes.why_not() or nodes.size_problem(model)
     if why:
         raise LabError(why)
     state_path = lab_dir / STATE_NAME
     if state_path.exists():
         old = LabState.read(state_path)
-        if alive(old.pid):
-            raise LabError(f"a lab already runs in {lab_dir} (pid {old.pid}); 'fabricctl lab down --dir {lab_dir}'")
+        if nodes_of(old).running(old):
+            raise LabError(f"a lab already runs in {lab_dir}; 'fabricctl lab down --dir {lab_dir}'")
         cleanup(lab_dir)
     lab_dir.mkdir(parents=True, exist_ok=True)
     write_lab_file(lab_dir, TOPOLOGY_NAME, yaml.safe_dump(to_dict(model), sort_keys=False))
     write_lab_file(lab_dir, CONFIG_NAME, json.dumps({
-        "program": program, "tag": tag, "pcap": pcap, "log_level": log_level, "election_id": election_id,
-        "timeout": timeout, "install": install, "tls": tls, "store": store}) + "\n")
+        "dataplane": nodes.dataplane, "nodes": nodes.options(), "program": program, "tag": tag,
+        "election_id": election_id, "timeout": timeout, "install": install, "store": store}) + "\n")
     env = with_repo_path({**os.environ, ENV_MARK: str(lab_dir)})
     with open(lab_dir / "lab.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "mininet_labs.headless", "serve", str(lab_dir)], env=env,

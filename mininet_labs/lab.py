@@ -1,24 +1,27 @@
-"""A running lab: Mininet with a Bmv2Switch per switch of a Topology, hosts addressed from the SID
-plan, pipelines pushed and the plan installed through controller.ops; and its teardown.
+"""A running lab: the fabric of a Topology on one data plane's nodes, hosts addressed from the SID plan, the plan
+installed through the node backend's southbound; and its teardown. One orchestrator for every data plane: the
+backend (mininet_labs.nodes) is chosen once, when the lab is made or from its saved state, and nothing here asks
+which one it got.
 
-    lab = Lab(default_topology(), "/tmp/srv6-fabric-lab").up()    # or: with Lab(...) as lab:
+    lab = Lab(default_topology(), "/tmp/srv6-fabric-lab").up()    # bmv2 under Mininet; or: with Lab(...) as lab:
+    lab = Lab(default_topology(), "/tmp/kl", nodes_for("kernel")).up()   # Linux SRv6 routers in namespaces
     lab.traffic()                     # every host pair, every plane: a TrafficReport
-    lab.link_down("p0-t0-0", "p0-t1-1"); lab.install(failures)     # what failover builds on
+    lab.cut_link("p0-t0-0", "p0-t1-1"); lab.fail(LinkDown("p0-t0-0", "p0-t1-1"))   # what failover builds on
     lab.down()
 
-A lab writes everything under its directory: `topology.yaml` (what fabricctl --topology reads;
-its failure state `.fabric-state.json` lands next to it), `lab-state.json` (PIDs, interfaces,
-timings: what `Lab.attach` and `cleanup` read), the switches' logs, pcaps with `pcap=True`.
-Every process a lab starts carries SRV6_FABRIC_LAB=<lab dir> in its environment, so `cleanup`
-finds them even without the state file, and touches nothing else.
+A lab writes everything under its directory: `topology.yaml` (what fabricctl --topology reads; its failure state
+`.fabric-state.json` lands next to it), `lab-state.json` (the data plane, PIDs or namespaces, interfaces, timings:
+what `Lab.attach` and `cleanup` read), the switches' logs. Every process a lab starts carries
+SRV6_FABRIC_LAB=<lab dir> in its environment, so `cleanup` finds them even without the state file.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import signal
 import subprocess
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -28,48 +31,46 @@ import yaml
 from controller import ops
 from controller.runtime.p4info import P4Info
 from controller.routes import Options
-from controller.runtime.tls import TlsConfig
 from controller.model.topology import Topology, load, to_dict
 from mininet_labs.faults import active as active_faults
-from mininet_labs import traffic as tr
-from mininet_labs.bmv2proc import ServerTls
-from mininet_labs.pki import PkiError, make_pki
-from mininet_labs.cleanup import CleanupReport, intf_exists, natural, cleanup
+from mininet_labs.cleanup import CleanupReport, cleanup
 from mininet_labs.labfailover import FailoverMixin
-from mininet_labs.labhost import LabHost, host_script
-from mininet_labs.labstate import DEFAULT_DIR, ENV_MARK, LabError, LabState, STATE_NAME, TOPOLOGY_NAME, prerequisites, write_lab_file
-from mininet_labs.labtraffic import TrafficMixin
-from mininet_labs.labwiring import WiringMixin
-from mininet_labs.processes import alive, environ, mark, unmark
+from mininet_labs.labhost import LabHost
+from mininet_labs.labstate import (CONFIG_NAME, DEFAULT_DIR, LabError, LabState, STATE_NAME, TOPOLOGY_NAME, natural,
+                                  write_lab_file)
+from mininet_labs.labtraffic import LabTraffic
+from mininet_labs.backends import nodes_for, nodes_of
+from mininet_labs.nodes import Nodes, Port
+from mininet_labs.trafficrun import TrafficReport, TrafficRun
 from mininet_labs.cleanup import marked_pids  # noqa: F401  (re-exported: defined here before)
 from mininet_labs.labfailover import FailoverResult  # noqa: F401  (re-exported: defined here before)
-from mininet_labs.labstate import CONFIG_NAME, CUT_MTU, FORMAT, MAX_LAB_SWITCHES, default_topology, size_problem  # noqa: F401  (re-exported: defined here before)
-from mininet_labs.trafficrun import PairPlane, TrafficReport, TrafficRun, wait_senders_receivers  # noqa: F401  (re-exported: defined here before)
+from mininet_labs.labstate import CUT_MTU, FORMAT, MAX_LAB_SWITCHES, default_topology, prerequisites, size_problem  # noqa: F401  (re-exported: defined here before)
+from mininet_labs.trafficrun import PairPlane, wait_senders_receivers  # noqa: F401  (re-exported: defined here before)
 
 
-class Lab(FailoverMixin, WiringMixin, TrafficMixin):
-    """One lab of a Topology under `lab_dir`. `up()` runs it in this process (Mininet object in
-    `net`); `Lab.attach(lab_dir)` reaches one another process runs (no `net`, everything else)."""
+class Lab(FailoverMixin):
+    """One lab of a Topology under `lab_dir` on `nodes` (default: bmv2 under Mininet). `up()` makes it;
+    `Lab.attach(lab_dir)` reaches one made by another process."""
 
-    def __init__(self, model: Topology, lab_dir: str | Path = DEFAULT_DIR, *, program: str = "srv6_spray",
-                 tag: str = "", pcap: bool = False, log_level: str = "warn", election_id: int = 1,
-                 timeout: float = 10.0, tls: bool = False) -> None:
-        self.model = model
-        self.tls = tls  # up(): the switches with mutual TLS, certificates made in DIR/tls
-        self._server_tls: ServerTls | None = None
+    def __init__(self, model: Topology, lab_dir: str | Path = DEFAULT_DIR, nodes: Nodes | None = None, *,
+                 program: str = "srv6_spray", tag: str = "", election_id: int = 1, timeout: float = 10.0) -> None:
+        self.nodes: Nodes = nodes if nodes is not None else nodes_for("bmv2")
         self.dir = Path(lab_dir).resolve()
+        self.model = self.nodes.placed(model, self.dir, tag)
         self.program = program
         self.tag = tag
-        self.pcap = pcap
-        self.log_level = log_level
         self.election_id = election_id
         self.timeout = timeout
-        self.net: Any = None
         self.options: Options | None = None  # hash mode and pins of the plan install/fail/restore use
-        self.state = LabState(str(self.dir), str(self.topology_path), program, tag, os.getpid())
+        self.state = LabState(str(self.dir), str(self.topology_path), program, tag, os.getpid(),
+                              dataplane=self.nodes.dataplane)
         self._hosts: dict[str, LabHost] = {}
-        self._mtus: dict[str, int] = {}  # MTUs of cut ports, to mend them
         self._p4infos: dict[str, P4Info] = {}  # per program, read once
+        self._traffic = LabTraffic(self.dir, self.topology_path, self.host)
+
+    @property
+    def dataplane(self) -> str:
+        return self.nodes.dataplane
 
     @property
     def topology_path(self) -> Path:
@@ -84,46 +85,45 @@ class Lab(FailoverMixin, WiringMixin, TrafficMixin):
         """Where fabricctl --topology <lab>/topology.yaml keeps the failure set."""
         return self.dir / ops.STATE_NAME
 
+    def _save(self) -> None:
+        self.state.write(self.state_path)
+
     def up(self, install: bool = True) -> Lab:
         """Start everything; on any error tear down what was made, then raise LabError."""
-        why = prerequisites()
+        why = self.nodes.why_not() or self.nodes.size_problem(self.model)
         if why:
             raise LabError(why)
-        from mininet_labs.topo import check
-
-        problems = check(self.model, self.tag)
-        if problems:
-            raise LabError(f"the topology cannot run as a lab: {problems[0]}" +
-                           (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
+        self.nodes.check(self.model, self.tag, self.program)
         if self.state_path.exists():
             old = LabState.read(self.state_path)
-            if alive(old.pid) and old.pid != os.getpid():
-                raise LabError(f"a lab already runs in {self.dir} (pid {old.pid}); 'fabricctl lab down --dir {self.dir}'")
+            if nodes_of(old).running(old):
+                raise LabError(f"a lab already runs in {self.dir}; 'fabricctl lab down --dir {self.dir}'")
             cleanup(self.dir)  # the remains of a crashed lab
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "traffic").mkdir(exist_ok=True)
-        self._settle_tls()
+        if not (self.dir / CONFIG_NAME).exists():  # marks the directory as a lab's: a later lab may replace its files
+            write_lab_file(self.dir, CONFIG_NAME, json.dumps({"dataplane": self.dataplane, "tag": self.tag}) + "\n")
+        self.model = self.nodes.prepare(self.model, self.dir)
         write_lab_file(self.dir, TOPOLOGY_NAME, yaml.safe_dump(to_dict(self.model), sort_keys=False))
         t0 = time.monotonic()
         self.state.phase, self.state.error = "starting", None
-        self.state.write(self.state_path)
+        self._save()
         try:
-            self._start_mininet()
+            hosts = self.nodes.start(self.model, self.dir, self.tag, self.state, self._save)
             self.state.timings["switches_s"] = round(time.monotonic() - t0, 2)
             t1 = time.monotonic()
-            self._configure_hosts()
+            self._configure_hosts(hosts)
             self.state.timings["hosts_s"] = round(time.monotonic() - t1, 2)
-            self.state.write(self.state_path)
+            self._save()
             if install:
                 t2 = time.monotonic()
-                outcomes = self.install(push="missing")
-                bad = [o for o in outcomes.values() if not o.ok]
+                bad = [o for o in self.install(push="missing").values() if not o.ok]
                 if bad:
                     raise LabError(f"installing the plan failed on {len(bad)} switches: {bad[0].error}")
                 self.state.timings["install_s"] = round(time.monotonic() - t2, 2)
             self.state.timings["up_s"] = round(time.monotonic() - t0, 2)
             self.state.phase = "ready"
-            self.state.write(self.state_path)
+            self._save()
         except BaseException as e:
             self.state.phase, self.state.error = "failed", f"{type(e).__name__}: {e}"
             self.down()
@@ -132,63 +132,14 @@ class Lab(FailoverMixin, WiringMixin, TrafficMixin):
             raise
         return self
 
-    def _settle_tls(self) -> None:
-        """With `tls`, a fresh CA, switch and client certificate in DIR/tls: every switch starts with
-        mutual TLS and the lab's topology names the client's files; without, plaintext (a topology's
-        own tls: settings are for its real switches, not for the lab's)."""
-        client = None
-        if self.tls:
-            try:
-                pki = make_pki(self.dir / "tls")
-            except PkiError as e:
-                raise LabError(str(e)) from None
-            self._server_tls = ServerTls(pki.server_cert, pki.server_key, client_ca=pki.ca)
-            client = TlsConfig(pki.ca, pki.client_cert, pki.client_key)
-        self.model = ops.replace_tls(self.model, lambda s: client)
-
-    def _start_mininet(self) -> None:
-        from mininet_labs.fabrictopo import FabricTopo  # imports Mininet (also Debian's)
-        from mininet_labs.topo import all_intfs
-
-        from mininet.link import Link
-        from mininet.log import setLogLevel
-        from mininet.net import Mininet
-        from mininet.node import Host
-
-        setLogLevel(os.environ.get("SRV6_LAB_MININET_LOG", "output"))  # "output": what the CLI prints, no chatter
-        pcap_dir = self.dir / "pcap" if self.pcap else None
-        client_tls = self.model.switches[0].tls if self.model.switches else None
-        topo = FabricTopo(self.model, tag=self.tag, lab_dir=self.dir, pcap_dir=pcap_dir, log_level=self.log_level,
-                          server_tls=self._server_tls, client_tls=client_tls)
-        self.state.intfs = all_intfs(self.model, self.tag)
-        self.net = Mininet(topo=topo, host=Host, link=Link, controller=None, autoSetMacs=False, build=False,
-                           waitConnected=False)
-        # Host shells and switches inherit the mark that cleanup finds them by; this process must not keep it.
-        saved = mark(self.dir)
-        try:
-            self.net.build()
-        except BaseException:
-            unmark(saved)
-            raise
-        self.state.hosts = {h.name: {"pid": h.pid, "nics": []} for h in self.net.hosts}
-        self.state.switches = {s.name: {"pid": None, "shell_pid": s.pid, "device_id": s.device_id,
-                                        "grpc": s.grpc_addr, "log": str(s.log_path)} for s in self.net.switches}
-        self.state.write(self.state_path)
-        try:
-            self.net.start()
-        finally:  # record the switch PIDs even when one did not come up, for cleanup
-            unmark(saved)
-            for s in self.net.switches:
-                self.state.switches[s.name].update(pid=s.switch_pid, argv=s.command(), out=str(s.out_path))
-            self.state.write(self.state_path)
-
-    def _configure_hosts(self) -> None:
+    def _configure_hosts(self, hosts: Sequence[LabHost]) -> None:
+        """Every host's NICs addressed (the backend's script), in parallel."""
         procs = []
-        for node in self.net.hosts:
-            host = LabHost(node.name, node.pid, tr.host_nics(self.model, node.name), str(self.dir), node)
+        for host in hosts:
             self._hosts[host.name] = host
-            self.state.hosts[host.name] = {"pid": host.pid, "nics": [asdict(n) for n in host.nics]}
-            procs.append((host, host.popen(["sh", "-ec", host_script(host.nics)], stdout=subprocess.PIPE,
+            doc = self.state.hosts.setdefault(host.name, {"pid": host.pid})
+            doc["nics"] = [asdict(n) for n in host.nics]
+            procs.append((host, host.popen(["sh", "-ec", self.nodes.host_script(host.nics)], stdout=subprocess.PIPE,
                                            stderr=subprocess.STDOUT, text=True)))
         for host, proc in procs:
             out, _ = proc.communicate(timeout=60)
@@ -196,28 +147,24 @@ class Lab(FailoverMixin, WiringMixin, TrafficMixin):
                 raise LabError(f"configuring {host.name} failed: {out.strip()[-500:]}")
 
     def down(self) -> CleanupReport:
-        """Stop the lab (Mininet's stop when this process runs it) and remove whatever is left."""
-        if self.net is not None:
+        """Stop what this process holds of the lab, then remove whatever of it is left."""
+        if self.state_path.exists() and self.state.pid == os.getpid():
             self.state.phase = "stopping"
-            if self.state_path.exists():
-                self.state.write(self.state_path)
-            try:
-                self.net.stop()
-            except Exception:  # cleanup below removes what Mininet did not
-                pass
-            self.net = None
+            self._save()
+        self.nodes.stop()
         self._hosts = {}
         return cleanup(self.dir, self.model, self.tag, signal_owner=self.state.pid != os.getpid())
 
     def __enter__(self) -> Lab:
-        return self.up() if self.net is None else self
+        return self.up() if self.state.phase != "ready" else self
 
     def __exit__(self, *exc: object) -> None:
         self.down()
 
     @classmethod
     def attach(cls, lab_dir: str | Path = DEFAULT_DIR) -> Lab:
-        """The lab another process runs in lab_dir (LabError when there is none or it failed)."""
+        """The lab another process made in lab_dir, on the data plane its state names (LabError when there is
+        none or it failed)."""
         path = Path(lab_dir).resolve() / STATE_NAME
         if not path.exists():
             raise LabError(f"no lab in {Path(lab_dir).resolve()} (no {STATE_NAME}); 'fabricctl lab up' starts one")
@@ -226,12 +173,14 @@ class Lab(FailoverMixin, WiringMixin, TrafficMixin):
             model = load(state.topology)
         except (OSError, ValueError) as e:  # TopologyError, YamlError, UnsafeFile: one line each
             raise LabError(f"cannot read the lab's topology {state.topology}: {' '.join(str(e).split())}") from None
-        lab = cls(model, state.lab_dir, program=state.program, tag=state.tag)
+        lab = cls(model, state.lab_dir, nodes_of(state), program=state.program, tag=state.tag)
+        lab.model = model  # as the lab wrote it
         lab.state = state
         for name, h in state.hosts.items():
-            lab._hosts[name] = LabHost(name, h["pid"], tuple(tr.HostNic(**n) for n in h["nics"]), state.lab_dir)
+            lab._hosts[name] = lab.nodes.host(name, h, state.lab_dir)
         return lab
 
+    # --- hosts and traffic -------------------------------------------------------------------------
     @property
     def hosts(self) -> list[str]:
         return sorted(self.model.hosts, key=natural)
@@ -242,73 +191,126 @@ class Lab(FailoverMixin, WiringMixin, TrafficMixin):
         except KeyError:
             raise LabError(f"unknown host '{name}' (hosts: {', '.join(self.hosts)})") from None
 
-    def switch(self, name: str) -> Any:
-        """The Mininet Bmv2Switch (only in the process running the lab)."""
-        if self.net is None:
-            raise LabError("the Mininet object lives in the process that ran 'lab up'")
-        return self.net.get(name)
+    def traffic(self, pairs: Sequence[tuple[str, str]] | None = None, **kwargs: Any) -> TrafficReport:
+        """Send RoCEv2 from each pair's source to its destination (default: every ordered pair of hosts); what
+        each sent and received. Keywords as `start_traffic`."""
+        return self.start_traffic(pairs, **kwargs).wait()
 
-    def _switch_state(self, name: str) -> dict[str, Any]:
-        if name not in self.state.switches:
-            raise LabError(f"unknown switch '{name}' (switches: {', '.join(sorted(self.state.switches, key=natural))})")
-        return self.state.switches[name]
+    def start_traffic(self, pairs: Sequence[tuple[str, str]] | None = None, **kwargs: Any) -> TrafficRun:
+        """Start the senders and receivers of `traffic` and return while they run (labtraffic.LabTraffic.start;
+        `ipv4` defaults to what the program routes: eecmp_qp_hash, IPv4)."""
+        if kwargs.get("ipv4") is None:
+            kwargs["ipv4"] = self.program == "eecmp_qp_hash"
+        return self._traffic.start(self.hosts, pairs, **kwargs)
 
+    # --- wiring: faults nobody is told of ------------------------------------------------------------
+    def link_down(self, a: str, b: str) -> tuple[str, str]:
+        """Take the T0-T1 link down at both ends (the interfaces; the controller is not told)."""
+        return self._set_link(a, b, "down")
+
+    def link_up(self, a: str, b: str) -> tuple[str, str]:
+        return self._set_link(a, b, "up")
+
+    def _set_link(self, a: str, b: str, how: str) -> tuple[str, str]:
+        ports = self.nodes.link_ports(self.model, self.state, a, b)
+        self.nodes.set_link(ports, how)
+        return ports[0].intf, ports[1].intf
+
+    def switch_intfs(self, name: str) -> list[str]:
+        """Every interface of a switch (its host ports, uplinks and downlinks)."""
+        return [p.intf for p in self.nodes.switch_ports(self.model, self.state, name)]
+
+    def host_nic(self, host: str, plane: int, how: str) -> str:
+        """Set a host's NIC in a plane up or down inside its namespace (its leaf port loses carrier)."""
+        intf = self.host(host).nic(plane).intf
+        self.host(host).run(["ip", "link", "set", intf, how])
+        return intf
+
+    def cut(self, ports: Iterable[str | Port]) -> list[str]:
+        """Cut switch ports, named by interface or given as the backend's Ports (every frame through them dropped,
+        carrier kept): every cut of the lab goes through here."""
+        return self.nodes.cut(self._ports(ports))
+
+    def mend(self, ports: Iterable[str | Port]) -> list[str]:
+        return self.nodes.mend(self._ports(ports))
+
+    def _ports(self, given: Iterable[str | Port]) -> list[Port]:
+        items = list(given)
+        ports = [p for p in items if isinstance(p, Port)]
+        names = {p for p in items if isinstance(p, str)}
+        if names:
+            found = [p for s in self.model.switches for p in self.nodes.switch_ports(self.model, self.state, s.name)
+                     if p.intf in names]
+            if len(found) != len(names) or {p.intf for p in found} != names:
+                raise LabError(f"not one switch port each: {', '.join(sorted(names))} (cut_link names a link by its "
+                               "switches)")
+            ports += found
+        return ports
+
+    def cut_switch(self, name: str) -> list[str]:
+        """Cut every port of a switch (a switch gone silent, carrier kept); the controller is not told."""
+        return self.cut(self.nodes.switch_ports(self.model, self.state, name))
+
+    def mend_switch(self, name: str) -> list[str]:
+        return self.mend(self.nodes.switch_ports(self.model, self.state, name))
+
+    def cut_link(self, a: str, b: str) -> list[str]:
+        """Cut a T0-T1 link at both ends (every frame dropped, carrier kept); the controller is not told."""
+        return self.cut(self.nodes.link_ports(self.model, self.state, a, b))
+
+    def mend_link(self, a: str, b: str) -> list[str]:
+        return self.mend(self.nodes.link_ports(self.model, self.state, a, b))
+
+    # --- switches ----------------------------------------------------------------------------------
     def kill_switch(self, name: str) -> int | None:
-        """SIGKILL a switch's simple_switch_grpc (a crash: no goodbye on its streams); the lab state
-        then records no PID for it. The PID killed, or None when it was not running."""
-        sw = self._switch_state(name)
-        pid = sw.get("pid")
-        if pid and alive(pid) and f"{ENV_MARK}={self.dir}".encode() in environ(pid):
-            os.kill(pid, signal.SIGKILL)
-            end = time.monotonic() + 5
-            while alive(pid) and time.monotonic() < end:
-                time.sleep(0.01)
-        else:
-            pid = None
-        sw["pid"] = None
-        self.state.write(self.state_path)
+        """Crash a switch (bmv2: SIGKILL, no goodbye on its streams); the PID killed, None when it was not running."""
+        pid = self.nodes.kill_switch(self.state, self.dir, name)
+        self._save()
         return pid
 
     def restart_switch(self, name: str, timeout: float = 30.0) -> int:
-        """Start a switch again with the command line the lab started it with (no pipeline, empty
-        tables: the controller pushes both); kills it first if it still runs. Its new PID."""
-        from mininet_labs.bmv2proc import SwitchStartError, wait_grpc_ready
-
-        sw = self._switch_state(name)
-        argv = sw.get("argv")
-        if not argv:
-            raise LabError(f"{name}: the lab did not record its command line (a lab started before restart-switch existed)")
-        self.kill_switch(name)
-        out = Path(sw.get("out") or self.dir / f"{name}.out")
-        with open(out, "ab") as f:
-            f.write(("$ " + " ".join(argv) + "  # restart-switch\n").encode())
-            f.flush()
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                                    start_new_session=True, env={**os.environ, ENV_MARK: str(self.dir)})
-        sw["pid"] = proc.pid
-        self.state.write(self.state_path)
+        """Start a crashed switch again as the lab started it (no pipeline, empty tables); its new PID."""
         try:
-            wait_grpc_ready(sw["grpc"], proc, time.monotonic() + timeout, name, (out, Path(sw["log"])))
-        except SwitchStartError as e:
-            raise LabError(str(e)) from None
-        return proc.pid
+            return self.nodes.restart_switch(self.state, self.dir, name, timeout)
+        finally:
+            if self.state_path.exists():
+                self._save()
 
-    def status(self) -> dict[str, Any]:
-        """Processes and interfaces of the lab as they are now (no switch is contacted)."""
-        st = self.state
-        return {"lab_dir": st.lab_dir, "topology": st.topology, "program": st.program, "phase": st.phase,
-                "error": st.error, "pid": st.pid, "pid_alive": alive(st.pid), "timings": st.timings,
-                "switches": {n: {**s, "alive": bool(s.get("pid")) and alive(s["pid"])} for n, s in st.switches.items()},
-                "hosts": {n: {"pid": h["pid"], "alive": alive(h["pid"]),
-                              "nics": [f"{x['intf']} {x['v6']} plane {x['plane']}" for x in h["nics"]]}
-                          for n, h in st.hosts.items()},
-                "intfs_present": sum(1 for i in st.intfs if intf_exists(i)), "intfs": len(st.intfs),
-                "faults": [f.describe() for f in active_faults(self.dir)]}
+    def netns_of(self, node: str) -> str | None:
+        """The named namespace a switch or host lives in (None where the data plane names none)."""
+        return self.state.namespaces.get(node) or (self.model.switch(node).netns if self.model.has_switch(node) else None)
+
+    def routes(self, name: str) -> list[Any]:
+        """The routes a switch holds now, read back from it (a data plane of routes: the kernel's)."""
+        return self.nodes.routes(self.model, name)
+
+    def counters(self, name: str) -> dict[str, dict[str, int]]:
+        """Per interface of a switch, packets sent and received."""
+        return self.nodes.counters(self.model, name)
+
+    def drops(self, name: str) -> dict[str, int]:
+        """Packets a leaf's SR-domain boundary dropped, per reason."""
+        return self.nodes.drops(self.model, name)
+
+    def carrier(self) -> Any:
+        """The carrier of the switches' ports, from the data plane's source (mininet_labs.carrier.CarrierSource)."""
+        return self.nodes.carrier(self.model, self.tag)
+
+    def switch(self, name: str) -> Any:
+        """The Mininet switch (only in the process running a bmv2 lab)."""
+        self.nodes.require("Mininet CLI")
+        return self.nodes.net.get(name)  # type: ignore[attr-defined]
 
     def cli(self) -> None:
-        """The Mininet CLI on this lab (only in the process running it)."""
+        """The Mininet CLI on this lab (only in the process running a bmv2 lab)."""
+        self.nodes.require("Mininet CLI")
         from mininet.cli import CLI
 
-        if self.net is None:
-            raise LabError("the Mininet CLI needs the process that ran 'lab up' (use 'lab up --cli')")
-        CLI(self.net)
+        CLI(self.nodes.net)  # type: ignore[attr-defined]
+
+    def status(self) -> dict[str, Any]:
+        """The lab's nodes and interfaces as they are now (no switch is contacted)."""
+        st = self.state
+        return {"lab_dir": st.lab_dir, "topology": st.topology, "dataplane": st.dataplane, "program": st.program,
+                "phase": st.phase, "error": st.error, "pid": st.pid, "timings": st.timings,
+                **self.nodes.node_status(st), "faults": [f.describe() for f in active_faults(self.dir)]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 from controller import ops
@@ -15,11 +15,13 @@ from controller.state.store import Conflict, Store, StoreError
 from controller.runtime.fabric_client import FabricClient
 from controller.ops import Outcome
 from controller.runtime.p4info import P4Info
-from controller.plan.fabricplan import plan as make_plan
 from controller.routes import Fabric
 from controller.service import handoff
 from controller.programs.toolchain import Artifacts
 from mininet_labs.labstate import LabError
+
+if TYPE_CHECKING:
+    from mininet_labs.nodes import Nodes
 
 
 @dataclass
@@ -52,6 +54,7 @@ class FailoverMixin:
     or the lab writes the switches when no controller leads)."""
 
     store: Store | None = None  # None: the lab's state file
+    nodes: Nodes
 
     def client(self, election_id: int | None = None, connect: bool = True) -> FabricClient:
         """A FabricClient with a connection to every switch, each with the program's P4Info; unless
@@ -84,6 +87,7 @@ class FailoverMixin:
 
     def p4info(self) -> P4Info:
         """The current program's P4Info (read once per program)."""
+        self.nodes.require("P4Runtime")
         if self.program not in self._p4infos:
             self._p4infos[self.program] = P4Info.load(Artifacts.of(self.program).p4info)
         return self._p4infos[self.program]
@@ -109,11 +113,9 @@ class FailoverMixin:
 
     def _sync(self, fabric: Fabric, names: Sequence[str], *, push: ops.Push, dry_run: bool = False
               ) -> dict[str, Outcome]:
-        """Reconcile the named switches to the plan of `fabric` (ops.encode, then ops.sync)."""
-        artifacts, p4info = Artifacts.of(self.program), self.p4info()
-        encoded = ops.encode(make_plan(fabric), names, p4info, str(artifacts.p4info))
-        return ops.sync(self.model, encoded, artifacts, p4info, election_id=self.election_id, timeout=self.timeout,
-                        dry_run=dry_run, push=push)
+        """Reconcile the named switches to the plan of `fabric` through the lab's node backend."""
+        return self.nodes.sync(self.model, fabric, names, program=self.program, p4info=self.p4info,
+                               election_id=self.election_id, timeout=self.timeout, push=push, dry_run=dry_run)
 
     def set_failures(self, failures: Iterable[Failure]) -> FailoverResult:
         """What `fabricctl fail/restore` does, on this lab: record the failure set in the lab's state

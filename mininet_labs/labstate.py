@@ -38,6 +38,12 @@ FORMAT = "srv6-fabric-lab/1"
 CUT_MTU = 68  # a cut port's MTU: below every fabric frame
 
 
+DATAPLANES = ("bmv2", "kernel")
+
+
+NETNS_PREFIX = "sf-"  # every namespace a kernel lab makes (mininet_labs.kernel.netns)
+
+
 class LabError(RuntimeError):
     """The lab could not be brought up, reached or taken down; one line (plus detail lines)."""
 
@@ -73,19 +79,21 @@ def prerequisites() -> str | None:
 
 @dataclass
 class LabState:
-    """What a lab made, as written to lab-state.json."""
+    """What a lab made, as written to lab-state.json, whichever its data plane."""
 
     lab_dir: str
     topology: str
     program: str
     tag: str
-    pid: int  # the process holding the Mininet object
+    pid: int  # the process that ran `up` (bmv2: it holds the Mininet object while the lab runs)
     phase: str = "starting"  # starting | ready | failed | stopping
     error: str | None = None
-    switches: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> pid, device_id, grpc, log, intfs
-    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> pid, nics
-    intfs: list[str] = field(default_factory=list)  # root-namespace interfaces (switch ports)
+    switches: dict[str, dict[str, Any]] = field(default_factory=dict)  # bmv2: pid, device_id, grpc, log; kernel: netns
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> pid (bmv2) or netns (kernel), nics
+    intfs: list[str] = field(default_factory=list)  # root-namespace interfaces (bmv2 switch ports)
     timings: dict[str, float] = field(default_factory=dict)
+    dataplane: str = "bmv2"  # bmv2 | kernel: which node backend made it (mininet_labs.nodes)
+    namespaces: dict[str, str] = field(default_factory=dict)  # kernel: switch or host -> its named namespace
     format: str = FORMAT
 
     def write(self, path: Path) -> None:
@@ -120,7 +128,8 @@ class LabState:
     def problem(self) -> str | None:
         """What in a state read from a file has the wrong type (None if all is well)."""
         for key, kind in (("lab_dir", str), ("topology", str), ("program", str), ("tag", str), ("phase", str),
-                          ("switches", dict), ("hosts", dict), ("intfs", list), ("timings", dict)):
+                          ("switches", dict), ("hosts", dict), ("intfs", list), ("timings", dict), ("dataplane", str),
+                          ("namespaces", dict)):
             if not isinstance(getattr(self, key), kind):
                 return f"{key} is {limits.type_name(getattr(self, key))}, expected {kind.__name__}"
         if not isinstance(self.pid, int) or isinstance(self.pid, bool) or self.pid < 1:
@@ -133,6 +142,10 @@ class LabState:
         for name, sw in self.switches.items():
             if not isinstance(sw, dict):
                 return f"switch {name!r} is not a mapping"
+        if self.dataplane not in DATAPLANES:
+            return f"dataplane {self.dataplane!r} is not one of {', '.join(DATAPLANES)}"
+        if not all(isinstance(v, str) and v.startswith(NETNS_PREFIX) for v in self.namespaces.values()):
+            return f"namespaces must be {NETNS_PREFIX}* names"
         return None
 
 
@@ -149,3 +162,14 @@ def write_lab_file(lab_dir: Path, name: str, text: str) -> None:
         write_atomic(lab_dir / name, text, what=f"lab {name}", ours=ours)
     except OSError as e:
         raise LabError(str(e) if isinstance(e, UnsafeFile) else f"cannot write {lab_dir / name}: {e.strerror or e}") from None
+
+
+def intf_exists(name: str) -> bool:
+    return Path("/sys/class/net", name).exists()
+
+
+def natural(name: str) -> tuple[Any, ...]:
+    """A sort key that puts p0-t0-2 before p0-t0-10."""
+    import re
+
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))

@@ -6,43 +6,41 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 
 from mininet_labs import traffic as tr
 from mininet_labs.labstate import LabError
+from mininet_labs.labhost import LabHost
 from mininet_labs.processes import wait_files, with_repo_path
-from mininet_labs.trafficrun import TrafficReport, TrafficRun
+from mininet_labs.trafficrun import TrafficRun
 
 
-class TrafficMixin:
-    """Traffic on a lab: every host pair and plane, run to the end or started in the background."""
+class LabTraffic:
+    """Traffic on a lab's hosts: senders and receivers started in their namespaces (`host` names a host's handle),
+    writing under DIR/traffic, reading the lab's topology file."""
 
-    def traffic(self, pairs: Sequence[tuple[str, str]] | None = None, **kwargs: Any) -> TrafficReport:
-        """Send RoCEv2 from each pair's source to its destination (default: every ordered pair of
-        hosts) with one sender process per source and one receiver per destination, in the hosts'
-        namespaces; returns what each sent and received. Keywords as `start_traffic`."""
-        return self.start_traffic(pairs, **kwargs).wait()
+    def __init__(self, lab_dir: Path, topology_path: Path, host: Callable[[str], LabHost]) -> None:
+        self.dir, self.topology_path, self.host = lab_dir, topology_path, host
 
-    def start_traffic(self, pairs: Sequence[tuple[str, str]] | None = None, *, qps: int = 4, messages: int = 8,
-                      message_size: int = 1024, mtu: int = 1024, verb: tr.Verb = "send",
-                      plane_mode: tr.PlaneMode = "packet", planes: Sequence[int] | None = None, rate: float = 1000.0,
-                      start_psn: int = 0, sport: int | None = None, ipv4: bool | None = None,
-                      qp_base: int | Mapping[str, int] = 0x100, rehome: bool = False, timeline_ms: float = 0.0,
-                      start_delay: float = 0.0, timeout: float = 120.0) -> TrafficRun:
-        """Start the senders and receivers of `traffic` and return while they run (TrafficRun.wait()
-        collects the report). `ipv4` defaults to what the program routes (eecmp_qp_hash: IPv4);
-        `qp_base` may differ per sender; `rehome` lets senders move QPs off a plane whose NIC lost
-        carrier or that TrafficRun.tell_dead_planes names; `timeline_ms` bins receptions per plane;
-        `start_delay` > 0: every sender starts sending that long after this call (TrafficRun.started_ns),
-        whenever its process came up, so a schedule can be kept."""
-        pairs = list(pairs) if pairs is not None else [(a, b) for a in self.hosts for b in self.hosts if a != b]
+    def start(self, hosts: Sequence[str], pairs: Sequence[tuple[str, str]] | None = None, *, qps: int = 4,
+              messages: int = 8, message_size: int = 1024, mtu: int = 1024, verb: tr.Verb = "send",
+              plane_mode: tr.PlaneMode = "packet", planes: Sequence[int] | None = None, rate: float = 1000.0,
+              start_psn: int = 0, sport: int | None = None, ipv4: bool = False,
+              qp_base: int | Mapping[str, int] = 0x100, rehome: bool = False, timeline_ms: float = 0.0,
+              start_delay: float = 0.0, timeout: float = 120.0) -> TrafficRun:
+        """Start one sender per source and one receiver per destination of `pairs` (default: every ordered pair
+        of `hosts`) and return while they run (TrafficRun.wait() collects the report). `qp_base` may differ per
+        sender; `rehome` lets senders move QPs off a plane whose NIC lost carrier or that
+        TrafficRun.tell_dead_planes names; `timeline_ms` bins receptions per plane; `start_delay` > 0: every
+        sender starts sending that long after this call (TrafficRun.started_ns), whenever its process came up,
+        so a schedule can be kept."""
+        pairs = list(pairs) if pairs is not None else [(a, b) for a in hosts for b in hosts if a != b]
         for a, b in pairs:
             self.host(a), self.host(b)
             if a == b:
                 raise LabError(f"a pair needs two hosts, got {a} -> {b}")
-        ipv4 = self.program == "eecmp_qp_hash" if ipv4 is None else ipv4
         run = self.dir / "traffic" / time.strftime("%Y%m%d-%H%M%S") / str(time.monotonic_ns())
         run.mkdir(parents=True)
         dests: dict[str, list[str]] = {}

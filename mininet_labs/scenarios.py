@@ -35,6 +35,7 @@ from controller.runtime.fabric_client import FabricClient
 from controller.failover import Failure, HostPortDown, LinkDown, SwitchDown
 from controller.plan.fabricplan import plan as make_plan
 from controller.routes import EECMP, QP, Options, Pin
+from mininet_labs.faults import Schedule
 from mininet_labs.lab import Lab, LabError, TrafficReport, TrafficRun
 
 PATH_PACKETS = "IngressPipe.headend.path_packets"
@@ -274,20 +275,6 @@ def _ms(run: TrafficRun, t_ns: int | None = None) -> float:
 
 # --- the scenarios ------------------------------------------------------------------------------
 
-@dataclass
-class Schedule:
-    """Traffic for `seconds` at `rate` packets/s per sender; the failure at `fail_at`, the repair at
-    `restore_at` (seconds after the senders start)."""
-
-    seconds: float = 5.0
-    fail_at: float = 1.5
-    restore_at: float = 3.0
-    rate: float = 400.0
-    qps: int = 4
-    timeline_ms: float = 20.0
-    start_delay: float = 2.0  # for the sender processes to come up: all start sending together
-
-
 def _prepare(lab: Lab, pinned: bool, pairs: Sequence[tuple[str, str]], qps: int) -> tuple[Options | None, tuple[Pin, ...]]:
     if lab.failures():
         raise LabError("the lab has recorded failures ('fabricctl restore all' first): a scenario starts healthy")
@@ -355,7 +342,7 @@ def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]]
         events: list[Event] = []
         tables: dict[str, Any] = {"segments": {n: len(s) for n, s in segments.items()}}
         try:
-            _at(run, sch.fail_at)
+            _at(run, sch.fault_at)
             counts["at_fail"] = read_cells(lab, cells, reader)
             t = time.monotonic_ns()
             intfs = down()
@@ -369,7 +356,7 @@ def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]]
                                 result.to_json()))
             tables["present_after_fail"] = segments_present(lab, segments, reader)
             counts["after_fail"] = read_cells(lab, cells, reader)
-            _at(run, sch.restore_at)
+            _at(run, sch.repair_at)
             counts["at_restore"] = read_cells(lab, cells, reader)
             t = time.monotonic_ns()
             up()
@@ -443,8 +430,8 @@ def switch_failure(lab: Lab, name: str, **kwargs: Any) -> ScenarioResult:
     def on(sender: str, dst: str, k: int, plane: int, si: int, di: int, pinned: int | None) -> bool:
         return plane == spine.plane and si != di and pinned == spine.index
 
-    intfs = lab.switch_intfs(f.name)
-    return run_failure(lab, "switch", f, lambda: lab.cut(intfs), lambda: lab.mend(intfs), on_failure=on, **kwargs)
+    return run_failure(lab, "switch", f, lambda: lab.cut_switch(f.name), lambda: lab.mend_switch(f.name), on_failure=on,
+                       **kwargs)
 
 
 def cross_plane(lab: Lab, host: str, plane: int = 0, **kwargs: Any) -> ScenarioResult:

@@ -47,6 +47,34 @@ class SwitchPort:
     intf: str
 
 
+@dataclass(frozen=True)
+class Wire:
+    """One cable of a lab: a host's NIC in a plane to its leaf's host port (`host` set, `a` the leaf), or a leaf's
+    uplink to a spine's downlink (`a` the leaf, `b` the spine). Ports are the model's; each backend names them."""
+
+    plane: int
+    a: str
+    a_port: int
+    b: str
+    b_port: int
+    host: str | None = None
+    host_slot: int = 0
+
+
+def wires(model: Topology) -> list[Wire]:
+    """Every cable of a lab of `model`, per plane: each leaf's hosts, then its uplinks (the one enumeration the
+    backends wire from)."""
+    out = []
+    for plane in range(model.planes):
+        spines = model.t1s(plane)
+        for leaf in model.t0s(plane):
+            for slot, (host, port) in enumerate(zip(leaf.host_names, leaf.host_ports)):
+                out.append(Wire(plane, leaf.name, port, host, plane, host=host, host_slot=slot))
+            for j, up in enumerate(leaf.uplinks):
+                out.append(Wire(plane, leaf.name, up, spines[j].name, spines[j].downlinks[leaf.index]))
+    return out
+
+
 def check(model: Topology, tag: str = "") -> list[str]:
     """Every reason the model cannot become a lab (names too long, addresses off the loopback)."""
     problems = []

@@ -17,7 +17,9 @@ from pathlib import Path
 
 from pyroute2 import IPRoute, netns
 
-PREFIX = "sf-"
+from mininet_labs.labstate import NETNS_PREFIX
+
+PREFIX = NETNS_PREFIX
 NETNS_DIR = Path("/run/netns")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,24}$")
 

@@ -13,7 +13,7 @@ import pytest
 
 def _why_not() -> str | None:
     try:
-        from mininet_labs.kernel.lab import prerequisites
+        from mininet_labs.kernel.nodes import prerequisites
     except ImportError as e:  # pyroute2 missing
         return f"the kernel lab cannot load: {e}"
     return prerequisites()
@@ -29,11 +29,12 @@ def kernel_ready() -> None:
 @pytest.fixture(scope="module")
 def lab(kernel_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """The default lab (2 planes x 2 T1 x 2 T0 x 2 hosts), up for the module, down afterwards."""
-    from mininet_labs.kernel.lab import KernelLab
+    from mininet_labs.lab import Lab
+    from mininet_labs.backends import nodes_for
     from mininet_labs.lab import default_topology
 
     lab_dir: Path = tmp_path_factory.mktemp("kernel-lab")
-    running = KernelLab(default_topology(), lab_dir, name=f"t{os.getpid()}").up()
+    running = Lab(default_topology(), lab_dir, nodes_for("kernel", name=f"t{os.getpid()}")).up()
     try:
         yield running
     finally:

@@ -30,7 +30,7 @@ def fabricctl(*args: str, store: str | None = None) -> subprocess.CompletedProce
 
 def test_kernel_lab_up_installs_the_etcd_record_and_its_restore_changes_etcd(kernel_ready: None, cluster: EtcdCluster,
                                                                               tmp_path: Path) -> None:
-    from mininet_labs.kernel.lab import KernelLab
+    from mininet_labs.lab import Lab
 
     fabric = default_topology().name
     store = EtcdStore(parse_url(cluster.url), fabric)
@@ -44,7 +44,7 @@ def test_kernel_lab_up_installs_the_etcd_record_and_its_restore_changes_etcd(ker
         assert on_etcd.returncode == 0 and on_etcd.stdout.count("in sync") == 8, on_etcd.stdout + on_etcd.stderr
         on_file = fabricctl("lab", "status", "--check", "--dir", lab_dir)  # the lab's own (empty) state file
         assert on_file.returncode == 1 and 0 < on_file.stdout.count("in sync") < 8, on_file.stdout  # out of sync
-        lab = KernelLab.attach(lab_dir)
+        lab = Lab.attach(lab_dir)
         lab.store = store
         r = lab.restore(CUT)
         assert r.via is None and r.outcomes and all(o.ok for o in r.outcomes.values()), r

@@ -103,7 +103,7 @@ def test_each_fault_acts_is_named_and_everything_clears(lab: Any):
         assert active(lab.dir) == []
     finally:
         clear_remains(lab.dir)
-        lab._ip_link(leaf_end.intf, "up")
+        subprocess.run(["ip", "link", "set", leaf_end.intf, "up"], capture_output=True)
         lab.host_nic("h3", 1, "up")
         subprocess.run(["tc", "qdisc", "del", "dev", link_ends(lab.model, "p1-t0-0", "p1-t1-1", lab.tag)[0].intf,
                         "root"], capture_output=True)

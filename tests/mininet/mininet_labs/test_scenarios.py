@@ -96,7 +96,7 @@ def test_plots_say_clearly_when_matplotlib_is_missing(monkeypatch, tmp_path):
 # 150 packets/s per sender: under two busy loops on this 2-core machine, 300 made QPs nowhere near the
 # failure (plane 1 too) lose 1-81 packets in 3 of 6 link_failure runs, bursts dropped after 100-700 ms
 # stalls of an unscheduled switch; 150 lost none in 6 (then 6 more). Loss windows are bench/'s business.
-FAST = dict(seconds=6.0, fail_at=1.0, restore_at=2.5, rate=150.0, qps=4)
+FAST = dict(seconds=6.0, fault_at=1.0, repair_at=2.5, rate=150.0, qps=4)
 
 
 def _schedule():

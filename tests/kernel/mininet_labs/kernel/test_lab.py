@@ -155,13 +155,14 @@ def test_unsupported_options_say_so(lab: Any) -> None:
 
 def test_down_removes_its_namespaces_and_only_those(kernel_ready: None, tmp_path: Path) -> None:
     from mininet_labs.kernel import netns
-    from mininet_labs.kernel.lab import KernelLab
+    from mininet_labs.lab import Lab
+    from mininet_labs.backends import nodes_for
     from mininet_labs.lab import default_topology
 
     name = f"d{os.getpid()}"
     other = f"{netns.PREFIX}{name}x-other"  # shares the prefix's start, not the lab's
     netns.create([other])
-    lab = KernelLab(default_topology(1, 1, 2, 1), tmp_path, name=name)
+    lab = Lab(default_topology(1, 1, 2, 1), tmp_path, nodes_for("kernel", name=name))
     try:
         lab.up()
         assert len(netns.existing(f"{netns.PREFIX}{name}-")) == 5
@@ -179,10 +180,10 @@ def test_southbound_failure_delta_pulls_the_segments_without_reading_first(lab: 
     healthy = ops.fabric(lab.model, "srv6_spray")
     failed = ops.fabric(lab.model, "srv6_spray", [LinkDown("p0-t0-0", "p0-t1-1")])
     leaf1 = lab.model.switch("p0-t0-1")
-    out = lab.southbound.apply_failure(healthy, failed, leaf1)
+    out = lab.nodes.southbound(lab.model).apply_failure(healthy, failed, leaf1)
     assert out.ok and (out.inserts, out.modifies, out.deletes) == (0, 1, 0)
     assert out.detail["pulled"] == {"fd00::/64": (Nexthop("eth4", "fe80::5f:ff:fe01:1", "fcbb:bb00:2:400:fff::"),)}
     assert lab.routes(leaf1.name) == switch_routes(failed, leaf1)
-    back = lab.southbound.apply_failure(failed, healthy, leaf1)
+    back = lab.nodes.southbound(lab.model).apply_failure(failed, healthy, leaf1)
     assert back.ok and back.modifies == 1 and back.detail["pulled"] == {}
     assert lab.routes(leaf1.name) == switch_routes(healthy, leaf1)

@@ -127,7 +127,7 @@ def test_p4runtime_only_features_name_the_first_switch_in_a_namespace() -> None:
 
 
 def test_the_kernel_lab_names_every_switch_namespace_in_its_topology(tmp_path: Path) -> None:
-    from mininet_labs.kernel.lab import in_namespaces
+    from mininet_labs.kernel.nodes import in_namespaces
 
     topo = in_namespaces(load(LAB_YAML), "lab1")
     assert {s.name: s.netns for s in topo.switches} == {n: f"sf-lab1-{n}" for n in ALL_NS}

@@ -114,7 +114,7 @@ def test_both_southbounds_have_the_interface_and_an_unreachable_switch_is_one_er
 
 
 def test_the_kernel_lab_says_what_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mininet_labs.kernel import lab
+    from mininet_labs.kernel import nodes as lab
 
     monkeypatch.setattr(lab.os, "geteuid", lambda: 1000)
     assert lab.prerequisites() == "a kernel lab needs root (network namespaces)"

@@ -1,4 +1,4 @@
-"""The demo's recovery judgement (mininet_labs.kernel.demo.never_recovered) on traffic results made by hand: a QP
+"""The demo's recovery judgement (mininet_labs.demo.never_recovered) on traffic results made by hand: a QP
 that received nothing after the cut although its sender went on is a failure to recover; one whose sender had
 stopped before the reconcile lost its tail in the cut; a loss begun after the reconcile is not the cut's."""
 
@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("scapy")
 
-from mininet_labs.kernel.demo import never_recovered  # noqa: E402
+from mininet_labs.demo import never_recovered  # noqa: E402
 from mininet_labs.receiver import Gap, QpStats, RecvResult  # noqa: E402
 from mininet_labs.traffic import QpSent, SendResult  # noqa: E402
 from mininet_labs.trafficrun import TrafficReport  # noqa: E402
@@ -44,7 +44,7 @@ def test_a_closed_gap_or_a_loss_begun_after_the_reconcile_is_not_a_failure_to_re
 
 
 def test_the_timeline_sums_every_receiver_per_plane_from_the_senders_start_with_the_events() -> None:
-    from mininet_labs.kernel.demo import delivered_timeline
+    from mininet_labs.demo import delivered_timeline
 
     started = 1_000_000_000  # ns; bins of 10 ms: the senders started in bin 100
     got = [RecvResult("h2", 3, 0, 0, 1.0, [], {"bin_ms": 10.0, "planes": {0: {100: 2, 102: 1}, 1: {101: 4}}}),
@@ -59,17 +59,32 @@ def test_the_timeline_sums_every_receiver_per_plane_from_the_senders_start_with_
 
 def test_the_demo_plot_is_a_png_of_its_timeline(tmp_path) -> None:
     pytest.importorskip("matplotlib")
-    from fabricctl.kernel_lab import plot_doc
+    from fabricctl.labdemo import plot_doc
     from mininet_labs import plot
 
     result = {"dataplane": "kernel", "link": "p0-t0-0 -- p0-t1-1",
               "timeline": {"bin_ms": 10.0, "planes": {0: [5, 5, 0, 5], 1: [5, 5, 5, 5]}},
               "events": [{"t_ms": 20.0, "what": "link cut"}],
               "checks": [{"check": "plane 1 QPs", "ok": True, "result": "24 QPs, 0 packets lost", "lost": 0},
-                         {"check": "plane 0 QPs recover", "ok": True, "result": "...", "loss_window_ms": 30.0,
+                         {"check": "plane 0 loss window", "ok": True, "result": "...", "loss_window_ms": 30.0,
                           "loss_window_median_ms": 20.0, "lost": 5}]}
     doc = plot_doc(result)
     assert doc["summary"] == {"loss_window_ms": {"median": 20.0}, "lost_elsewhere": 0}
     assert doc["failure"] == "link p0-t0-0 -- p0-t1-1" and doc["events"] == result["events"]
     out = plot.timeline(doc, tmp_path / "demo.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_loss_reaching_past_the_reconcile_is_counted_and_loss_that_ended_before_it_is_not() -> None:
+    from mininet_labs.demo import lost_between
+
+    mended = RECONCILED + 10_000
+    healed = Gap(after=3, before=6, missing=2, last_before_ns=RECONCILED - 100, first_after_ns=RECONCILED + 50)
+    assert lost_between(report(RECONCILED + 900, healed), RECONCILED + 200, mended) == []
+    untold = Gap(after=3, before=6, missing=2, last_before_ns=RECONCILED - 100, first_after_ns=mended + 50)
+    assert lost_between(report(RECONCILED + 900, untold), RECONCILED + 200, mended) == [(("h0", "h2", 7), 2)]
+    tail_after_mend = Gap(after=8, before=None, missing=1, last_before_ns=mended + 10)
+    assert lost_between(report(mended + 900, tail_after_mend), RECONCILED + 200, mended) == []
+    cut_tail = Gap(after=3, before=None, missing=6, last_before_ns=RECONCILED - 100)  # its sender stopped in the cut
+    assert lost_between(report(RECONCILED + 100, cut_tail), RECONCILED + 200, mended) == []
+    assert lost_between(report(mended, cut_tail), RECONCILED + 200, mended) == [(("h0", "h2", 7), 6)]
