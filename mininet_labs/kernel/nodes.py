@@ -222,7 +222,7 @@ class NetnsNodes:
         out: dict[str, Outcome] = {}
         for name in names:
             sync = southbound.install(fabric, model.switch(name), dry_run=dry_run)
-            out[name] = (Outcome(name, sync.detail["delta"]) if sync.ok  # type: ignore[arg-type]
+            out[name] = (Outcome(name, sync.detail["delta"]) if sync.ok
                          else Outcome(name, error=sync.error, code=ops.SWITCH_ERROR))
         return out
 
