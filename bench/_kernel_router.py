@@ -39,12 +39,11 @@ class KernelRouter:
         try:
             netns.add_veth(ns, "sw1", "h1")
             netns.add_veth(ns, "sw2", "h2")
-            netns.run("ip", "link", "add", "sr0", "type", "dummy", ns=ns)
+            netns.add_veth(ns, "sr0", "sr1")  # the seg6local routes' device, as the kernel lab's (no dummy module needed)
             netns.run("ip", "link", "set", "sw1", "address", self.dst_mac, ns=ns)
             for dev in ("sw1", "sw2", "sr0"):
                 for key, value in (("accept_dad", "0"), ("disable_ipv6", "0"), ("seg6_enabled", "1")):
                     netns.run("sysctl", "-qw", f"net.ipv6.conf.{dev}.{key}={value}", ns=ns)
-            netns.run("ip", "link", "set", "sr0", "up", ns=ns)
             netns.run("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1", ns=ns)
             netns.run("sysctl", "-qw", "net.ipv6.conf.all.seg6_enabled=1", ns=ns)
             netns.run("ip", "sr", "tunsrc", "set", TUNNEL_SOURCE, ns=ns)
