@@ -133,9 +133,13 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
         raise OpError(too_big)
     # --- the bmv2 build the switches run (mininet_labs.bmv2proc): named, its port poll, watch ports where safe
     from controller.programs.bmv2build import nonblocking_warning, traits  # docs/toolchain.md
-    from mininet_labs.bmv2proc import PORT_POLL_VARIABLE, lab_binary, with_watch_ports
+    from mininet_labs.bmv2proc import PORT_POLL_VARIABLE, lab_binary, port_poll_ms as poll_ms, with_watch_ports
     if port_poll_ms is not None:  # the lab's switches inherit it (also across `lab restart-switch`)
         os.environ[PORT_POLL_VARIABLE] = str(port_poll_ms)
+    try:
+        poll_ms()  # a bad $BM_PORT_MONITOR_MS: one line, nothing started
+    except ValueError as e:
+        raise OpError(str(e)) from None
     binary = lab_binary(log_level) or find_binary("simple_switch_grpc")
     if (warning := nonblocking_warning(binary)) is not None:
         click.echo(warning, err=True)
