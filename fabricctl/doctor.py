@@ -116,7 +116,7 @@ def check_lab_build() -> list[Check]:
         Check("bmv2 throughput build", fast,
               f"{binary}; the logging build {logging} runs with --log-level {'|'.join(PACKET_LOG_LEVELS)}" if fast
               else f"none: no perf/bin/simple_switch_grpc beside {logging}",
-              "" if fast else "optional: bmv2 built with --disable-logging-macros and -O3 forwards about 1.4x the "
+              "" if fast else "optional: bmv2 built with --disable-logging-macros and -O3 forwards 1.3-2.2x the "
               "packets (docs/performance.md)", required=False),
         Check("bmv2 all members down", t.all_members_down is True,
               "a group whose members are all down forwards: the labs turn watch ports on" if t.all_members_down
