@@ -146,3 +146,17 @@ def test_a_build_that_cannot_be_told_keeps_watch_ports_off(tmp_path: Path):
     assert (t.all_members_down, t.port_poll_option, t.packet_logs, t.kind) == (None, None, None, "unknown")
     assert "is not known to carry patches/bmv2-group-all-members-down.patch" in (watch_ports_warning(t.binary) or "")
     assert traits(tmp_path / "missing").all_members_down is None
+
+
+def test_the_toolchain_here_is_told_apart_build_by_build():
+    from controller.programs.toolchain import find_binary
+
+    logging = find_binary("simple_switch_grpc")
+    fast = None if logging is None else Path(logging).parent.parent / "perf/bin/simple_switch_grpc"
+    if fast is None or not fast.exists():
+        pytest.skip("simple_switch_grpc and a perf/bin/simple_switch_grpc beside it not found ($P4_TOOLCHAIN_BIN)")
+    slow_traits, fast_traits = traits(logging), traits(fast)
+    assert (slow_traits.kind, fast_traits.kind) == ("logging", "throughput")
+    # both built from the same sources and patches (the toolchain's VERSIONS)
+    for t in (slow_traits, fast_traits):
+        assert (t.nonblocking_pcap, t.all_members_down, t.port_poll_option) == (True, True, True)
