@@ -1,12 +1,19 @@
 """Packets per second through simple_switch_grpc: srv6_spray as headend and as uN transit,
-each against the minimal forwarding program (p4/l3_baseline.p4) run the same way in the same run.
+each against the minimal forwarding program (p4/l3_baseline.p4) run the same way in the same run,
+on each bmv2 build there is (the logging build `$P4_TOOLCHAIN_BIN/simple_switch_grpc` and the
+throughput build `$P4_TOOLCHAIN_BIN/../perf/bin/simple_switch_grpc`), and the same four cases on the
+kernel data plane (a Linux namespace routing with seg6 encap and seg6local End next-csid, docs/kernel.md).
 
-Prints one JSON document: pps per case and the ratios srv6_spray / baseline (aim: >= 0.7).
-With --compare-build DIR (another build's p4/build, e.g. of main), srv6_spray from there is run
-the same way, the rounds interleaved, and the ratios this build / that build are printed too.
-Needs root and simple_switch_grpc. Not a test: nothing here asserts a time.
+Prints one JSON document: per build, pps per case and the ratios srv6_spray / baseline (aim >= 0.7),
+each build's traits; then the kernel's figures. Rounds interleave builds and cases, so a shared
+machine's load drifts hit them alike. With --compare-build DIR (another p4/build, e.g. of main),
+srv6_spray from there is run the same way on the throughput build (else the logging one), and the
+ratios this build / that build are printed too. Needs root and simple_switch_grpc. Not a test:
+nothing here asserts a time. The sender and receiver are this Python process (one packet at a
+time through raw sockets): the kernel's figure is bounded by that, not by the kernel.
 
-    python3 bench/dataplane_pps.py [--packets 20000] [--window 64] [--base-rounds 1] [--compare-build DIR] [--rounds 3]
+    python3 bench/dataplane_pps.py [--packets 20000] [--window 64] [--base-rounds 1] [--builds logging,throughput]
+                                   [--no-kernel] [--compare-build DIR] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -26,10 +33,13 @@ from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
 from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Exact, Lpm, TableEntry  # noqa: E402
+from controller.programs.bmv2build import traits  # noqa: E402
 from controller.runtime.p4rt import SwitchConnection  # noqa: E402
 from controller.programs.toolchain import Artifacts, find_binary  # noqa: E402
+from mininet_labs.bmv2proc import lab_binary  # noqa: E402
 from mininet_labs.nsswitch import NetnsSwitch  # noqa: E402
 from mininet_labs.roce import roce_v6  # noqa: E402
+from _kernel_router import KernelRouter  # noqa: E402
 
 IN, OUT = 1, 2
 BLOCK = 0xFCBBBB00
@@ -133,8 +143,9 @@ def thresholds(p4info_text: str) -> list:
     return []
 
 
-def run_case(program: str | Artifacts, entries: list, frames: list[bytes], window: int, tag: str) -> dict:
-    switch = NetnsSwitch(f"bench{tag}{os.getpid()}", ports=(IN, OUT))
+def run_case(program: str | Artifacts, entries: list, frames: list[bytes], window: int, tag: str,
+             binary: str | None = None) -> dict:
+    switch = NetnsSwitch(f"bench{tag}{os.getpid()}", ports=(IN, OUT), binary=binary)
     with switch:
         with SwitchConnection(tag, switch.grpc_address, device_id=1, election_id=1) as conn:
             artifacts = program if isinstance(program, Artifacts) else Artifacts.of(program)
@@ -143,6 +154,13 @@ def run_case(program: str | Artifacts, entries: list, frames: list[bytes], windo
             conn.write([("MODIFY", e) for e in thresholds(artifacts.p4info.read_text())])
             measure(switch, frames[:200], window)  # warm-up
             return measure(switch, frames, window)
+
+
+def run_kernel(case: str, frames: list[bytes], window: int, tag: str) -> dict:
+    """One case on a Linux router in a namespace (_kernel_router.KernelRouter), measured as the switches are."""
+    with KernelRouter(f"bench{tag}{os.getpid()}", case, dst_mac=Ether(frames[0]).dst) as router:
+        measure(router, frames[:200], window)  # warm-up (and the neighbour entries resolved)
+        return measure(router, frames, window)
 
 
 def compare(other: Artifacts, plain: list[bytes], encapsulated: list[bytes], args: argparse.Namespace) -> dict:
@@ -155,7 +173,8 @@ def compare(other: Artifacts, plain: list[bytes], encapsulated: list[bytes], arg
         pps: dict[str, list[float]] = {"this": [], "other": []}
         for r in range(args.rounds):
             for name, art in (("this", here), ("other", other)):
-                got = run_case(art, entries(art.p4info.read_text()), frames, args.window, f"c{r}{name[0]}")
+                got = run_case(art, entries(art.p4info.read_text()), frames, args.window, f"c{r}{name[0]}",
+                               lab_binary("warn"))
                 pps[name].append(got["pps"])
         med = {k: sorted(v)[len(v) // 2] for k, v in pps.items()}
         out[case] = {"pps_this": pps["this"], "pps_other": pps["other"],
@@ -171,11 +190,15 @@ def main() -> int:
                         help="another build directory holding srv6_spray.json and its P4Info")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds with --compare-build")
     parser.add_argument("--base-rounds", type=int, default=1, metavar="N",
-                        help="rounds of the four cases (srv6_spray and baseline interleaved); medians reported")
+                        help="rounds of the cases (builds, srv6_spray and baseline interleaved); medians reported")
+    parser.add_argument("--builds", default="logging,throughput",
+                        help="bmv2 builds to run, of: logging, throughput (a missing one is reported as such); '' for none")
+    parser.add_argument("--no-kernel", action="store_true", help="leave out the kernel data plane")
     args = parser.parse_args()
     if find_binary("simple_switch_grpc") is None or os.geteuid() != 0:
         print(json.dumps({"skipped": "needs root and simple_switch_grpc"}))
         return 2
+    builds = bmv2_builds([b for b in args.builds.split(",") if b])
     plain = roce_frames(args.packets)
     encapsulated = encapsulated_frames(args.packets)
     baseline_route = [_route("IngressPipe.routes_v6", "IngressPipe.set_next_hop", p, plen)
@@ -187,29 +210,67 @@ def main() -> int:
         "transit_un": ("srv6_spray", transit_entries(spray_p4info), encapsulated),
         "transit_baseline": ("l3_baseline", baseline_route, encapsulated),
     }
-    # --base-rounds N: each case N times, the four cases interleaved round by round, so srv6_spray and
-    # the baseline meet the same load of a shared machine; each case reports its median round.
-    runs: dict[str, list[dict]] = {name: [] for name in cases}
+    # --base-rounds N: each case N times, builds and cases interleaved round by round, so srv6_spray, the
+    # baseline and the builds meet the same load of a shared machine; each case reports its median round.
+    runs: dict[str, dict[str, list[dict]]] = {b: {name: [] for name in cases} for b in [*builds, "kernel"]}
+    load_start = [round(x, 2) for x in os.getloadavg()]
     for r in range(args.base_rounds):
-        for name, (program, entries, frames) in cases.items():
-            runs[name].append(run_case(program, entries, frames, args.window, f"{name[0]}{name[-1]}{r}"))
-    results: dict = {}
-    for name, got in runs.items():
-        ranked = sorted(got, key=lambda g: g["pps"])
-        results[name] = {**ranked[len(ranked) // 2], "pps_rounds": [g["pps"] for g in got]}
-    results["ratio_headend"] = round(results["headend"]["pps"] / results["headend_baseline"]["pps"], 3)
-    results["ratio_transit_un"] = round(results["transit_un"]["pps"] / results["transit_baseline"]["pps"], 3)
-    if args.base_rounds > 1:
-        results["ratio_rounds"] = {
-            case: [round(a["pps"] / b["pps"], 3) if b["pps"] else None
-                   for a, b in zip(runs[case], runs[f"{case.split('_')[0]}_baseline"])]
-            for case in ("headend", "transit_un")}
-    results["aim"] = ">= 0.7"
-    results["config"] = {"packets": args.packets, "window": args.window, "payload_bytes": 256}
+        for build, binary in builds.items():
+            if binary is None:
+                continue
+            for name, (program, entries, frames) in cases.items():
+                runs[build][name].append(run_case(program, entries, frames, args.window,
+                                                  f"{build[0]}{name[0]}{name[-1]}{r}", binary))
+        if not args.no_kernel:
+            for name, (_, _, frames) in cases.items():
+                runs["kernel"][name].append(run_kernel(name, frames, args.window, f"k{name[0]}{name[-1]}{r}"))
+    results: dict = {"aim": ">= 0.7 of l3_baseline (srv6_spray headend and uN transit, the throughput build)",
+                     "lab_build": None if lab_binary("warn") is None else traits(str(lab_binary("warn"))).kind}
+    for build, binary in builds.items():
+        results[build] = ({"missing": "no such build beside the toolchain's bin"} if binary is None
+                          else {"bmv2": traits(binary).as_dict(), **summary(runs[build], args.base_rounds)})
+    if not args.no_kernel:
+        results["kernel"] = {"dataplane": "Linux namespace: seg6 encap.red headend, seg6local End next-csid uN",
+                             **summary(runs["kernel"], args.base_rounds)}
+    results["config"] = {"packets": args.packets, "window": args.window, "payload_bytes": 256,
+                         "base_rounds": args.base_rounds}
+    results["machine"] = {"cpus": os.cpu_count(), "load_start": load_start,
+                          "load_end": [round(x, 2) for x in os.getloadavg()]}
     if args.compare_build is not None:
         results["compare"] = compare(Artifacts.of("srv6_spray", args.compare_build), plain, encapsulated, args)
     print(json.dumps(results, indent=2))
     return 0
+
+
+def bmv2_builds(names: list[str]) -> dict[str, str | None]:
+    """build name -> binary (None: not there): logging is the one found, throughput the perf/bin beside it."""
+    logging = find_binary("simple_switch_grpc")
+    fast = lab_binary("warn")
+    out: dict[str, str | None] = {}
+    for name in names:
+        if name == "logging":
+            out[name] = logging
+        elif name == "throughput":
+            out[name] = fast if fast != logging and fast is not None and traits(fast).kind == "throughput" else None
+        else:
+            raise SystemExit(f"unknown build {name!r}: logging or throughput")
+    return out
+
+
+def summary(runs: dict[str, list[dict]], rounds: int) -> dict:
+    """Each case's median round (with every round's pps), and srv6_spray / baseline per case."""
+    out: dict = {}
+    for name, got in runs.items():
+        ranked = sorted(got, key=lambda g: g["pps"])
+        out[name] = {**ranked[len(ranked) // 2], "pps_rounds": [g["pps"] for g in got]}
+    out["ratio_headend"] = round(out["headend"]["pps"] / out["headend_baseline"]["pps"], 3)
+    out["ratio_transit_un"] = round(out["transit_un"]["pps"] / out["transit_baseline"]["pps"], 3)
+    if rounds > 1:
+        out["ratio_rounds"] = {
+            case: [round(a["pps"] / b["pps"], 3) if b["pps"] else None
+                   for a, b in zip(runs[case], runs[f"{case.split('_')[0]}_baseline"])]
+            for case in ("headend", "transit_un")}
+    return out
 
 
 if __name__ == "__main__":

@@ -8,9 +8,12 @@ announced at once, no carrier change), measured the same way. Medians and spread
 
     P4_TOOLCHAIN_BIN=/opt/p4-toolchain/bin flock /tmp/srv6-lab.lock .venv/bin/python bench/switch_local.py --runs 5
 
-Not a test. bmv2 learns a carrier by polling each port's operstate every 200 ms (PortMonitorActive,
-src/bm_sim/port_monitor.cpp), so on a stock build the switch-local time is that poll's phase (0-200 ms)
-plus PI's enforcement; the aim is <= 50 ms. The resolution is one counter read (reported).
+Not a test. bmv2 learns a carrier by polling each port's status (PortMonitorActive, src/bm_sim/port_monitor.cpp):
+every 200 ms on a stock build, every BM_PORT_MONITOR_MS on one with patches/bmv2-port-monitor-interval.patch (the
+lab's default, mininet_labs.bmv2proc.DEFAULT_PORT_POLL_MS, or --port-poll-ms), so the switch-local time is that
+poll's phase plus PI's enforcement. Aim: median <= 20 ms, max <= 40 ms, over the switch-local runs with and
+without a frozen controller. The resolution is one counter read (reported). The JSON names the bmv2 build and
+port poll the lab's switches ran.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from _stats import spread  # noqa: E402
 from controller.failover import LinkDown  # noqa: E402
 from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
 from controller.model.topology import Topology, from_dict, to_dict  # noqa: E402
+from mininet_labs.bmv2proc import PORT_POLL_VARIABLE, lab_builds  # noqa: E402
 
 
 def watched(model: Topology) -> Topology:
@@ -45,8 +49,7 @@ def watched(model: Topology) -> Topology:
 
 PATH_PACKETS = "IngressPipe.headend.path_packets"
 PAIRS = [("h0", "h2"), ("h1", "h3"), ("h0", "h3"), ("h1", "h2")]
-AIM_MS = 50.0
-POLL_MS = 200.0
+AIM_MEDIAN_MS, AIM_MAX_MS = 20.0, 40.0
 
 
 class PathCounter:
@@ -184,7 +187,12 @@ def main() -> int:
     ap.add_argument("--t0", default="p0-t0-0")
     ap.add_argument("--t1", default="p0-t1-0")
     ap.add_argument("--grpc-base-port", type=int, default=51301)
+    ap.add_argument("--port-poll-ms", type=int, default=None,
+                    help="the switches' BM_PORT_MONITOR_MS (default: $BM_PORT_MONITOR_MS, else the lab's default)")
     args = ap.parse_args()
+    if args.port_poll_ms is not None:
+        os.environ[PORT_POLL_VARIABLE] = str(args.port_poll_ms)
+    load_start = [round(x, 2) for x in os.getloadavg()]
     why = prerequisites()
     if why:
         print(json.dumps({"error": why}))
@@ -192,6 +200,7 @@ def main() -> int:
     local, controller, frozen = [], [], []
     with tempfile.TemporaryDirectory(prefix="switch-local-") as d, \
             Lab(watched(default_topology(grpc_base_port=args.grpc_base_port)), d, tag="sl") as lab:
+        builds = lab_builds(lab.state.switches)
         leaf_end = lab.nodes.link_ports(lab.model, lab.state, args.t0, args.t1)[:1]  # the leaf's end only
         link = LinkDown(args.t0, args.t1)
         time.sleep(1.0)  # bmv2's port monitor reports nothing before its first poll (docs/faults.md)
@@ -208,6 +217,8 @@ def main() -> int:
             finally:
                 frozen_ctl.stop()
     med_local = spread([r["stopped_by_ms"] for r in local])["median"]
+    every_local = spread([r["stopped_by_ms"] for r in local + frozen])
+    polls = sorted({b["port_poll_ms"] for b in builds}, key=str)
     med_ctl = spread([r["stopped_by_ms"] for r in controller])["median"]
     doc = {
         "bench": "switch_local", "link": f"{args.t0} -- {args.t1}", "runs": args.runs,
@@ -237,10 +248,13 @@ def main() -> int:
             "restore_to_uplink_used_ms": spread([r["used_again_ms"] for r in controller]),
             "per_run": controller},
         "ratio_switch_local_to_controller": None if not med_ctl else round(med_local / med_ctl, 2),
-        "aim": {"ms": AIM_MS, "met": med_local is not None and med_local <= AIM_MS,
-                "bound": f"bmv2 polls port operstate every {POLL_MS:g} ms (stock build)"},
+        "aim": {"median_ms": AIM_MEDIAN_MS, "max_ms": AIM_MAX_MS, "switch_local_all_runs_ms": every_local,
+                "met": every_local["median"] is not None and every_local["median"] <= AIM_MEDIAN_MS
+                and every_local["max"] <= AIM_MAX_MS,
+                "bound": f"bmv2 polls port status every {polls} ms (None: its own 200 ms)"},
+        "bmv2": builds,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load": [round(x, 2) for x in os.getloadavg()]},
+                    "load_start": load_start, "load_end": [round(x, 2) for x in os.getloadavg()]},
     }
     print(json.dumps(doc, indent=1))
     return 0

@@ -65,7 +65,8 @@ def check_bmv2_build() -> list[Check]:
         why = "simple_switch_grpc not found"
         return [Check("bmv2 with PI", False, why, "see simple_switch_grpc above"),
                 Check("bmv2 with Thrift, nanomsg", False, why, "see simple_switch_grpc above", required=False),
-                Check("bmv2 non-blocking pcap", False, why, "see simple_switch_grpc above", required=False)]
+                Check("bmv2 non-blocking pcap", False, why, "see simple_switch_grpc above", required=False),
+                *(Check(name, False, why, "see simple_switch_grpc above", required=False) for name in LAB_BUILD_ROWS)]
     _, help_text = _run([binary, "--help"])
     thrift, nanomsg = "--thrift-port" in help_text, "--notifications-addr" in help_text
     needed, runpath = elf_dynamic(binary)
@@ -89,7 +90,46 @@ def check_bmv2_build() -> list[Check]:
                          f"neither the binary nor its RUNPATH libraries import {PCAP_FIX}",
                          "" if users else "optional: rebuild behavioral-model with the non-blocking pcap fix; without "
                          "it a port set down blocks the switch (the labs cut links by MTU instead)", required=False))
-    return out
+    return out + check_lab_build()
+
+
+LAB_BUILD_ROWS = ("bmv2 the labs run", "bmv2 throughput build", "bmv2 all members down", "bmv2 port poll option")
+
+
+def check_lab_build() -> list[Check]:
+    """The build the labs and benches run (mininet_labs.bmv2proc.lab_binary: the throughput build where
+    there is one, unless per-packet logs are asked for) and what it carries, read from its ELF files
+    (controller.programs.bmv2build.traits)."""
+    from controller.programs.bmv2build import traits
+    from mininet_labs.bmv2proc import DEFAULT_PORT_POLL_MS, PACKET_LOG_LEVELS, lab_binary
+
+    binary = lab_binary()
+    logging = find_binary("simple_switch_grpc")
+    if binary is None or logging is None:
+        return [Check(name, False, "simple_switch_grpc not found", "see simple_switch_grpc above", required=False)
+                for name in LAB_BUILD_ROWS]
+    t = traits(binary)
+    fast = t.kind == "throughput"
+    return [
+        Check("bmv2 the labs run", t.kind != "unknown", t.describe(),
+              "" if t.kind != "unknown" else "cannot tell the build: pyelftools missing or not ELF", required=False),
+        Check("bmv2 throughput build", fast,
+              f"{binary}; the logging build {logging} runs with --log-level {'|'.join(PACKET_LOG_LEVELS)}" if fast
+              else f"none: no perf/bin/simple_switch_grpc beside {logging}",
+              "" if fast else "optional: bmv2 built with --disable-logging-macros and -O3 forwards 1.3-2.2x the "
+              "packets (docs/performance.md)", required=False),
+        Check("bmv2 all members down", t.all_members_down is True,
+              "a group whose members are all down forwards: the labs turn watch ports on" if t.all_members_down
+              else "a group whose members are all down divides by zero (SIGFPE): the labs keep watch ports off"
+              if t.all_members_down is False else "cannot tell: the labs keep watch ports off",
+              "" if t.all_members_down else "optional: rebuild bmv2 with patches/bmv2-group-all-members-down.patch "
+              "(docs/toolchain.md)", required=False),
+        Check("bmv2 port poll option", t.port_poll_option is True,
+              f"BM_PORT_MONITOR_MS: the labs poll port status every {DEFAULT_PORT_POLL_MS} ms" if t.port_poll_option
+              else "port status read every 200 ms, fixed: switch-local failover takes up to that long",
+              "" if t.port_poll_option else "optional: rebuild bmv2 with patches/bmv2-port-monitor-interval.patch",
+              required=False),
+    ]
 
 
 def elf_dynamic(path: str) -> tuple[list[str], list[str]]:

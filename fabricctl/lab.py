@@ -7,6 +7,7 @@ and only `lab` commands need Mininet (and root, and simple_switch_grpc).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -92,11 +93,14 @@ def lab() -> None:
 @click.option("--dataplane", type=click.Choice(["auto", "kernel", "bmv2"]), default="auto", show_default=True,
               help="bmv2 switches, or Linux SRv6 routers in namespaces (docs/kernel.md); auto: bmv2 where "
               "simple_switch_grpc is found, else kernel.")
+@click.option("--port-poll-ms", type=click.IntRange(1, 60000), default=None, metavar="MS",
+              help="How often each bmv2 switch reads its ports' carrier (BM_PORT_MONITOR_MS; default "
+              "$BM_PORT_MONITOR_MS, else 10): the delay of switch-local failover (docs/performance.md).")
 @_json_option
 @click.pass_context
 def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0: int, hosts: int, grpc_base_port: int,
        lab_dir: Path, tag: str, pcap: bool, log_level: str, no_install: bool, tls: bool, run_cli: bool,
-       dataplane: str, as_json: bool) -> None:
+       dataplane: str, port_poll_ms: int | None, as_json: bool) -> None:
     """Start a lab: of TOPOLOGY (a topology YAML), or of the size the options give.
 
     In the background by default: it prints the hosts' addresses and returns once every switch
@@ -132,11 +136,26 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
     too_big = nodes.size_problem(model)
     if too_big:
         raise OpError(too_big)
-    if nodes.holder:  # a bmv2 a lost carrier stalls (docs/toolchain.md)
-        from controller.programs.bmv2build import nonblocking_warning
-
-        if (warning := nonblocking_warning(find_binary("simple_switch_grpc"))) is not None:
+    if kind == "bmv2":  # the build the switches run, named; its port poll; watch ports where safe (docs/toolchain.md)
+        from controller.programs.bmv2build import nonblocking_warning, traits
+        from mininet_labs.bmv2proc import PORT_POLL_VARIABLE, lab_binary, port_poll_ms as poll_ms, with_watch_ports
+        if port_poll_ms is not None:  # the lab's switches inherit it (also across `lab restart-switch`)
+            os.environ[PORT_POLL_VARIABLE] = str(port_poll_ms)
+        try:
+            poll_ms()  # a bad $BM_PORT_MONITOR_MS: one line, nothing started
+        except ValueError as e:
+            raise OpError(str(e)) from None
+        binary = lab_binary(log_level) or find_binary("simple_switch_grpc")
+        if (warning := nonblocking_warning(binary)) is not None:  # a bmv2 a lost carrier stalls
             click.echo(warning, err=True)
+        if binary is not None:
+            build = traits(binary)
+            click.echo(f"bmv2: {build.describe()}", err=True)
+            model, off = with_watch_ports(model, build)
+            if off is not None:
+                click.echo(off, err=True)
+    elif port_poll_ms is not None:
+        raise OpError("--port-poll-ms: the kernel data plane has no port poll (bmv2's BM_PORT_MONITOR_MS)")
     _store_for(model.name)  # a bad --store URL: one line, nothing started
     store = getattr(ctx.find_root().obj, "store_url", None)  # the plan installed is the store's record
     opts = dict(tag=tag, **_global(ctx))
@@ -234,11 +253,16 @@ def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> Non
                             "differing": len(o.delta.modifies)} if o.ok and o.delta is not None else {"error": o.error})
                        for n, o in outcomes.items()}
     dead = [n for n, s in doc["switches"].items() if not s["alive"]] + [n for n, h in doc["hosts"].items() if not h["alive"]]
+    from mininet_labs.bmv2proc import lab_builds  # which bmv2 build the switches run
+    doc["bmv2"] = lab_builds(doc["switches"])
     if as_json:
         click.echo(json.dumps(doc, indent=2))
     else:
         nodes = running.nodes
         click.echo(f"lab {doc['lab_dir']}: {doc['phase']}, {doc['dataplane']} data plane, {nodes.summary(doc)}")
+        for b in doc["bmv2"]:
+            poll = f"every {b['port_poll_ms']} ms" if b["port_poll_ms"] else "bmv2's default (200 ms)"
+            click.echo(f"  bmv2: {b['build']} build {b['binary']}, port poll {poll}")
         for n, s in doc["switches"].items():
             plan = doc.get("plan", {}).get(n)
             sync = "" if plan is None else ("  in sync" if plan.get("in_sync") else f"  {plan}")

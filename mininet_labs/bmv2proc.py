@@ -1,7 +1,9 @@
-"""The simple_switch_grpc process: waiting for its gRPC server, the tail of its logs, stopping it."""
+"""The simple_switch_grpc process: which build runs, its port poll, waiting for its gRPC server, the tail
+of its logs, stopping it."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -12,10 +14,80 @@ from pathlib import Path
 
 import grpc
 
+from controller.model.topology import Topology
+from controller.programs.bmv2build import Bmv2Traits, traits
+from controller.programs.toolchain import find_binary
 from controller.runtime.tls import TlsConfig, channel as tls_channel
 
 
 PRIORITY_QUEUES = 2  # queue 0 for traffic, 1 (TRIM_PRIORITY in p4/include/defines.p4) served first
+PACKET_LOG_LEVELS = ("debug", "trace")  # the levels bmv2 logs every packet at: only the logging build does
+THROUGHPUT_DIR = Path("..") / "perf" / "bin"  # the throughput build, relative to the toolchain's bin
+PORT_POLL_VARIABLE = "BM_PORT_MONITOR_MS"  # patches/bmv2-port-monitor-interval.patch: port status poll, ms
+# The labs' port poll: a lost carrier reaches the switch's watch-port enforcement within this, where a stock
+# bmv2 polls every 200 ms. Its cost, measured on this machine type: docs/performance.md "Port poll".
+DEFAULT_PORT_POLL_MS = 10
+PORT_POLL_RANGE = (1, 60000)
+
+
+def lab_binary(log_level: str = "warn") -> str | None:
+    """The simple_switch_grpc a lab or bench runs: the throughput build (`$P4_TOOLCHAIN_BIN/../perf/bin`,
+    beside the one found) where it exists, unless `log_level` asks for per-packet logs, which only the
+    logging build writes. A binary named by $SIMPLE_SWITCH_GRPC runs as named. None: none found."""
+    found = find_binary("simple_switch_grpc")
+    if found is None or os.environ.get("SIMPLE_SWITCH_GRPC") or log_level in PACKET_LOG_LEVELS:
+        return found
+    fast = os.path.normpath(Path(found).parent / THROUGHPUT_DIR / "simple_switch_grpc")
+    return fast if os.access(fast, os.X_OK) else found
+
+
+def port_poll_ms() -> int:
+    """The port poll the lab's switches get: $BM_PORT_MONITOR_MS when set (`fabricctl lab up
+    --port-poll-ms` sets it), else DEFAULT_PORT_POLL_MS. ValueError naming the variable when it is no
+    integer in 1-60000 (bmv2 would fall back to 200 ms with one line in a log nobody reads)."""
+    text = os.environ.get(PORT_POLL_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_PORT_POLL_MS
+    lo, hi = PORT_POLL_RANGE
+    if not text.isdigit() or not lo <= int(text) <= hi:
+        raise ValueError(f"{PORT_POLL_VARIABLE}={text!r} is not a whole number of milliseconds in {lo}-{hi}")
+    return int(text)
+
+
+def build_of(argv: list[str]) -> dict[str, object]:
+    """Which build, and which port poll (None: bmv2's own 200 ms), a recorded switch command line runs."""
+    poll: int | None = None
+    i = 1 if argv[:1] == ["env"] else 0
+    while i and i < len(argv) and "=" in argv[i]:
+        name, _, value = argv[i].partition("=")
+        if name == PORT_POLL_VARIABLE and value.isdigit():
+            poll = int(value)
+        i += 1
+    binary = argv[i] if i < len(argv) else ""
+    return {**traits(binary).as_dict(), "port_poll_ms": poll}
+
+
+def lab_builds(switches: dict[str, dict[str, object]]) -> list[dict[str, object]]:
+    """The distinct builds (and port polls) a lab's switches run, from their recorded command lines."""
+    out: list[dict[str, object]] = []
+    for sw in switches.values():
+        argv = sw.get("argv")
+        if isinstance(argv, list) and argv:
+            build = build_of([str(a) for a in argv])
+            if build not in out:
+                out.append(build)
+    return out
+
+
+def with_watch_ports(model: Topology, build: Bmv2Traits) -> tuple[Topology, str | None]:
+    """The lab's topology with watch ports on where the build survives a group whose members are all down
+    (switch-local failover by default), and the line to print where they stay off (None when on, or
+    when the topology asks for them itself)."""
+    if model.watch_ports:
+        return model, None
+    if build.watch_ports_safe:
+        return dataclasses.replace(model, watch_ports=True), None
+    return model, build.watch_ports_line()
 
 
 class SwitchStartError(RuntimeError):
@@ -91,11 +163,14 @@ class ServerTls:
 
 def command(build: Bmv2Build, *, device_id: int, thrift_port: int, log_base: Path, log_level: str,
             notifications: Path, pcap_dir: Path | None, ports: dict[int, str], grpc_addr: str, cpu_port: int,
-            server_tls: ServerTls | None = None) -> list[str]:
+            server_tls: ServerTls | None = None, poll_ms: int | None = None) -> list[str]:
     """The simple_switch_grpc command line for a switch (no program: `--no-p4`), with only the options
     the binary was built with: no `--thrift-port` without Thrift, no `--notifications-addr` without
-    nanomsg. `ports` maps bmv2 port -> interface; `log_base` gets bmv2's `.txt` appended."""
-    cmd = [build.binary, "--device-id", str(device_id)]
+    nanomsg. `ports` maps bmv2 port -> interface; `log_base` gets bmv2's `.txt` appended. With
+    `poll_ms`, run through `env BM_PORT_MONITOR_MS=...`, so that the command line alone (what a
+    restart runs again) carries the port poll; env execs the switch, which keeps its PID."""
+    cmd = [] if poll_ms is None else ["env", f"{PORT_POLL_VARIABLE}={poll_ms}"]
+    cmd += [build.binary, "--device-id", str(device_id)]
     if build.thrift:  # a build without Thrift runs without its runtime server (the toolkit needs none)
         cmd += ["--thrift-port", str(thrift_port)]
     cmd += ["--log-file", str(log_base), "--log-flush", "--log-level", log_level]

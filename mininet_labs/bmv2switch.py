@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from controller.runtime.tls import TlsConfig
-from controller.programs.toolchain import find_binary
 from mininet_labs._mininet import load
 from mininet_labs.bmv2proc import (
     ServerTls,
     SwitchStartError,
     command,
     fresh_logs,
+    lab_binary,
     log_tail,
+    port_poll_ms,
     probe,
     stop_process,
     wait_grpc_ready,
@@ -32,15 +33,17 @@ class Bmv2Switch(Switch):
 
     Parameters (all keyword, also through Topo.addSwitch): device_id, grpc_port, lab_dir (where
     logs go), pcap_dir (None: no pcaps), log_level (bmv2's: trace|debug|info|warn|error|off),
-    thrift_port (default grpc_port + 10000), cpu_port (255), binary (default: found like the
-    toolkit finds it), start_timeout (seconds to wait for the gRPC server), server_tls (the
+    thrift_port (default grpc_port + 10000), cpu_port (255), binary (default: the throughput build
+    where there is one and log_level asks for no per-packet logs, else the one found: bmv2proc.lab_binary),
+    port_poll_ms (bmv2's port status poll; default bmv2proc.port_poll_ms()), start_timeout (seconds to wait for the gRPC server), server_tls (the
     switch's own TLS; None: plaintext) and client_tls (how we reach it then, to see it is up).
     """
 
     def __init__(self, name: str, *, device_id: int, grpc_port: int, lab_dir: str | Path,
                  pcap_dir: str | Path | None = None, log_level: str = "warn", thrift_port: int | None = None,
                  cpu_port: int = CPU_PORT, binary: str | None = None, start_timeout: float = 30.0,
-                 server_tls: ServerTls | None = None, client_tls: TlsConfig | None = None, **params: Any) -> None:
+                 server_tls: ServerTls | None = None, client_tls: TlsConfig | None = None,
+                 port_poll_ms: int | None = None, **params: Any) -> None:
         params.setdefault("dpid", f"{device_id:x}")
         params["inNamespace"] = False  # Mininet passes its default (True for hosts); switches stay in the root
         super().__init__(name, **params)
@@ -52,6 +55,7 @@ class Bmv2Switch(Switch):
         self.log_level = log_level
         self.cpu_port = cpu_port
         self.binary = binary
+        self.port_poll_ms = port_poll_ms
         self.start_timeout = start_timeout
         self.server_tls = server_tls
         self.client_tls = client_tls
@@ -81,14 +85,18 @@ class Bmv2Switch(Switch):
 
     def command(self) -> list[str]:
         """The simple_switch_grpc command line."""
-        binary = self.binary or find_binary("simple_switch_grpc")
+        binary = self.binary or lab_binary(self.log_level)
         if binary is None:
             raise SwitchStartError("simple_switch_grpc not found (PATH, $SIMPLE_SWITCH_GRPC or $P4_TOOLCHAIN_BIN)")
+        try:
+            poll = self.port_poll_ms if self.port_poll_ms is not None else port_poll_ms()
+        except ValueError as e:
+            raise SwitchStartError(str(e)) from None
         return command(probe(binary), device_id=self.device_id, thrift_port=self.thrift_port,
                        log_base=self.lab_dir / self.name, log_level=self.log_level,
                        notifications=self.lab_dir / f"{self.name}-notifications.ipc", pcap_dir=self.pcap_dir,
                        ports=self.data_ports(), grpc_addr=self.grpc_addr, cpu_port=self.cpu_port,
-                       server_tls=self.server_tls)
+                       server_tls=self.server_tls, poll_ms=poll)
 
     # --- Mininet's switch interface ----------------------------------------------------------
     def start(self, controllers: Sequence[Any] = ()) -> None:

@@ -42,6 +42,8 @@ class NetnsSwitch:
     grpc_addr: str | None = None
     server_tls: ServerTls | None = None
     client_tls: TlsConfig | None = None
+    # the simple_switch_grpc to run (None: the one found, the logging build; benches pass bmv2proc.lab_binary())
+    binary: str | None = None
     _proc: subprocess.Popen | None = None
     _socks: dict[int, socket.socket] = field(default_factory=dict)
     _own_workdir: bool = False
@@ -62,7 +64,7 @@ class NetnsSwitch:
         return f"h{port}"
 
     def start(self, timeout: float = 20.0) -> "NetnsSwitch":
-        binary = find_binary("simple_switch_grpc")
+        binary = self.binary or find_binary("simple_switch_grpc")
         if binary is None:
             raise SwitchStartError("simple_switch_grpc not found (PATH, $SIMPLE_SWITCH_GRPC or $P4_TOOLCHAIN_BIN)")
         if self.workdir is None:

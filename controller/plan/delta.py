@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, Iterable, NamedTuple, TypeGuard, TypeVar
@@ -50,17 +51,29 @@ class Changes(Generic[T]):
 class Delta(Changes[Entity]):
     """What differs between plan and switch; each tuple sorted by kind (members, groups, entries), then key.
 
-    `unwatch`: groups to modify before the others, as they are with the planned watch ports but no watch on the
-    members about to leave: PI (f96af95) throws (UNKNOWN "Unexpected error in RPC handling") when a MODIFY
-    takes a watched member out of a group (action_prof_mgr.cpp looks up the member it has just erased;
-    patches/pi-watch-port.patch fixes it).
+    `unwatch` and `rewatch` only for a stock PI (diff's `pi_workarounds`; patches/pi-watch-port.patch makes
+    both unneeded). `unwatch`: groups to modify before the others, as they are with the planned watch ports
+    but no watch on the members about to leave: stock PI (f96af95) throws (UNKNOWN "Unexpected error in RPC
+    handling") when a MODIFY takes a watched member out of a group (action_prof_mgr.cpp looks up the member
+    it has just erased).
     """
 
     unwatch: tuple[ActionProfileGroup, ...] = ()
     # Stages of group modifies before those: a group whose members on the switch watch nothing while the plan
-    # gives them watch ports, one member at a time taken out and put back watched. PI (f96af95) refuses a
+    # gives them watch ports, one member at a time taken out and put back watched. Stock PI (f96af95) refuses a
     # MODIFY giving an active member a watch port (INTERNAL "error when activating member").
     rewatch: tuple[tuple[ActionProfileGroup, ...], ...] = ()
+
+
+# Set to 1 where the switches run a stock PI (f96af95 without patches/pi-watch-port.patch): its group
+# read-back and its two MODIFY failures above then need the workarounds. The toolchain this project builds
+# and tests with carries the patch (docs/toolchain.md).
+PI_WORKAROUNDS_VARIABLE = "SRV6_FABRIC_PI_WORKAROUNDS"
+
+
+def needs_pi_workarounds() -> bool:
+    """Whether diffs work around a stock PI's watch-port defects: $SRV6_FABRIC_PI_WORKAROUNDS is 1 (or true, yes, on)."""
+    return os.environ.get(PI_WORKAROUNDS_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 _RANK = {ActionProfileMember: 0, ActionProfileGroup: 1, TableEntry: 2}
@@ -86,19 +99,21 @@ def sort_key(entity: Entity) -> Any:
     return (_RANK[type(entity)], _sortable(entity_key(entity)))
 
 
-def _same(desired: Entity, actual: Entity) -> bool:
-    """Equal for the switch; a group's max_size 0 in the plan means \"whatever the switch has\"; a group's
-    watch ports as PI reads them back (pi_read_watch_ports)."""
+def _same(desired: Entity, actual: Entity, stock_pi: bool = False) -> bool:
+    """Equal for the switch; a group's max_size 0 in the plan means \"whatever the switch has\". Each
+    member's own watch port is read back (patches/pi-watch-port.patch): a group whose members all watch
+    one of the planned ports differs. With `stock_pi`, that form is what a stock PI reads back for the
+    planned group (pi_read_watch_ports), so no change."""
     if isinstance(desired, ActionProfileGroup) and isinstance(actual, ActionProfileGroup):
         if desired.max_size == 0:
             actual = dataclasses.replace(actual, max_size=0)
-        if actual.watch_ports != desired.watch_ports and actual.watch_ports in pi_read_watch_ports(desired):
+        if stock_pi and actual.watch_ports != desired.watch_ports and actual.watch_ports in pi_read_watch_ports(desired):
             actual = dataclasses.replace(actual, watch_ports=desired.watch_ports)
     return desired == actual
 
 
 def pi_read_watch_ports(group: ActionProfileGroup) -> set[tuple[tuple[int, int], ...]]:
-    """The watch ports PI (p4lang/PI up to f96af95 at least) may return for `group` on a read: every member with
+    """The watch ports a stock PI (p4lang/PI up to f96af95 at least) may return for `group` on a read: every member with
     the watch port of the group's member last in the switch's handle order (device_mgr.cpp keeps one WatchPort
     across its loop over the members; patches/pi-watch-port.patch fixes it), when all are watched.
     Which member is last depends on the order the members were written, so any of them."""
@@ -121,12 +136,15 @@ def _by_key(entities: Iterable[Entity], side: str) -> dict[tuple, Entity]:
     return index
 
 
-def diff(desired: Iterable[Entity], actual: Iterable[Entity]) -> Delta:
+def diff(desired: Iterable[Entity], actual: Iterable[Entity], *, pi_workarounds: bool | None = None) -> Delta:
     """The Delta taking `actual` to `desired` (both in the same, canonical, form).
 
     Default entries are only ever modified: one missing from `actual` is modified, one only in
-    `actual` is left alone. A group whose member list changes is a modify.
+    `actual` is left alone. A group whose member list changes is a modify. `pi_workarounds` (None:
+    needs_pi_workarounds()): for a switch with a stock PI, its group read-back taken as no change and
+    Delta.unwatch / Delta.rewatch filled; without, a group's watch ports compare exactly and change in one MODIFY.
     """
+    stock_pi = needs_pi_workarounds() if pi_workarounds is None else pi_workarounds
     want, have = _by_key(desired, "the plan"), _by_key(actual, "the switch")
     inserts: list[Entity] = []
     modifies: list[Entity] = []
@@ -136,9 +154,9 @@ def diff(desired: Iterable[Entity], actual: Iterable[Entity]) -> Delta:
         current = have.get(key)
         if current is None:
             (modifies if _is_default(entity) else inserts).append(entity)
-        elif not _same(entity, current):
+        elif not _same(entity, current, stock_pi):
             modifies.append(entity)
-            if isinstance(entity, ActionProfileGroup) and isinstance(current, ActionProfileGroup):
+            if stock_pi and isinstance(entity, ActionProfileGroup) and isinstance(current, ActionProfileGroup):
                 steps = _rewatched(entity, current)
                 for k, g in enumerate(steps):
                     if k == len(rewatch):

@@ -118,3 +118,49 @@ def test_a_leaf_leaves_out_the_uplink_that_lost_carrier_by_itself_and_uses_it_ag
     until("the uplink used again", lambda: run(lab), lambda rep, g: rep.problems() == [] and min(g) > 0)
     report, grown = run(lab)
     assert report.problems() == [] and sum(grown) == sent(report) and min(grown) > 0
+
+
+def test_a_leaf_that_lost_every_uplink_keeps_forwarding_between_its_hosts_and_comes_back_with_one(lab: Any):
+    """Every member of the leaf's spray group watches a port that is down: a stock bmv2 divides by zero (SIGFPE)
+    at the next packet towards another leaf; with patches/bmv2-group-all-members-down.patch it chooses among
+    all members (the packet dies on a dead port) and keeps serving its own hosts."""
+    from controller.programs.bmv2build import traits
+    from mininet_labs.bmv2proc import alive, build_of
+
+    argv = lab.state.switches[LEAF]["argv"]
+    build = traits(str(build_of(argv)["binary"]))
+    if not build.watch_ports_safe or pcap_nonblocking(build.binary) is False:
+        pytest.skip(f"{build.binary} lacks patches/bmv2-group-all-members-down.patch or the non-blocking pcap fix: "
+                    "a leaf without uplinks would die (docs/toolchain.md)")
+    leaf = lab.model.switch(LEAF)
+    spines = [s.name for s in lab.model.t1s(0)]
+    ends = [link_ends(lab.model, LEAF, spine, lab.tag) for spine in spines]
+    assert [leaf_end.port for leaf_end, _ in ends] == list(leaf.uplinks)
+    pid = lab.state.switches[LEAF]["pid"]
+    local = [("h0", "h1"), ("h1", "h0")]
+    for leaf_end, _ in ends:
+        lab._ip_link(leaf_end.intf, "down")
+    try:
+        assert [carrier(spine_end.intf) for _, spine_end in ends] == ["0"] * len(ends)
+        # towards the other leaf: nowhere to go. The first run takes seconds, many port polls: during the second
+        # every member of the group is inactive, and the switch still chooses one (its packet dies there)
+        for _ in range(2):
+            report, grown = run(lab)
+            assert alive(pid) and sent(report) > 0 and sum(p.received for p in report.pairs()) == 0
+        assert sum(grown) == sent(report)
+        report = lab.traffic(local, qps=2, messages=4, planes=[0], timeout=60)
+        assert alive(pid)  # the packets towards the other leaf met a group with no active member
+        assert report.problems() == [] and sent(report) > 0  # and its own hosts still reach each other
+    finally:
+        lab._ip_link(ends[1][0].intf, "up")  # one uplink back
+    end = time.monotonic() + WITHIN
+    while carrier(ends[1][0].intf) != "1":
+        assert time.monotonic() < end, "carrier not back on the uplink"
+        time.sleep(0.05)
+    try:
+        # every packet to the other leaf delivered again, all of it on the uplink that came back
+        until("the uplink that came back used", lambda: run(lab),
+              lambda rep, g: rep.problems() == [] and g[0] == 0 and g[1] == sent(rep))
+        assert alive(pid)
+    finally:
+        lab._ip_link(ends[0][0].intf, "up")

@@ -58,6 +58,7 @@ def test_doctor_without_the_toolchain_says_what_to_do_and_exits_1():
     assert doc["ok"] is False
     by = {c["name"]: c for c in doc["checks"]}
     assert set(by) == {"p4c", "simple_switch_grpc", "bmv2 with PI", "bmv2 with Thrift, nanomsg", "bmv2 non-blocking pcap",
+                       "bmv2 the labs run", "bmv2 throughput build", "bmv2 all members down", "bmv2 port poll option",
                        "Mininet", "nftables", "root", "ip with seg6", "chromium", "etcd", "ports free"}
     assert (by["p4c"]["ok"], by["p4c"]["required"], by["etcd"]["required"]) == (False, True, False)
     assert doc["versions"]["p4c"] == {"path": None, "version": None, "error": "not found (PATH, $P4_TOOLCHAIN_BIN, $P4C)"}

@@ -137,15 +137,41 @@ def test_plan_json_keeps_watch_ports_and_a_switch_read_back_is_no_change() -> No
     assert list(changes.modifies) == desired and not changes.inserts and not changes.deletes
 
 
-def test_pi_read_back_of_one_port_for_every_member_is_no_change_but_other_ports_are() -> None:
+def test_stock_pi_read_back_of_one_port_for_every_member_is_no_change_but_other_ports_are() -> None:
     desired = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (2, 4), (3, 5)))
     # stock PI returns every member with the watch port of the member last in its handle order
     for port in (3, 4, 5):
         read = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, ((1, port), (2, port), (3, port)))
-        assert not diff([desired], [read])
+        assert not diff([desired], [read], pi_workarounds=True)
     for watch in (((1, 6), (2, 6), (3, 6)), ((1, 3), (2, 4)), ((1, 3), (2, 3), (3, 4)), ()):
         read = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, watch)
-        assert diff([desired], [read]).modifies == (desired,), watch
+        assert diff([desired], [read], pi_workarounds=True).modifies == (desired,), watch
+
+
+def test_members_all_watching_one_planned_port_is_a_difference_where_pi_reads_each_members_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from controller.plan.delta import PI_WORKAROUNDS_VARIABLE, ordered_updates
+
+    monkeypatch.delenv(PI_WORKAROUNDS_VARIABLE, raising=False)
+    desired = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (2, 4), (3, 5)))
+    for port in (3, 4, 5):
+        read = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, ((1, port), (2, port), (3, port)))
+        d = diff([desired], [read])
+        assert d.modifies == (desired,) and not d.unwatch and not d.rewatch
+        assert [[(u.type.name, u.entity) for u in b] for b in ordered_updates(d)] == [[("MODIFY", desired)]]
+    assert not diff([desired], [desired])
+    monkeypatch.setenv(PI_WORKAROUNDS_VARIABLE, "1")  # a fabric of stock PI switches says so
+    assert not diff([desired], [ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, ((1, 4), (2, 4), (3, 4)))])
+
+
+def test_without_workarounds_a_group_changes_watch_ports_and_members_in_one_write() -> None:
+    unwatched = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3)
+    watched = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2), 3, ((1, 3), (2, 4)))
+    fewer = ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 3), 3, ((1, 3), (3, 5)))
+    more = ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (2, 4), (3, 5)))
+    for desired, current in ((watched, unwatched), (fewer, more)):
+        d = diff([desired], [current], pi_workarounds=False)
+        assert (d.modifies, d.unwatch, d.rewatch) == ((desired,), (), ())
 
 
 def test_a_group_losing_watched_members_is_first_written_with_them_unwatched() -> None:
@@ -153,18 +179,22 @@ def test_a_group_losing_watched_members_is_first_written_with_them_unwatched() -
 
     current = ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (2, 4), (3, 5)))
     desired = ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 3), 3, ((1, 3), (3, 5)))
-    d = diff([desired], [current])
+    d = diff([desired], [current], pi_workarounds=True)
     first = ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (3, 5)))
     assert d.unwatch == (first,) and d.modifies == (desired,)
     assert [[(u.type.name, u.entity) for u in batch] for batch in ordered_updates(d)] == [
         [("MODIFY", first)], [("MODIFY", desired)]]
     # a member joining, or leaving unwatched: one write
-    assert not diff([current], [desired]).unwatch
-    assert not diff([desired], [ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (3, 5)))]).unwatch
+    assert not diff([current], [desired], pi_workarounds=True).unwatch
+    assert not diff([desired], [ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (3, 5)))],
+                    pi_workarounds=True).unwatch
 
 
-def test_a_link_failure_delta_unwatches_the_leaving_member_first() -> None:
+def test_a_link_failure_delta_unwatches_the_leaving_member_first_for_a_stock_pi(monkeypatch: pytest.MonkeyPatch) -> None:
     from controller.failover import delta
+    from controller.plan.delta import PI_WORKAROUNDS_VARIABLE
+
+    monkeypatch.setenv(PI_WORKAROUNDS_VARIABLE, "1")
 
     topo = build(1, 2, 2, 1)
     watched = Options(watch_ports=True)
@@ -174,14 +204,17 @@ def test_a_link_failure_delta_unwatches_the_leaving_member_first() -> None:
     d = delta(healthy, failed)["p0-t0-0"]
     assert d.unwatch == (ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2), 2, ((1, leaf.uplinks[0]),)),)
     assert ActionProfileGroup(SPRAY_SELECTOR, 1, (1,), 2, ((1, leaf.uplinks[0]),)) in d.modifies
+    monkeypatch.delenv(PI_WORKAROUNDS_VARIABLE)  # a patched PI: the group in one write
+    d = delta(healthy, failed)["p0-t0-0"]
+    assert not d.unwatch and ActionProfileGroup(SPRAY_SELECTOR, 1, (1,), 2, ((1, leaf.uplinks[0]),)) in d.modifies
 
 
-def test_a_group_without_watch_ports_gets_them_one_member_at_a_time() -> None:
+def test_a_stock_pi_group_without_watch_ports_gets_them_one_member_at_a_time() -> None:
     from controller.plan.delta import ordered_updates
 
     current = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3)
     desired = ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2), 3, ((1, 3), (2, 4)))
-    d = diff([desired], [current])
+    d = diff([desired], [current], pi_workarounds=True)
     # member 1 out, back watched; member 2 out, back watched; then the plan's group (member 3 out, unwatched)
     steps = [((2, 3), ()), ((1, 2, 3), ((1, 3),)), ((1, 3), ((1, 3),)), ((1, 2, 3), ((1, 3), (2, 4)))]
     assert [[(g.members, g.watch_ports) for g in stage] for stage in d.rewatch] == [[s] for s in steps]
@@ -190,7 +223,8 @@ def test_a_group_without_watch_ports_gets_them_one_member_at_a_time() -> None:
     assert [[(u.type.name, u.entity) for u in b] for b in batches] == [
         *[[("MODIFY", g)] for (g,) in d.rewatch], [("MODIFY", desired)]]
     # a group already watched: no steps
-    assert not diff([desired], [ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (2, 4), (3, 5)))]).rewatch
+    assert not diff([desired], [ActionProfileGroup(ECMP_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (2, 4), (3, 5)))],
+                    pi_workarounds=True).rewatch
 
 
 def test_a_group_is_shown_with_each_members_watch_port() -> None:
