@@ -151,12 +151,13 @@ def divisions(code: bytes) -> int:
 def _function_code(path: Path, symbol: str) -> bytes | None:
     """The machine code of a function an ELF file defines (by its dynamic or static symbol); None if absent."""
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
 
     with open(path, "rb") as f:
         elf = ELFFile(f)
         for table in (".dynsym", ".symtab"):
             section = elf.get_section_by_name(table)
-            if section is None:
+            if not isinstance(section, SymbolTableSection):
                 continue
             for sym in section.get_symbol_by_name(symbol) or []:
                 if sym["st_shndx"] == "SHN_UNDEF" or not sym["st_size"]:
