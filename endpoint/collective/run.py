@@ -30,8 +30,10 @@ from endpoint.collective.layout import Layout, Transfer
 from endpoint.collective.rank import FORMAT, Transport
 from endpoint.collective.schemes import Scheme, on_kernel
 from endpoint.lab import export_evs
+from endpoint.wire import DataHeader
 from mininet_labs.lab import Lab, LabError
 from mininet_labs.processes import with_repo_path
+from mininet_labs.shaping import LinkRate, current
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,7 @@ def run(lab: Lab, transfers: Iterable[Any], s: Scheme, transport: Transport | No
     for h in sorted({t.src for t in ts} | {t.dst for t in ts}):
         lab.host(h)
     s = install(lab, s)
-    tr = dataclasses.replace(transport or Transport(), policy=s.policy, sport=s.sport)
+    tr = fit_timers(dataclasses.replace(transport or Transport(), policy=s.policy, sport=s.sport), current(lab.dir))
     Layout(ts, tr.mtu)  # refuses a bad MTU before any process starts
     run_dir = lab.dir / "collective" / str(time.monotonic_ns())
     run_dir.mkdir(parents=True)
@@ -254,6 +256,26 @@ def with_local_peers(lab: Lab, doc: dict[str, Any]) -> dict[str, Any]:
             if d in dsts:
                 dsts[d].sort(key=lambda e: e["id"])
     return doc
+
+
+WIRE_OVERHEAD = 14 + 40 + 8 + 12 + DataHeader.SIZE + 4  # Ethernet, IPv6, UDP, BTH, the transport's header, ICRC
+CARRIER = 40  # the outer IPv6 header of a host-written carrier
+
+
+def frame_bytes(tr: Transport, carrier: bool = False) -> int:
+    """Bytes of a full data frame on the wire (what tbf counts)."""
+    return tr.mtu + WIRE_OVERHEAD + (CARRIER if carrier else 0)
+
+
+def fit_timers(tr: Transport, rate: LinkRate | None) -> Transport:
+    """On shaped links a full window waits in a link's queue for window x frame time; a collision doubles
+    it. The minimum RTO is held at twice that (four windows of frames), so queueing is not taken for
+    loss; the maximum at four times the minimum."""
+    if rate is None:
+        return tr
+    frame_ms = frame_bytes(tr, True) / rate.bytes_per_s * 1e3
+    floor = max(tr.min_rto_ms, round(4 * tr.window * frame_ms, 1))
+    return dataclasses.replace(tr, min_rto_ms=floor, max_rto_ms=max(tr.max_rto_ms, 4 * floor))
 
 
 def _done(run_dir: Path, hosts: Sequence[str]) -> int:
