@@ -62,7 +62,7 @@ def _designs(ctx: click.Context, specs: Sequence[str]) -> list[Design]:
     return [from_topology(env.topo())]
 
 
-@click.command("analyze", epilog=EXAMPLES)
+@click.group("analyze", epilog=EXAMPLES, invoke_without_command=True)
 @click.option("--design", "--compare", "designs", multiple=True, metavar="[NAME=]PxT1xT0xH",
               help="A design: planes x T1 per plane x T0 per plane x hosts per T0 (repeat to compare designs "
                    "side by side). Default: the topology file's design.")
@@ -101,7 +101,12 @@ def analyze(ctx: click.Context, designs: tuple[str, ...], gpus: int | None, samp
     failures and hours to its first interruption with no repair (Monte Carlo, 95% intervals),
     and its interruption rate with repair (closed form, and a simulation). Default rates come
     from the Llama 3 report's 54-day interruption table (docs/analysis.md says how).
+
+    `fabricctl analyze collective --help`: what a hash, a spray policy or failures cost a training
+    collective at fabric scale.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     try:
         chosen = _designs(ctx, designs)
         rates = _rates(link, t1, t0, nic, mttr)
@@ -175,3 +180,111 @@ def topo_draw(ctx: click.Context, out_file: Path, no_hosts: bool, healthy: bool)
     except DrawError as e:
         raise OpError(str(e), ops.BAD_INPUT) from None
     click.echo(f"drew {topo.name}: {len(topo.switches)} switches, {len(failures)} failures marked -> {path}")
+
+
+COLLECTIVE_EXAMPLES = """\\b
+Examples:
+  fabricctl --topology examples/two_plane_lab.yaml analyze collective --size 1M --qps 2
+  fabricctl analyze collective --design 1x8x16x8 --placement spread --qps 4 --sport 49152 --schemes ecmp,eecmp,pin
+  fabricctl analyze collective --design 8x256x512x256 --schemes host_spray   # MRC scale, 131,072 ranks
+  fabricctl analyze collective --design 2x4x8x4 --failures 2 --draws 200 --png slow.png
+  fabricctl analyze collective --design 8x16x32x16 --collective alltoall --ranks 64 --json
+"""
+
+
+@analyze.command("collective", epilog=COLLECTIVE_EXAMPLES)
+@click.option("--design", "design_text", metavar="PxT1xT0xH",
+              help="Planes x T1 per plane x T0 per plane x hosts per T0 [default: the topology file's design].")
+@click.option("--collective", "kind", type=click.Choice(["allreduce", "allgather", "reducescatter", "alltoall",
+                                                          "allreduce_hd"]), default="allreduce", show_default=True,
+              help="Ring AllReduce / AllGather / ReduceScatter, one-step all-to-all, halving-doubling AllReduce.")
+@click.option("--size", "size_text", default="64M", show_default=True, metavar="BYTES",
+              help="nccl-tests' size: each rank's AllReduce buffer, the AllGather output, the ReduceScatter input, "
+                   "each rank's all-to-all send buffer (4096, 256K, 1M, 1G).")
+@click.option("--ranks", type=click.IntRange(2, 1 << 20), default=None,
+              help="Ranks of the job [default: every host the placement can hold].")
+@click.option("--placement", default="packed", show_default=True, metavar="packed|spread|uneven|h0,h3,...",
+              help="packed: whole leaves from h0; spread: rank i on leaf i mod leaves; uneven: one host of each "
+                   "leaf's pair (slots 0, 2, ...); or the hosts in rank order.")
+@click.option("--qps", type=click.IntRange(1, 256), default=1, show_default=True, help="QPs per connection.")
+@click.option("--strategy", type=click.Choice(["split", "round_robin"]), default="round_robin", show_default=True,
+              help="QP scaling: split every message over all QPs, or post each message whole to the next QP.")
+@click.option("--sport", type=click.IntRange(0, 0xFFFF), default=None,
+              help="One UDP source port for every QP (a NIC that does not spread QPs over ports) "
+                   "[default: 0xC000 | QP number, one per QP].")
+@click.option("--schemes", "schemes_text", default=",".join(("ecmp", "eecmp", "pin", "leaf_spray", "host_spray",
+                                                             "ethereal")), show_default=True,
+              help="Path selection schemes to compare.")
+@click.option("--failures", type=click.IntRange(0, 1 << 20), default=0, show_default=True,
+              help="Random failures per draw (0: none).")
+@click.option("--kind", "failure_kind", type=click.Choice(["link", "t1"]), default="link", show_default=True,
+              help="What fails: leaf-spine links of the job's leaves, or T1 switches.")
+@click.option("--draws", type=click.IntRange(1, 100_000), default=20, show_default=True, help="Failure draws.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the draws.")
+@click.option("--host-rate", default="100", show_default=True, metavar="GBPS", help="Host NIC port rate, Gb/s.")
+@click.option("--link-rate", default="100", show_default=True, metavar="GBPS", help="Leaf-spine link rate, Gb/s.")
+@click.option("--png", "png_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.png",
+              help="Write a PNG: slowdown per scheme (healthy and under failures) and per-link load histograms.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
+@click.pass_context
+def collective(ctx: click.Context, design_text: str | None, kind: str, size_text: str, ranks: int | None,
+               placement: str, qps: int, strategy: str, sport: int | None, schemes_text: str, failures: int,
+               failure_kind: str, draws: int, seed: int, host_rate: str, link_rate: str, png_file: Path | None,
+               as_json: bool) -> None:
+    """What a hash, a spray policy or failures cost a training collective, at any fabric size.
+
+    For each path-selection scheme, every link's load over one iteration of the collective, its
+    predicted completion time (steps in sequence; a step lasts as long as its most loaded link
+    needs), the slowdown against the ideal (the same with a perfect split over every path), the
+    bus bandwidth (nccl-tests' definition) and the busiest leaf-spine link against the mean. Schemes:
+    ecmp and eecmp hash with eecmp_qp_hash.p4's own crc32 and fields (5-tuple; plus the destination
+    QP) over the hosts' addresses, QP numbers and UDP ports; pin takes the destination host's slot;
+    leaf_spray (srv6_spray PACKET) splits evenly over the spines of the QP's plane; host_spray
+    (endpoint EVs) over every plane and spine; ethereal splits each flow into equal single-path parts
+    on the least-loaded paths. With --failures, the same over --draws random draws (median, p99, max;
+    'cut' counts draws that left some flow no path). docs/collectives.md defines every number.
+    """
+    from controller.analysis.collective import Settings, analyze as run, check, parse_rate_gbps, parse_schemes, \
+        parse_size, plot, render, units
+    from controller.analysis.fabricload import LoadError
+    from controller.workload import CollectiveError, Workload
+
+    try:
+        if design_text is not None:
+            design = parse_design(design_text)
+        else:
+            design = _designs(ctx, ())[0]
+        workload = Workload(kind, parse_size(size_text), qps=qps, strategy=strategy, sport=sport)  # type: ignore[arg-type]
+        settings = Settings(design, workload, placement.strip(), ranks, parse_schemes(schemes_text), failures,
+                            failure_kind, draws, seed, parse_rate_gbps(host_rate, "--host-rate"),
+                            parse_rate_gbps(link_rate, "--link-rate"))
+        check(settings)
+        if png_file is not None:
+            from controller.analysis.plot import PlotError, check_path, require
+
+            try:
+                check_path(png_file)
+                require()
+            except PlotError as e:
+                raise LoadError(str(e)) from None
+        with _bar(units(settings), "analyze collective") as tick:
+            result = run(settings, tick)
+    except (DesignError, LoadError, CollectiveError) as e:
+        raise OpError(str(e), ops.BAD_INPUT) from None
+    if png_file is not None:
+        plot(result, png_file)
+    if as_json:
+        doc = result.to_json()
+        if png_file is not None:
+            doc["png"] = str(png_file)
+        click.echo(json.dumps(doc, indent=2, default=_json_number))
+        return
+    click.echo(render(result))
+    if png_file is not None:
+        click.echo(f"plot: {png_file}")
+
+
+def _json_number(x: Any) -> Any:
+    """numpy scalars as numbers; infinity (a cut) as null."""
+    value = float(x)
+    return value if value == value and abs(value) != float("inf") else None

@@ -1,0 +1,89 @@
+"""fabricctl analyze collective: the table, JSON, PNG, one-line errors with nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from controller.workload import Rates, Workload, grid, ideal_time
+from fabricctl.main import cli
+from tests.paths import UNIT_DATA
+
+LAB = UNIT_DATA / "two_plane_lab.yaml"
+
+
+def run(*args: str) -> Result:
+    return CliRunner(env={"FABRIC_TOPOLOGY": None}).invoke(cli, list(args), prog_name="fabricctl")
+
+
+def test_json_on_the_lab_topology() -> None:
+    r = run("--topology", str(LAB), "analyze", "collective", "--size", "1M", "--qps", "2", "--strategy", "split",
+            "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert (doc["design"], doc["ranks"], doc["collective"], doc["qps"], doc["strategy"]) == \
+        ("2x2x2x2", 4, "allreduce", 2, "split")
+    want = ideal_time(Workload("allreduce", 1 << 20), grid(2, 2, 2, "packed", 4), 2, Rates(100e9, 100e9))
+    assert doc["ideal_s"] == pytest.approx(want)
+    by = {s["scheme"]: s for s in doc["schemes"]}
+    assert list(by) == ["ecmp", "eecmp", "pin", "leaf_spray", "host_spray", "ethereal"]
+    # packed ring on 2 leaves: one flow crosses each way a step; a perfect split reaches the ideal
+    assert by["host_spray"]["slowdown"] == pytest.approx(1.0) and by["leaf_spray"]["slowdown"] == pytest.approx(1.0)
+    assert by["host_spray"]["busbw_GBps"] == pytest.approx((1 << 20) / want * 1.5 / 1e9)
+
+
+def test_table_and_failure_draws(tmp_path: Path) -> None:
+    png = tmp_path / "c.png"
+    r = run("analyze", "collective", "--design", "1x4x4x2", "--placement", "spread", "--schemes", "pin,host_spray",
+            "--failures", "1", "--draws", "5", "--png", str(png))
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].startswith("ring AllReduce of 67,108,864 B over 8 ranks (spread) on 1x4x4x2")
+    assert "1 link failures x 5:" in lines[2]
+    assert [line.split()[0] for line in lines[3:5]] == ["path", "host"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"plot: {png}" in r.output
+
+
+def test_draws_are_seeded() -> None:
+    args = ("analyze", "collective", "--design", "2x4x4x2", "--failures", "3", "--draws", "8", "--json")
+    def figures(doc: dict) -> dict:  # type: ignore[type-arg]
+        doc.pop("peak_rss_mb")
+        for s in doc["schemes"]:
+            s.pop("compute_s")
+        return doc
+
+    first = figures(json.loads(run(*args).output))
+    assert first == figures(json.loads(run(*args).output))
+    assert first["schemes"][0]["failures"]["draws"] == 8 and first["failures"]["seed"] == 1
+
+
+def test_help_teaches_the_schemes() -> None:
+    r = run("analyze", "collective", "--help")
+    assert r.exit_code == 0
+    for word in ("ecmp", "eecmp", "leaf_spray", "host_spray", "ethereal", "nccl-tests", "8x256x512x256"):
+        assert word in r.output
+    assert "collective" in run("analyze", "--help").output
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--design", "1x2x2x2", "--size", "1Q"], "error: size '1Q' is not a byte count like 4096, 256K, 1M or 1G"),
+    (["--design", "1x2x2x2", "--schemes", "ecmp,magic"], "error: --schemes 'ecmp,magic': give some of ecmp,"),
+    (["--design", "1x4x4x2", "--collective", "allreduce_hd", "--ranks", "6"],
+     "error: halving-doubling AllReduce needs a power-of-two number of ranks, got 6"),
+    (["--design", "1x2x2x2", "--placement", "h0,h7"], "error: placement host 'h7' is not h0..h3"),
+    (["--design", "1x2x2x2", "--ranks", "9"], "error: placement packed has room for 4 ranks on this fabric"),
+    (["--design", "1x2x2x2", "--failures", "5"], "error: --failures 5 is more than the 4 leaf-spine links"),
+    (["--design", "1x2x2x2", "--link-rate", "fast"], "error: --link-rate 'fast' is not a rate in Gb/s"),
+    (["--design", "1x2x2x2", "--png", "x.svg"], "error: plot file x.svg must end in .png"),
+    ([], "error: no design: give --design"),
+])
+def test_bad_input_is_one_error_line(args: list[str], message: str, tmp_path: Path) -> None:
+    png = tmp_path / "keep.png"
+    png.write_bytes(b"keep")
+    r = run("analyze", "collective", *args, *([] if "--png" in args else ["--png", str(png)]))
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith(message) and r.output.count("\n") == 1, r.output
+    assert png.read_bytes() == b"keep"
