@@ -23,6 +23,7 @@ from fabricctl.evs import evs
 from fabricctl.failures import fail, restore
 from fabricctl.fault import carrier_watch, fault
 from fabricctl.install import install
+from fabricctl.collective import collective, shape_cmd
 from fabricctl.lab import lab  # imports Mininet only when a lab command runs
 from fabricctl.p4 import p4
 from fabricctl.plan import plan_cmd
@@ -140,6 +141,8 @@ for command in (topo, plan_cmd, install, fail, restore, status, shell, p4, lab, 
 topo.add_command(topo_draw)
 lab.add_command(fault)
 lab.add_command(carrier_watch)
+for lab_command in (collective, shape_cmd):
+    lab.add_command(lab_command)
 
 
 def main() -> None:

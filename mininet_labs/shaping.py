@@ -110,3 +110,37 @@ def current(lab_dir: str | Path) -> LinkRate | None:
         return None
     except (ValueError, TypeError) as e:
         raise LabError(f"{path} is not a link rate: {e}") from None
+
+
+def fabric_link_bytes(lab: Any) -> dict[str, int]:
+    """Bytes sent so far on every leaf-spine link, per direction ('p0-t0-0>p0-t1-1'), from the sending
+    port's interface counters (a veth counts what the switch put on it)."""
+    out: dict[str, int] = {}
+    kernel = getattr(lab, "dataplane", "bmv2") == "kernel"
+    for p in range(lab.model.planes):
+        spines, leaves = lab.model.t1s(p), lab.model.t0s(p)
+        ends = [(leaf, leaf.uplinks[j], spines[j]) for leaf in leaves for j in range(len(leaf.uplinks))]
+        ends += [(spine, spine.downlinks[i], leaves[i]) for spine in spines for i in range(len(spine.downlinks))]
+        by_switch: dict[str, list[tuple[int, str]]] = {}
+        for sw, port, peer in ends:
+            by_switch.setdefault(sw.name, []).append((port, peer.name))
+        for name, ports in by_switch.items():
+            sw = lab.model.switch(name)
+            if kernel:
+                from controller.southbound.kroutes import intf
+                from mininet_labs.kernel import netns
+
+                paths = [f"/sys/class/net/{intf(port)}/statistics/tx_bytes" for port, _ in ports]
+                proc = subprocess.run(netns.exec_argv(lab.netns_of(name), ["cat", *paths]), capture_output=True,
+                                      text=True, timeout=30)
+                if proc.returncode != 0:
+                    raise LabError(f"reading {name}'s counters: {proc.stderr.strip()}")
+                values = [int(v) for v in proc.stdout.split()]
+            else:
+                from mininet_labs.topo import port_intf
+
+                values = [int(Path("/sys/class/net", port_intf(sw, port, lab.tag), "statistics", "tx_bytes").read_text())
+                          for port, _ in ports]
+            for (_, peer), v in zip(ports, values):
+                out[f"{name}>{peer}"] = v
+    return out

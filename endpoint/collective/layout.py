@@ -84,6 +84,17 @@ def pattern(src: str, dst: str, tid: int, seq: int, n: int) -> bytes:
     return (block * (n // 16 + 1))[:n]
 
 
+def runs(seqs: list[int]) -> list[list[int]]:
+    """Sorted sequence numbers as [first, last + 1] runs of consecutive ones."""
+    out: list[list[int]] = []
+    for s in seqs:
+        if out and out[-1][1] == s:
+            out[-1][1] = s + 1
+        else:
+            out.append([s, s + 1])
+    return out
+
+
 class Layout:
     """Every transfer's packets (see the module docstring); the same at every rank."""
 
@@ -212,6 +223,7 @@ class RankProgress:
         recvs = [{"id": tid, "src": p.transfer.src, "qp_index": p.transfer.qp_index, "bytes": p.transfer.bytes,
                   "packets": p.packets, "received": len(self.got[tid]), "data_bytes": self.data_bytes[tid],
                   "first_ns": self.first_rx.get(tid), "end_ns": self.done.get(tid),
-                  "duplicates": self.duplicates.get(tid, 0), "bad": self.bad.get(tid, 0)}
+                  "duplicates": self.duplicates.get(tid, 0), "bad": self.bad.get(tid, 0),
+                  "segments": runs(sorted(self.got[tid]))}
                  for tid, p in sorted(self.recvs.items())]
         return {"rank": self.me, "finished": self.finished, "sends": sends, "recvs": recvs, "stray": self.stray}

@@ -1,0 +1,133 @@
+"""A collective's packets at each rank (endpoint.collective.layout), driven by hand: PSN ranges per QP,
+dependencies, exactly-once delivery with the payload checked; and a whole ring AllReduce over a lossless
+in-memory network, its timeline read by the workload's own checks (endpoint.collective.report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller.model.topology import build
+from controller.workload import Workload, check_delivery, check_dependencies, place, schedule
+from endpoint.collective.layout import Layout, RankProgress, Transfer, pattern, runs
+from endpoint.collective.rank import Transport
+from endpoint.collective.report import receipts, records
+from endpoint.collective.run import CollectiveRun
+from endpoint.collective.schemes import SCHEMES, on_kernel, scheme
+
+import pytest
+
+
+def t(id: int, src: str, dst: str, qp: int, nbytes: int, after: tuple[int, ...] = ()) -> Transfer:
+    return Transfer(id, src, dst, qp, nbytes, after)
+
+
+def test_transfers_of_one_qp_take_consecutive_sequence_numbers_in_id_order() -> None:
+    lay = Layout([t(0, "h0", "h1", 0, 2500), t(1, "h0", "h1", 1, 100), t(2, "h0", "h1", 0, 1024, (0,))], 1024)
+    assert [(p.lo, p.hi) for p in lay.run("h0", "h1", 0)] == [(0, 3), (3, 4)]
+    assert (lay.pieces[1].lo, lay.pieces[1].hi) == (0, 1)
+    assert [lay.pieces[0].data_len(s) for s in range(3)] == [1024, 1024, 452]
+    assert lay.piece_at("h0", "h1", 0, 3) is lay.pieces[2]
+    assert lay.piece_at("h0", "h1", 0, 4) is None
+    assert lay.piece_at("h1", "h0", 0, 0) is None
+    assert lay.qps() == 2
+
+
+def test_a_send_starts_only_after_its_dependencies_and_the_earlier_pieces_of_its_qp() -> None:
+    lay = Layout([t(0, "h1", "h0", 0, 16), t(1, "h0", "h1", 0, 16, (0,)), t(2, "h0", "h1", 0, 16),
+                  t(3, "h0", "h1", 1, 16)], 16)
+    rp = RankProgress("h0", lay)
+    # 1 waits for the receive 0; 2 is behind 1 on QP 0 although it depends on nothing; QP 1's 3 is free
+    assert [p.transfer.id for p in rp.startable()] == [3]
+    assert rp.on_data("h1", 0, 0, pattern("h1", "h0", 0, 0, 16), 5) == "new"
+    assert rp.done == {0: 5}
+    assert [p.transfer.id for p in rp.startable()] == [1, 2, 3]
+    for p in rp.startable():
+        rp.release(p, 7)
+    assert rp.startable() == []
+    assert rp.on_acked_upto("h1", 0, 1, 9) == [1]
+    assert rp.on_acked_upto("h1", 0, 2, 10) == [2]
+    assert not rp.finished
+    assert rp.on_acked_upto("h1", 1, 1, 11) == [3]
+    assert rp.finished
+
+
+def test_each_byte_counts_once_and_only_where_and_as_it_was_sent() -> None:
+    lay = Layout([t(0, "h1", "h0", 0, 40), t(1, "h2", "h0", 0, 16)], 16)
+    rp = RankProgress("h0", lay)
+    good = pattern("h1", "h0", 0, 1, 16)
+    assert rp.on_data("h1", 0, 1, good, 1) == "new"
+    assert rp.on_data("h1", 0, 1, good, 2) == "duplicate"
+    assert rp.on_data("h1", 0, 2, pattern("h2", "h0", 0, 2, 8), 3) == "bad"  # another sender's bytes
+    assert rp.on_data("h1", 0, 5, good, 4) == "stray"  # past the transfer
+    assert rp.on_data("h1", 1, 0, good, 4) == "stray"  # a QP with nothing for h0
+    assert rp.on_data("h1", 0, 2, pattern("h1", "h0", 0, 2, 8), 5) == "new"
+    assert rp.on_data("h1", 0, 0, pattern("h1", "h0", 0, 0, 16), 6) == "new"
+    assert (rp.data_bytes[0], rp.duplicates, rp.bad, rp.stray, rp.done) == (40, {0: 1}, {0: 1}, 2, {0: 6})
+    assert rp.to_json()["recvs"][0]["segments"] == [[0, 3]]
+    assert runs([0, 1, 2, 5, 7, 8]) == [[0, 3], [5, 6], [7, 9]]
+
+
+def _simulate(sched_transfers: list[Transfer], hosts: list[str], mtu: int) -> dict[str, dict]:
+    """Every rank over a lossless network that delivers and acknowledges each started send at once, one
+    nanosecond per event: the ranks' JSON as rank.py writes it."""
+    lay = Layout(sched_transfers, mtu)
+    ranks = {h: RankProgress(h, lay) for h in hosts}
+    clock = 0
+    while not all(r.finished for r in ranks.values()):
+        moved = False
+        for h, rp in ranks.items():
+            for p in rp.startable():
+                clock += 1
+                rp.release(p, clock)
+                for seq in range(p.lo, p.hi):
+                    rp.on_tx(p.transfer.dst, p.transfer.qp_index, seq, False)
+                    clock += 1
+                    dst = ranks[p.transfer.dst]
+                    got = dst.on_data(h, p.transfer.qp_index, seq,
+                                      pattern(h, p.transfer.dst, p.transfer.id, seq, p.data_len(seq)), clock)
+                    assert got == "new"
+                clock += 1
+                assert rp.on_acked_upto(p.transfer.dst, p.transfer.qp_index, p.hi, clock) == [p.transfer.id]
+                moved = True
+        assert moved, "the schedule deadlocked"
+    return {h: {**rp.to_json(), "start_ns": 0} for h, rp in ranks.items()}
+
+
+@pytest.mark.parametrize("strategy", ["split", "round_robin"])
+def test_a_ring_allreduce_over_a_lossless_network_passes_the_workload_checks(strategy: str, tmp_path: Path) -> None:
+    topo = build(2, 2, 2, 2)
+    sched = schedule(Workload("allreduce", 10_000, iterations=2, warmup=1, qps=2, strategy=strategy),  # type: ignore[arg-type]
+                     place(topo, "packed"))
+    ts = [Transfer.of(x) for x in sched.transfers]
+    ranks = _simulate(ts, list(sched.placement.hosts), 512)
+    run = CollectiveRun(SCHEMES["ecmp"], Transport(mtu=512), ts, ranks, 0, dir=tmp_path)
+    assert run.problems() == []
+    recs = records(run)
+    assert len(recs) == len(sched.transfers)
+    assert check_dependencies(sched, recs) == []
+    assert check_delivery(sched, receipts(run, sched)) == []
+    # one packet short at one rank: both checks say so
+    victim = ranks[sched.transfers[5].dst_host]["recvs"][0]
+    victim["segments"][0][1] -= 1
+    victim["received"] -= 1
+    victim["data_bytes"] -= 512
+    assert any("never arrived" in p for p in check_delivery(sched, receipts(run, sched)))
+    assert any(p.startswith(f"transfer {victim['id']} ") for p in run.problems())
+
+
+def test_a_start_before_a_dependency_completed_is_named() -> None:
+    ts = [t(0, "h1", "h0", 0, 16), t(1, "h0", "h1", 0, 16, (0,))]
+    ranks = _simulate(ts, ["h0", "h1"], 16)
+    ranks["h0"]["sends"][0]["start_ns"] = ranks["h0"]["recvs"][0]["end_ns"] - 1
+    run = CollectiveRun(SCHEMES["ecmp"], Transport(mtu=16), ts, ranks, 0)
+    assert run.problems() == ["transfer 1 h0 -> h1 started before transfer 0 completed at h0"]
+
+
+def test_schemes_on_the_kernel_data_plane() -> None:
+    assert on_kernel(scheme("eecmp")).sport == "qp"  # the QP's own UDP port: the kernel's L4 hash spreads QPs
+    assert on_kernel(scheme("ecmp")).sport == "ev"
+    for name in ("pin", "leaf-spray"):
+        with pytest.raises(ValueError, match="kernel data plane cannot carry"):
+            on_kernel(scheme(name))
+    with pytest.raises(ValueError, match="unknown path selection 'x'"):
+        scheme("x")
