@@ -42,25 +42,27 @@ def parse_fault(text: str) -> tuple[str, tuple[str, ...], tuple[tuple[str, Any],
 
 @contextmanager
 def _bar(label: str) -> Iterator[Callable[[int, int], None]]:
-    """A progress bar over the transfers on stderr when it is a terminal."""
+    """A progress bar over the transfers on stderr when it is a terminal (made at the first tick: the
+    total is known then)."""
     if not sys.stderr.isatty():
         yield lambda done, total: None
         return
-    state = {"bar": None, "at": 0}
+    bars: list[Any] = []
+    at = [0]
 
     def tick(done: int, total: int) -> None:
-        if state["bar"] is None:
-            state["bar"] = click.progressbar(length=total, label=label, file=sys.stderr, show_percent=True)
-            state["bar"].__enter__()  # type: ignore[attr-defined]
-        if done > state["at"]:
-            state["bar"].update(done - state["at"])  # type: ignore[attr-defined]
-            state["at"] = done
+        if not bars:
+            bars.append(click.progressbar(length=total, label=label, file=sys.stderr, show_percent=True))
+            bars[0].__enter__()
+        if done > at[0]:
+            bars[0].update(done - at[0])
+            at[0] = done
 
     try:
         yield tick
     finally:
-        if state["bar"] is not None:
-            state["bar"].__exit__(None, None, None)  # type: ignore[attr-defined]
+        if bars:
+            bars[0].__exit__(None, None, None)
 
 
 @click.command("collective")

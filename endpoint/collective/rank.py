@@ -184,14 +184,14 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
                         seq = (rx.psn - k * PSN_STRIDE) & PSN_MASK
                         progress.on_data(reply.peer, k, seq, rx.body[DataHeader.SIZE:], time.monotonic_ns())
             now, now_ns = time.monotonic(), time.monotonic_ns()
-            for tx in core.tick(now, now_ns):
-                emit(tx)
+            for probe in core.tick(now, now_ns):
+                emit(probe)
             busy = False
             for _ in range(BATCH):
-                tx = core.next_packet(now, now_ns)
-                if tx is None:
+                nxt = core.next_packet(now, now_ns)
+                if nxt is None:
                     break
-                emit(tx)
+                emit(nxt)
             else:
                 busy = True
     finally:

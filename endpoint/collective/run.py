@@ -226,6 +226,8 @@ def run(lab: Lab, transfers: Iterable[Any], s: Scheme, transport: Transport | No
         if faulted and fault is not None:
             fault.revert(lab)
             events.append({"what": f"repair: {fault.describe()}", "t_ns": time.monotonic_ns()})
+        if controller and lab.failures():  # what the controller recorded, undone: the next run starts healthy
+            lab.restore()
         for p in procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
