@@ -82,9 +82,12 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
     if missing:
         raise ValueError(f"the EV export has no EVs between {me} and {', '.join(sorted(missing))}")
     qps = max(1, layout.qps())
+    # a message is a transfer (Ethereal splits each into its parts): the packets most of this rank's sends have
+    sizes = [p.packets for p in progress.sends]
+    per_message = max(set(sizes), key=sizes.count) if sizes else 1
     kwargs = {"parts": transport.parts} if transport.policy == "ethereal" else {}
     core = SenderCore(me, {d: evs[d] for d in dests}, policies.make(transport.policy, **kwargs),
-                      SenderConfig(qps, 0, 1, transport.mtu, transport.window, qp_base=transport.qp_base),
+                      SenderConfig(qps, 0, per_message, transport.mtu, transport.window, qp_base=transport.qp_base),
                       EvConfig(min_rto=transport.min_rto_ms / 1e3, max_rto=transport.max_rto_ms / 1e3,
                                probe_interval=transport.probe_ms / 1e3))
     receiver = ReceiverCore(me, evs, bin_ms=0)
@@ -170,10 +173,11 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
                     if q is not None:
                         advance(q, time.monotonic_ns())
                 elif rx.opcode == OP_SEND_ONLY:
+                    arrived_ns = time.monotonic_ns()  # before the ACK leaves: the sender cannot see it earlier
                     header = DataHeader.unpack(rx.body) if not rx.trimmed else None
                     if header is not None:  # the EV rides in the header: the UDP port may be the QP's
                         rx = dataclasses.replace(rx, sport=sport_of(header.ev))
-                    reply = receiver.on_packet(rx, time.monotonic_ns())
+                    reply = receiver.on_packet(rx, arrived_ns)
                     if reply is None:
                         continue
                     sock, nic = nics.by_plane(reply.ev.plane)
@@ -182,7 +186,7 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
                     if header is not None and header.kind == DATA and rx.icrc_ok:
                         k = rx.qp - transport.qp_base
                         seq = (rx.psn - k * PSN_STRIDE) & PSN_MASK
-                        progress.on_data(reply.peer, k, seq, rx.body[DataHeader.SIZE:], time.monotonic_ns())
+                        progress.on_data(reply.peer, k, seq, rx.body[DataHeader.SIZE:], arrived_ns)
             now, now_ns = time.monotonic(), time.monotonic_ns()
             for probe in core.tick(now, now_ns):
                 emit(probe)
