@@ -138,9 +138,6 @@ def analyze(settings: Settings, tick: Tick = lambda n: None) -> Result:
     except CollectiveError as e:
         raise LoadError(str(e)) from None
     leaves = np.unique(np.asarray(placement.leaves))
-    rng = np.random.default_rng(settings.seed)
-    draws = [draw(fab, rng, settings.kind, settings.failures, leaves) for _ in range(settings.draws)] \
-        if settings.failures else []
     out: list[SchemeResult] = []
     for scheme in settings.schemes:
         t0 = time.perf_counter()
@@ -151,7 +148,9 @@ def analyze(settings: Settings, tick: Tick = lambda n: None) -> Result:
         mean = float(loads.mean()) if loads.size else 0.0
         res = SchemeResult(scheme, it.time, it.time / ideal, w.size / it.time * bus_factor(w.collective, placement.size),
                            float(loads.max()) / mean if mean > 0 else None, 0.0, link_loads=loads)
-        for failed in draws:
+        rng = np.random.default_rng(settings.seed)  # the same draws for every scheme, one at a time in memory
+        for _ in range(settings.draws if settings.failures else 0):
+            failed = draw(fab, rng, settings.kind, settings.failures, leaves)
             res.failed_slowdowns.append(iteration(vs, scheme, fab, failed).time / ideal)
             tick(1)
         res.seconds = time.perf_counter() - t0
