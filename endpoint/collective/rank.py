@@ -25,15 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from controller.files.atomic import write_atomic
+from controller.model.topology import load
 from controller.plan.evs import load_export
 from endpoint import policy as policies
+from endpoint.collective import v4
 from endpoint.collective.layout import PSN_MASK, PSN_STRIDE, Layout, RankProgress, Transfer, pattern
 from endpoint.ev import EvConfig
 from endpoint.host import _Nics
 from endpoint.receiver import ReceiverCore
 from endpoint.sender import QpState, SenderConfig, SenderCore, Tx
 from endpoint.wire import DATA, ECT0, OP_ACK, OP_SEND_ONLY, AckHeader, DataHeader, ack_frame, encap, parse, sport_of
-from mininet_labs.traffic import _send_all, roce_frame
+from mininet_labs.traffic import _send_all, host_nics, roce_frame
 
 FORMAT = "srv6-fabric-collective-plan/1"
 BATCH = 32  # packets sent before the sockets are read again
@@ -54,6 +56,7 @@ class Transport:
     min_rto_ms: float = 25.0
     max_rto_ms: float = 1000.0
     probe_ms: float = 20.0
+    ipv4: bool = False  # RoCEv2 over the hosts' IPv4 addresses (eecmp_qp_hash routes IPv4 only)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -93,6 +96,9 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
     receiver = ReceiverCore(me, evs, bin_ms=0)
     peers = {e.dst: d for d, v in evs.items() for e in v}
     nics = _Nics(plan["topology"], me)
+    model = load(plan["topology"])
+    to_v4 = {n.v6: n.v4 for h in model.hosts for n in host_nics(model, h)}
+    to_v6 = {v4: v6 for v6, v4 in to_v4.items()}
     stop = {"now": False}
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -112,6 +118,10 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
             sport = qp_sport(tx.qp) if transport.sport == "qp" else sport_of(tx.ev)
         else:
             data, sport = b"", sport_of(tx.ev)
+        if transport.ipv4:
+            _send_all(sock, v4.data_frame(nic.mac, nic.gateway_mac, to_v4[ev.src], to_v4[ev.dst], tx.qp, tx.psn,
+                                          tx.header.pack() + data, sport, OP_SEND_ONLY, ECT0))
+            return
         inner = roce_frame(nic.mac, nic.gateway_mac, ev.src, ev.dst, OP_SEND_ONLY, tx.qp, tx.psn,
                            tx.header.pack() + data, sport=sport, tc=ECT0)
         _send_all(sock, encap(nic.mac, nic.gateway_mac, ev.src, ev.carrier, inner))
@@ -157,7 +167,7 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
             now = time.monotonic()
             wait = 0.0 if busy else min(core.next_timer(now), deadline) - now
             for frame in nics.frames(wait if not written else min(wait, 0.05)):
-                rx = parse(frame)
+                rx = parse(frame) or (v4.parse(frame, to_v6) if transport.ipv4 else None)
                 if rx is None or rx.src not in peers:
                     continue
                 if rx.opcode == OP_ACK:
@@ -181,8 +191,12 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
                     if reply is None:
                         continue
                     sock, nic = nics.by_plane(reply.ev.plane)
-                    _send_all(sock, ack_frame(nic.mac, nic.gateway_mac, reply.ev.src, reply.ev.dst,
-                                              reply.ev.carrier, reply.qp, reply.psn, reply.header))
+                    if transport.ipv4:
+                        _send_all(sock, v4.ack_frame(nic.mac, nic.gateway_mac, to_v4[reply.ev.src], to_v4[reply.ev.dst],
+                                                     reply.qp, reply.psn, reply.header, sport_of(reply.header.ev)))
+                    else:
+                        _send_all(sock, ack_frame(nic.mac, nic.gateway_mac, reply.ev.src, reply.ev.dst,
+                                                  reply.ev.carrier, reply.qp, reply.psn, reply.header))
                     if header is not None and header.kind == DATA and rx.icrc_ok:
                         k = rx.qp - transport.qp_base
                         seq = (rx.psn - k * PSN_STRIDE) & PSN_MASK

@@ -172,7 +172,7 @@ def run(lab: Lab, transfers: Iterable[Any], s: Scheme, transport: Transport | No
     for h in sorted({t.src for t in ts} | {t.dst for t in ts}):
         lab.host(h)
     s = install(lab, s)
-    tr = fit_timers(dataclasses.replace(transport or Transport(), policy=s.policy, sport=s.sport), current(lab.dir))
+    tr = fit_timers(dataclasses.replace(transport or Transport(), policy=s.policy, sport=s.sport, ipv4=s.ipv4), current(lab.dir))
     Layout(ts, tr.mtu)  # refuses a bad MTU before any process starts
     run_dir = lab.dir / "collective" / str(time.monotonic_ns())
     run_dir.mkdir(parents=True)

@@ -32,6 +32,7 @@ class Scheme:
     kernel: str | None = None  # why the kernel data plane cannot carry it; None: it can
     kernel_sport: str | None = None  # on the kernel: the UDP source port that carries the scheme there
     what: str = ""
+    ipv4: bool = False  # RoCEv2 over IPv4: eecmp_qp_hash's plan routes IPv4 only
 
     def options(self, host_pins: tuple = ()) -> Options:  # type: ignore[type-arg]
         return Options(program=self.program, mode=self.mode, host_pins=host_pins if self.pins else (),  # type: ignore[arg-type]
@@ -39,10 +40,10 @@ class Scheme:
 
 
 SCHEMES: dict[str, Scheme] = {s.name: s for s in (
-    Scheme("ecmp", EECMP, FLOW, "leaf", "qp-rr", what="5-tuple ECMP at the leaves"),
-    Scheme("eecmp", EECMP, QP, "leaf", "qp-rr", kernel_sport="qp",
+    Scheme("ecmp", EECMP, FLOW, "leaf", "qp-rr", ipv4=True, what="5-tuple ECMP at the leaves"),
+    Scheme("eecmp", EECMP, QP, "leaf", "qp-rr", kernel_sport="qp", ipv4=True,
            what="E-ECMP on the destination QP (kernel: the QP's own UDP source port, which its L4 hash reads)"),
-    Scheme("pin", EECMP, FLOW, "leaf", "qp-rr", pins=True,
+    Scheme("pin", EECMP, FLOW, "leaf", "qp-rr", pins=True, ipv4=True,
            kernel="path pinning: the kernel's multipath routes have no per-destination-host pin (plan pins are refused)",
            what="path pinning by destination host slot"),
     Scheme("leaf-spray", SPRAY, PACKET, "leaf", "qp-rr",
@@ -67,4 +68,4 @@ def on_kernel(s: Scheme) -> Scheme:
         raise ValueError(f"the kernel data plane cannot carry {s.name}: {s.kernel}")
     from dataclasses import replace
 
-    return replace(s, program=SPRAY, mode=FLOW, sport=s.kernel_sport or s.sport)
+    return replace(s, program=SPRAY, mode=FLOW, sport=s.kernel_sport or s.sport, ipv4=False)

@@ -20,7 +20,7 @@ SMALL = Transport(window=4, mtu=1024)
 
 def _job(lab: Any, collective: str, name: str, **kw: Any) -> Any:
     sched = schedule(Workload(collective, kw.pop("size", 32 * 1024), iterations=2, warmup=1, qps=2,  # type: ignore[arg-type]
-                              strategy=kw.pop("strategy", "split")), place(lab.model, kw.pop("placement", "packed")))
+                              strategy=kw.pop("strategy", "split")), place(lab.model, kw.pop("placement", "spread")))
     rep = job(lab, sched, scheme(name), SMALL, timeout=120, **kw)
     return sched, rep
 
@@ -33,7 +33,7 @@ def test_ring_allreduce_delivers_every_byte_once_in_step_order(lab: Any, name: s
     tl = rep.run.timeline()
     assert len(tl) == len(sched.transfers) == 3 * 6 * 4 * 2  # iterations x steps x ranks x QPs (split)
     assert sum(t["data_bytes"] for t in tl) == sum(t.bytes for t in sched.transfers)
-    # the fabric carried the cross-leaf halves of the ring: h1 -> h2 and h3 -> h0 leave their leaves
+    # spread: every hop of the ring crosses the fabric
     assert sum(rep.link_loads.values()) > 0
 
 
@@ -45,7 +45,7 @@ def test_alltoall_and_halving_doubling_round_robin(lab: Any) -> None:
 
 
 def test_host_spraying_resends_around_a_dead_link_and_still_delivers_exactly_once(lab: Any) -> None:
-    # the link is dead from the start: half of h1's plane-0 packets to h2 go to it and are lost
+    # the link is dead from the start: half of h0's plane-0 packets to h2 go to it and are lost
     sched, rep = _job(lab, "allreduce", "host-spray", fault=Fault("blackhole", ("p0-t0-0", "p0-t1-0")),
                       fault_at=0.0)
     assert rep.problems == []

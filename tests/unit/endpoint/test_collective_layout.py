@@ -131,3 +131,25 @@ def test_schemes_on_the_kernel_data_plane() -> None:
             on_kernel(scheme(name))
     with pytest.raises(ValueError, match="unknown path selection 'x'"):
         scheme("x")
+
+
+def test_ipv4_frames_read_back_with_the_peers_ipv6_addresses() -> None:
+    from endpoint.collective import v4
+    from endpoint.wire import ACK, DATA, OP_SEND_ONLY, AckHeader, DataHeader
+
+    to_v6 = {"10.0.0.1": "fd00::1", "10.0.1.1": "fd00:0:1::1"}
+    header = DataHeader(DATA, "h0", 1023, 7, 3, 0, 12345)
+    frame = v4.data_frame("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "10.0.1.1", 0x101, 5,
+                          header.pack() + b"x" * 20, 0xC3FF, OP_SEND_ONLY, 2)
+    rx = v4.parse(frame, to_v6)
+    assert rx is not None
+    assert (rx.src, rx.dst, rx.qp, rx.psn, rx.sport, rx.ecn, rx.icrc_ok) == ("fd00::1", "fd00:0:1::1", 0x101, 5, 0xC3FF,
+                                                                             2, True)
+    assert DataHeader.unpack(rx.body) == header and rx.body[DataHeader.SIZE:] == b"x" * 20
+    ack = v4.parse(v4.ack_frame("02:00:00:00:00:02", "02:00:00:00:00:01", "10.0.1.1", "10.0.0.1", 0x101, 5,
+                                AckHeader(ACK, 1023, 7, 12345), 0xC3FF), to_v6)
+    assert ack is not None and AckHeader.unpack(ack.body[4:]) == AckHeader(ACK, 1023, 7, 12345)
+    assert v4.parse(frame, {}) is None  # from no known host
+    bad = bytearray(frame)
+    bad[-10] ^= 1
+    assert v4.parse(bytes(bad), to_v6).icrc_ok is False  # type: ignore[union-attr]
