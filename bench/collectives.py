@@ -184,7 +184,10 @@ def main() -> int:
     if args.dataplane == "kernel":
         from mininet_labs.kernel.lab import KernelLab
 
-        lab: Any = KernelLab(model, args.dir, name="benchcoll")
+        import dataclasses
+
+        # endpoint mode's carriers pass a kernel leaf's SR boundary only when the topology says so at lab up
+        lab: Any = KernelLab(dataclasses.replace(model, host_source_routing=True), args.dir, name="benchcoll")
     else:
         lab = Lab(model, args.dir, tag="bc")
     doc: dict[str, Any] = {"bench": "collectives", "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},

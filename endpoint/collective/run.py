@@ -151,6 +151,9 @@ def install(lab: Lab, s: Scheme) -> Scheme:
     scheme as it runs there."""
     if _kernel(lab):
         s = on_kernel(s)
+        if s.evs == "host" and not lab.model.host_source_routing:
+            raise LabError(f"{s.name} on the kernel lab needs a lab whose topology sets host_source_routing: true (its "
+                           "leaves' SR boundary is set at lab up and drops host-written carriers otherwise)")
     from mininet_labs.balance import _install, host_pins
 
     pins = host_pins(lab) if s.pins else ()

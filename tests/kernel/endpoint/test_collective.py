@@ -5,6 +5,9 @@ transfers it depends on completed at it (the runner's checks and the workload's)
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,8 +28,24 @@ def _job(lab: Any, collective: str, name: str, **kw: Any) -> Any:
     return sched, rep
 
 
+@pytest.fixture(scope="module")
+def hsr_lab(kernel_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A kernel lab whose topology sets host_source_routing: its leaves' SR boundary admits the carriers
+    endpoint-mode hosts write (the boundary is set at lab up)."""
+    from mininet_labs.kernel.lab import KernelLab
+    from mininet_labs.lab import default_topology
+
+    running = KernelLab(dataclasses.replace(default_topology(), host_source_routing=True),
+                        tmp_path_factory.mktemp("kernel-hsr-lab"), name=f"h{os.getpid()}").up()
+    try:
+        yield running
+    finally:
+        assert running.down().clean
+
+
 @pytest.mark.parametrize("name", ["ecmp", "eecmp", "host-spray", "ethereal"])
-def test_ring_allreduce_delivers_every_byte_once_in_step_order(lab: Any, name: str) -> None:
+def test_ring_allreduce_delivers_every_byte_once_in_step_order(request: pytest.FixtureRequest, name: str) -> None:
+    lab = request.getfixturevalue("hsr_lab" if scheme(name).evs == "host" else "lab")
     sched, rep = _job(lab, "allreduce", name)
     assert rep.problems == []
     assert rep.metrics is not None and len(rep.metrics.iterations) == 3
@@ -38,13 +57,14 @@ def test_ring_allreduce_delivers_every_byte_once_in_step_order(lab: Any, name: s
 
 
 def test_alltoall_and_halving_doubling_round_robin(lab: Any) -> None:
-    for collective in ("alltoall", "allreduce_hd"):
+    for collective in ("alltoall", "allreduce_hd"):  # eecmp: the QP's own UDP source port on the kernel
         sched, rep = _job(lab, collective, "eecmp", strategy="round_robin")
         assert rep.problems == [], collective
         assert {t["dst"] for t in rep.run.timeline()} == set(sched.placement.hosts)
 
 
-def test_host_spraying_resends_around_a_dead_link_and_still_delivers_exactly_once(lab: Any) -> None:
+def test_host_spraying_resends_around_a_dead_link_and_still_delivers_exactly_once(hsr_lab: Any) -> None:
+    lab = hsr_lab
     # the link is dead from the start: half of h0's plane-0 packets to h2 go to it and are lost
     sched, rep = _job(lab, "allreduce", "host-spray", fault=Fault("blackhole", ("p0-t0-0", "p0-t1-0")),
                       fault_at=0.0)
@@ -52,3 +72,10 @@ def test_host_spraying_resends_around_a_dead_link_and_still_delivers_exactly_onc
     assert rep.run.events[0]["what"] == "fault: blackhole p0-t0-0 p0-t1-0"
     assert rep.run.events[-1]["what"] == "repair: blackhole p0-t0-0 p0-t1-0"
     assert sum(t["retransmitted"] for t in rep.run.timeline()) > 0
+
+
+def test_endpoint_mode_on_a_kernel_lab_without_it_is_refused_in_one_line(lab: Any) -> None:
+    from mininet_labs.lab import LabError
+
+    with pytest.raises(LabError, match="needs a lab whose topology sets host_source_routing: true"):
+        _job(lab, "allreduce", "host-spray")
