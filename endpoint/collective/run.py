@@ -175,7 +175,8 @@ def run(lab: Lab, transfers: Iterable[Any], s: Scheme, transport: Transport | No
     for h in sorted({t.src for t in ts} | {t.dst for t in ts}):
         lab.host(h)
     s = install(lab, s)
-    tr = fit_timers(dataclasses.replace(transport or Transport(), policy=s.policy, sport=s.sport, ipv4=s.ipv4), current(lab.dir))
+    tr = fit_timers(dataclasses.replace(transport or Transport(), policy=s.policy, sport=s.sport, ipv4=s.ipv4),
+                    current(lab.dir), qps_per_link(ts, lab.model.planes))
     Layout(ts, tr.mtu)  # refuses a bad MTU before any process starts
     run_dir = lab.dir / "collective" / str(time.monotonic_ns())
     run_dir.mkdir(parents=True)
@@ -272,14 +273,25 @@ def frame_bytes(tr: Transport, carrier: bool = False) -> int:
     return tr.mtu + WIRE_OVERHEAD + (CARRIER if carrier else 0)
 
 
-def fit_timers(tr: Transport, rate: LinkRate | None) -> Transport:
-    """On shaped links a full window waits in a link's queue for window x frame time; a collision doubles
-    it. The minimum RTO is held at twice that (four windows of frames), so queueing is not taken for
-    loss; the maximum at four times the minimum."""
+def qps_per_link(ts: Sequence[Transfer], planes: int) -> int:
+    """The most QPs one rank keeps busy at once on one of its NIC ports: its sends of the first step,
+    spread over the planes (an all-to-all: every peer's QPs at once)."""
+    first = min((t.iteration, t.step) for t in ts)
+    busy: dict[str, set[tuple[str, int]]] = {}
+    for t in ts:
+        if (t.iteration, t.step) == first:
+            busy.setdefault(t.src, set()).add((t.dst, t.qp_index))
+    return max(1, max((-(-len(v) // max(1, planes)) for v in busy.values()), default=1))
+
+
+def fit_timers(tr: Transport, rate: LinkRate | None, per_link: int = 1) -> Transport:
+    """On shaped links the windows of the QPs sharing a link wait in its queue (per_link x window frames);
+    a collision doubles it. The minimum RTO is held at twice that, and at least four windows of frames,
+    so queueing is not taken for loss; the maximum at four times the minimum."""
     if rate is None:
         return tr
     frame_ms = frame_bytes(tr, True) / rate.bytes_per_s * 1e3
-    floor = max(tr.min_rto_ms, round(4 * tr.window * frame_ms, 1))
+    floor = max(tr.min_rto_ms, round(max(4, 2 * per_link) * tr.window * frame_ms, 1))
     return dataclasses.replace(tr, min_rto_ms=floor, max_rto_ms=max(tr.max_rto_ms, 4 * floor))
 
 

@@ -153,3 +153,23 @@ def test_ipv4_frames_read_back_with_the_peers_ipv6_addresses() -> None:
     bad = bytearray(frame)
     bad[-10] ^= 1
     assert v4.parse(bytes(bad), to_v6).icrc_ok is False  # type: ignore[union-attr]
+
+
+def test_the_rto_floor_covers_the_windows_queued_behind_a_shaped_link() -> None:
+    from controller.workload import Workload, place, schedule
+    from endpoint.collective.run import fit_timers, frame_bytes, qps_per_link
+    from mininet_labs.shaping import LinkRate
+
+    topo = build(2, 2, 2, 2)
+    ring = [Transfer.of(x) for x in schedule(Workload("allreduce", 8192, qps=2, strategy="split"),
+                                             place(topo, "packed")).transfers]
+    a2a = [Transfer.of(x) for x in schedule(Workload("alltoall", 8192, qps=8, strategy="split"),
+                                            place(topo, "packed")).transfers]
+    assert qps_per_link(ring, 2) == 1  # one QP per plane to the next rank
+    assert qps_per_link(a2a, 2) == 12  # 3 peers x 8 QPs over 2 planes
+    tr = Transport(window=4, mtu=1024)
+    frame_ms = frame_bytes(tr, True) / LinkRate(1.0).bytes_per_s * 1e3
+    assert fit_timers(tr, None, 12) is tr
+    assert fit_timers(tr, LinkRate(1.0), 1).min_rto_ms == round(4 * 4 * frame_ms, 1)
+    t = fit_timers(tr, LinkRate(1.0), 12)
+    assert (t.min_rto_ms, t.max_rto_ms) == (round(24 * 4 * frame_ms, 1), 4 * round(24 * 4 * frame_ms, 1))
