@@ -173,3 +173,17 @@ def test_the_rto_floor_covers_the_windows_queued_behind_a_shaped_link() -> None:
     assert fit_timers(tr, LinkRate(1.0), 1).min_rto_ms == round(4 * 4 * frame_ms, 1)
     t = fit_timers(tr, LinkRate(1.0), 12)
     assert (t.min_rto_ms, t.max_rto_ms) == (round(24 * 4 * frame_ms, 1), 4 * round(24 * 4 * frame_ms, 1))
+
+
+def test_ethereal_parts_of_two_peers_on_the_same_qp_number_keep_their_own_evs() -> None:
+    from endpoint.collective.rank import PerDestEthereal
+    from endpoint.ev import EvTable
+    from endpoint.policy import Flow
+
+    pol = PerDestEthereal(2)
+    a, b = EvTable([1, 2]), EvTable([1023, 2047])  # a remote peer's EVs; a peer under the same leaf's
+    fa, fb = Flow("h0", "h2", 0xC000, 0x100, 0), Flow("h0", "h1", 0xC000, 0x100, 0)
+    pol.on_message(a, fa, 0, 4)
+    pol.on_message(b, fb, 0, 4)
+    assert {pol.pick(a, fa, s) for s in range(4)} == {1, 2}
+    assert {pol.pick(b, fb, s) for s in range(4)} == {1023, 2047}
