@@ -140,7 +140,7 @@ def spine_freeze(b: Bench) -> dict[str, Any]:
     sched = b.sched("allreduce", "spread", 2, "split", iterations=b.args.fault_iterations)
     out: dict[str, Any] = {"claim": "a T1 that stopped forwarding left job throughput largely unaffected (MRC)",
                            "fault": "freeze p0-t1-0", "fault_at_s": b.args.fault_at, "repair_at_s": b.args.repair_at}
-    for name in ("leaf-spray", "host-spray", "eecmp"):
+    for name in b.args.freeze_schemes.split(","):
         clean = b.case(f"{name} no fault", sched, name, controller=True)
         hurt = b.case(f"{name} spine frozen", sched, name, fault=Fault("freeze", ("p0-t1-0",)),
                       fault_at=b.args.fault_at, repair_at=b.args.repair_at, controller=True)
@@ -170,6 +170,7 @@ def main() -> int:
     ap.add_argument("--fault-iterations", type=int, default=6)
     ap.add_argument("--fault-at", type=float, default=2.0)
     ap.add_argument("--repair-at", type=float, default=4.0)
+    ap.add_argument("--freeze-schemes", default="leaf-spray,host-spray,eecmp", help="spine_freeze: these schemes")
     ap.add_argument("--window", type=int, default=4)
     ap.add_argument("--mtu", type=int, default=1024)
     ap.add_argument("--timeout", type=float, default=120.0)
