@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from controller.analysis.design import Design
-from controller.analysis.fabricload import SCHEME_NAMES, SCHEMES, Fabric, Failed, LoadError, Scheme, draw, iteration, \
-    per_qp, variants
+from controller.analysis.fabricload import MAX_PARTS, SCHEME_NAMES, SCHEMES, Fabric, Failed, LoadError, Scheme, draw, \
+    iteration, per_qp, variants
 from controller.workload import NAMES, CollectiveError, Placement, PlacementError, Rates, Workload, bus_factor, grid, \
     ideal_time
 
@@ -113,6 +113,11 @@ def check(settings: Settings) -> Placement:
     try:
         p = place(settings)
         variants(settings.workload, Placement(p.ranks[:2], p.planes), settings.fabric(), False)
+        flows = _widest(settings.workload, p.size)
+        qps = settings.workload.qps if settings.workload.strategy == "split" else 1
+        if flows * qps > MAX_PARTS:
+            raise LoadError(f"one step of this job is {flows * qps:,} QP parts, more than the {MAX_PARTS:,} the analysis "
+                            "holds in memory (about 4 GB); fewer ranks (--ranks) or QPs")
     except (CollectiveError, PlacementError) as e:
         raise LoadError(str(e)) from None
     d = settings.design
@@ -121,6 +126,11 @@ def check(settings: Settings) -> Placement:
         what = "leaf-spine links of the job's leaves" if settings.kind == "link" else "T1 switches"
         raise LoadError(f"--failures {settings.failures} is more than the {room} {what}")
     return p
+
+
+def _widest(w: Workload, n: int) -> int:
+    """Flows in the collective's widest step, without building it."""
+    return n * (n - 1) if w.collective == "alltoall" else n
 
 
 def units(settings: Settings) -> int:

@@ -17,9 +17,9 @@ is its index mod the planes, as the lab's senders do). Schemes:
                 live spines of the QP's plane
     host_spray  endpoint mode (MRC): the host sprays over every live (plane, spine) path, evenly
     ethereal    Ethereal: a source leaf's flows split into equal single-path parts (_parts: enough that its
-                flows cover its paths as evenly as whole parts can), each part in turn to the path of any
-                plane whose busiest link after it (source and destination NIC ports, uplink, destination
-                downlink) is least loaded; one flow of every source leaf at a time
+                flows cover its paths as evenly as whole parts can), a flow's parts on the least-loaded
+                paths (busiest of NIC ports, uplink, destination downlink) taken plane by plane so they
+                share the NIC ports evenly; one flow of every source leaf at a time, on the loads so far
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ SCHEME_NAMES = {"ecmp": "5-tuple ECMP", "eecmp": "E-ECMP (dst QP)", "pin": "path
                 "leaf_spray": "leaf spraying", "host_spray": "host EV spraying", "ethereal": "Ethereal split+assign"}
 _PER_QP = ("ecmp", "eecmp", "pin", "leaf_spray")  # schemes whose path or plane follows the QP
 _CHUNK = 4096
+MAX_PARTS = 20_000_000  # a step's QP parts: ~200 bytes each through the hash and the scheme (all-to-all at 1,024 ranks x 8 QPs: 8.4 M, 1.8 GB)
 
 
 class LoadError(ValueError):
@@ -141,7 +142,12 @@ def variants(workload: Workload, placement: Placement, fabric: Fabric, per_qp: b
     host = leaf * fabric.hosts_per_leaf + slot
     out: list[Variant] = []
     q_all = workload.qps
-    for p in patterns(workload.collective, n):
+    pats = patterns(workload.collective, n)
+    widest = max(len(p.src) for p in pats) * (q_all if per_qp and workload.strategy == "split" else 1)
+    if widest > MAX_PARTS:
+        raise LoadError(f"one step of this job is {widest:,} QP parts, more than the {MAX_PARTS:,} the analysis "
+                        "holds in memory (about 4 GB); fewer ranks (--ranks) or QPs")
+    for p in pats:
         nbytes = p.chunks * (workload.size / n)
         if not per_qp:
             out.append(_variant(host, leaf, slot, p.src, p.dst, nbytes, 0, workload, fabric, p.repeat))
@@ -346,6 +352,32 @@ def _place(out: Loads, a: np.ndarray, b: np.ndarray, src: np.ndarray, dst: np.nd
     np.add.at(out.host_down, (col // spines, dst), part)
 
 
+def _by_plane(cost: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Columns (plane * spines + spine) of each row's k cheapest finite paths in plane-major rounds: the
+    cheapest of every plane (planes by cost), then the second of every plane, and so on."""
+    rows, planes, spines = cost.shape
+    kmax = int(k.max())
+    r = min(spines, -(-kmax // planes))
+    while True:
+        if r < spines:
+            idx = np.argpartition(cost, r - 1, axis=2)[:, :, :r]
+        else:
+            idx = np.broadcast_to(np.arange(spines), cost.shape).copy()
+        c = np.take_along_axis(cost, idx, axis=2)
+        o = np.argsort(c, axis=2, kind="stable")
+        idx, c = np.take_along_axis(idx, o, axis=2), np.take_along_axis(c, o, axis=2)  # each plane's r cheapest, sorted
+        if r >= spines or bool((np.isfinite(c).sum(axis=(1, 2)) >= k).all()):
+            break
+        r = min(spines, 2 * r)
+    col = (np.arange(planes)[None, :, None] * spines + idx).transpose(0, 2, 1).reshape(rows, -1)  # round-major
+    c = c.transpose(0, 2, 1)
+    within = np.argsort(c, axis=2, kind="stable")  # in each round, planes by cost
+    col = np.take_along_axis(col.reshape(rows, r, planes), within, axis=2).reshape(rows, -1)
+    dead = np.isinf(np.take_along_axis(c, within, axis=2).reshape(rows, -1))
+    first = np.argsort(dead, axis=1, kind="stable")[:, :kmax]
+    return np.take_along_axis(col, first, axis=1)
+
+
 def _parts(flows: np.ndarray, paths: np.ndarray) -> np.ndarray:
     """Ethereal's split: equal parts per flow so that a source leaf's flows x parts cover its paths as evenly
     as whole parts can. From k0 = ceil(paths / flows) up to 16 k0 (and at most one part a path), the k whose
@@ -398,28 +430,19 @@ def _ethereal(v: Variant, fabric: Fabric, failed: Failed) -> Loads:
         unit = part * 8 / max(fabric.link_bps, fabric.host_bps) * 1e-3  # well under one part's time
         tie = ((pos[None, :] - offset[:, None]) % PS) / (PS + 1) * unit[:, None]
         src, dst = v.src[rows], v.dst[rows]
-        # a healthy leaf pair whose flows' parts cover its paths exactly: every part at once, on the loads
-        # before the round (the tie order spreads them over the planes); else one part at a time
-        clean = ~whole & (k * nflows == n_live) & (n_live == PS)
-        c = np.nonzero(clean)[0]
-        if len(c):
-            kc = int(k[c].max())
-            links = np.maximum(out.up[a[c]], out.down[b[c]]) * 8 / fabric.link_bps
-            ports = np.repeat(np.maximum(out.host_up[:, src[c]], out.host_down[:, dst[c]]).T, S, axis=1) \
-                * 8 / fabric.host_bps
-            cost = np.maximum(links, ports) + tie[c]
-            pick = np.argpartition(cost, kc - 1, axis=1)[:, :kc] if kc < PS else np.tile(np.arange(PS), (len(c), 1))
-            use = np.arange(kc)[None, :] < k[c][:, None]
-            rr, cc = np.nonzero(use)
-            _place(out, a[c][rr], b[c][rr], src[c][rr], dst[c][rr], pick[rr, cc], part[c][rr], S)
-        for t in range(int(k[~whole & ~clean].max(initial=0))):
-            m = np.nonzero(~whole & ~clean & (t < k))[0]  # one part of each flow at a time, on loads with the last in
-            pb = part[m][:, None]
-            links = (np.maximum(out.up[a[m]], out.down[b[m]]) + pb) * 8 / fabric.link_bps
-            ports = (np.repeat(np.maximum(out.host_up[:, src[m]], out.host_down[:, dst[m]]).T, S, axis=1) + pb) \
-                * 8 / fabric.host_bps
-            cost = np.where(live[m], np.maximum(links, ports) + tie[m], np.inf)
-            _place(out, a[m], b[m], src[m], dst[m], np.argmin(cost, axis=1), part[m], S)
+        m = np.nonzero(~whole)[0]
+        if not len(m):
+            continue
+        links = np.maximum(out.up[a[m]], out.down[b[m]]) * 8 / fabric.link_bps
+        ports = np.repeat(np.maximum(out.host_up[:, src[m]], out.host_down[:, dst[m]]).T, S, axis=1) \
+            * 8 / fabric.host_bps
+        cost = np.where(live[m], np.maximum(links, ports) + tie[m], np.inf)
+        # the k least-loaded paths, taken plane by plane (each plane's cheapest, then each plane's second...)
+        # so that a flow's parts share its NIC ports evenly; dead paths never
+        pick = _by_plane(cost.reshape(len(m), P, S), k[m])
+        kmax = pick.shape[1]
+        rr, cc = np.nonzero(np.arange(kmax)[None, :] < k[m][:, None])
+        _place(out, a[m][rr], b[m][rr], src[m][rr], dst[m][rr], pick[rr, cc], part[m][rr], S)
     return out
 
 

@@ -79,6 +79,8 @@ def test_help_teaches_the_schemes() -> None:
     (["--design", "1x2x2x2", "--link-rate", "fast"], "error: --link-rate 'fast' is not a rate in Gb/s"),
     (["--design", "1x2x2x2", "--png", "x.svg"], "error: plot file x.svg must end in .png"),
     ([], "error: no design: give --design"),
+    (["--design", "1x2x512x256", "--collective", "alltoall", "--ranks", "4096", "--qps", "2", "--strategy", "split"],
+     "error: one step of this job is 33,546,240 QP parts, more than the 20,000,000"),
 ])
 def test_bad_input_is_one_error_line(args: list[str], message: str, tmp_path: Path) -> None:
     png = tmp_path / "keep.png"
