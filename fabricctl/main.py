@@ -21,6 +21,7 @@ from fabricctl.analyze import analyze, topo_draw
 from fabricctl.doctor import doctor
 from fabricctl.endpoint import endpoint
 from fabricctl.evs import evs
+from fabricctl.collective import collective, shape_cmd
 from fabricctl.failures import fail, restore
 from fabricctl.fault import carrier_watch, fault
 from fabricctl.install import install
@@ -144,7 +145,7 @@ for command in (topo, plan_cmd, install, fail, restore, status, shell, p4, lab, 
 topo.add_command(topo_draw)
 lab.add_command(fault)
 lab.add_command(carrier_watch)
-for command in (fail_scenario, cross_plane_cmd, balance_cmd, demo):
+for command in (fail_scenario, cross_plane_cmd, balance_cmd, demo, collective, shape_cmd):
     lab.add_command(command)
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from endpoint.collective.rank import main
+
+sys.exit(main())

@@ -1,0 +1,259 @@
+"""One rank of a collective in its lab host: a SenderCore towards every peer it sends to and a
+ReceiverCore for every peer, on the host's plane NICs, driven by the transfers' dependencies.
+
+    python3 -m endpoint.collective rank --plan plan.json --rank h0 --out h0.json
+
+The plan (run.py writes it) names the topology, the EV export, the transport settings and every
+transfer. One SenderCore carries the whole run: a QP's `total` grows by a transfer's packets when the
+transfer starts (its dependencies complete, layout.RankProgress), so EV health, RTT estimates and
+PSNs carry over from step to step as on a NIC. The rank writes `<out>.ready`, waits for the go file
+(the common start time, monotonic ns), runs, writes its timeline to `out` when every transfer of its
+completed, and keeps acknowledging until SIGTERM (a peer may still resend) or the plan's timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import signal
+import sys
+import time
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from controller.files.atomic import write_atomic
+from controller.model.topology import load
+from controller.plan.evs import load_export
+from endpoint import policy as policies
+from endpoint.collective import v4
+from endpoint.collective.layout import PSN_MASK, PSN_STRIDE, Layout, RankProgress, Transfer, pattern
+from endpoint.ev import EvConfig
+from endpoint.host import _Nics
+from endpoint.receiver import ReceiverCore
+from endpoint.sender import QpState, SenderConfig, SenderCore, Tx
+from endpoint.wire import DATA, ECT0, OP_ACK, OP_SEND_ONLY, AckHeader, DataHeader, ack_frame, encap, parse, sport_of
+from mininet_labs.traffic import _send_all, host_nics, roce_frame
+
+FORMAT = "srv6-fabric-collective-plan/1"
+BATCH = 32  # packets sent before the sockets are read again
+
+
+@dataclasses.dataclass(frozen=True)
+class Transport:
+    """How every rank sends: EV policy, UDP source port ('ev': the EV's, one per host pair and path as
+    the endpoint sends; 'qp': one per QP, as a NIC that spreads QPs over ports), QPs, window, data bytes
+    per packet, timers (ms)."""
+
+    policy: str = "qp-rr"
+    sport: str = "ev"
+    qp_base: int = 0x100
+    window: int = 4
+    mtu: int = 1024
+    parts: int = 4
+    min_rto_ms: float = 25.0
+    max_rto_ms: float = 1000.0
+    probe_ms: float = 20.0
+    ipv4: bool = False  # RoCEv2 over the hosts' IPv4 addresses (eecmp_qp_hash routes IPv4 only)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def qp_sport(qp: int) -> int:
+    """A QP's own UDP source port in the RoCEv2 range (0xC000 and up), spread by a CRC of its number."""
+    return 0xC000 | (zlib.crc32(qp.to_bytes(4, "big")) & 0x3FFF)
+
+
+class PerDestEthereal(policies.Ethereal):
+    """Ethereal with its parts' routes kept per destination: the policy keys them by (QP number, PSN
+    offset), and a rank's QPs towards different peers share QP numbers (qp_base + index), so one peer's
+    part took another's route, an EV of the wrong destination."""
+
+    def _own(self, flow: policies.Flow) -> policies.Flow:
+        return dataclasses.replace(flow, qp=hash((flow.dst, flow.qp)))
+
+    def on_message(self, table: Any, flow: policies.Flow, first_seq: int, packets: int) -> None:
+        super().on_message(table, self._own(flow), first_seq, packets)
+
+    def pick(self, table: Any, flow: policies.Flow, seq: int) -> int:
+        return super().pick(table, self._own(flow), seq)
+
+
+def read_plan(path: str) -> dict[str, Any]:
+    doc = json.loads(Path(path).read_text())
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a collective plan (no \"format\": \"{FORMAT}\")")
+    return doc
+
+
+def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
+    transport = Transport(**plan["transport"])
+    transfers = [Transfer.of(t) for t in plan["transfers"]]
+    layout = Layout(transfers, transport.mtu)
+    progress = RankProgress(me, layout)
+    evs = load_export(json.loads(Path(plan["evs"]).read_text()), me)
+    dests = sorted({t.dst for t in transfers if t.src == me})
+    missing = [d for d in {t.src for t in transfers if t.dst == me} | set(dests) if d not in evs]
+    if missing:
+        raise ValueError(f"the EV export has no EVs between {me} and {', '.join(sorted(missing))}")
+    qps = max(1, layout.qps())
+    # a message is a transfer (Ethereal splits each into its parts): the packets most of this rank's sends have
+    sizes = [p.packets for p in progress.sends]
+    per_message = max(set(sizes), key=sizes.count) if sizes else 1
+    policy = PerDestEthereal(transport.parts) if transport.policy == "ethereal" else policies.make(transport.policy)
+    core = SenderCore(me, {d: evs[d] for d in dests}, policy,
+                      SenderConfig(qps, 0, per_message, transport.mtu, transport.window, qp_base=transport.qp_base),
+                      EvConfig(min_rto=transport.min_rto_ms / 1e3, max_rto=transport.max_rto_ms / 1e3,
+                               probe_interval=transport.probe_ms / 1e3))
+    receiver = ReceiverCore(me, evs, bin_ms=0)
+    peers = {e.dst: d for d, v in evs.items() for e in v}
+    nics = _Nics(plan["topology"], me)
+    model = load(plan["topology"])
+    to_v4 = {n.v6: n.v4 for h in model.hosts for n in host_nics(model, h)}
+    to_v6 = {v4: v6 for v6, v4 in to_v4.items()}
+    stop = {"now": False}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop["now"] = True
+
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, on_signal)
+
+    def emit(tx: Tx) -> None:
+        ev = core.evs[tx.dst][tx.ev]
+        sock, nic = nics.by_plane(ev.plane)
+        k = tx.qp - transport.qp_base
+        if tx.header.kind == DATA:
+            seq = (tx.psn - k * PSN_STRIDE) & PSN_MASK
+            p = progress.on_tx(tx.dst, k, seq, tx.header.attempt > 0)
+            data = pattern(me, tx.dst, p.transfer.id, seq, p.data_len(seq)) if p is not None else b""
+            sport = qp_sport(tx.qp) if transport.sport == "qp" else sport_of(tx.ev)
+        else:
+            data, sport = b"", sport_of(tx.ev)
+        if transport.ipv4:
+            _send_all(sock, v4.data_frame(nic.mac, nic.gateway_mac, to_v4[ev.src], to_v4[ev.dst], tx.qp, tx.psn,
+                                          tx.header.pack() + data, sport, OP_SEND_ONLY, ECT0))
+            return
+        inner = roce_frame(nic.mac, nic.gateway_mac, ev.src, ev.dst, OP_SEND_ONLY, tx.qp, tx.psn,
+                           tx.header.pack() + data, sport=sport, tc=ECT0)
+        _send_all(sock, encap(nic.mac, nic.gateway_mac, ev.src, ev.carrier, inner))
+
+    acked_upto: dict[tuple[str, int], int] = {}
+
+    def advance(q: QpState, now_ns: int) -> None:
+        key = (q.dst, q.index)
+        upto = acked_upto.get(key, 0)
+        while upto in q.acked:
+            upto += 1
+        if upto != acked_upto.get(key, 0):
+            acked_upto[key] = upto
+            progress.on_acked_upto(q.dst, q.index, upto, now_ns)
+
+    ready = Path(str(out) + ".ready")
+    go = Path(plan["go_file"])
+    write_atomic(ready, "ready\n")
+    wait_until = time.monotonic() + float(plan.get("ready_timeout_s", 60.0))
+    while not go.exists() and not stop["now"]:
+        if time.monotonic() > wait_until:
+            raise ValueError(f"no go file {go} within the ready timeout")
+        time.sleep(0.005)
+    start_ns = int(go.read_text().strip() or 0) if go.exists() else 0
+    time.sleep(max(0.0, (start_ns - time.monotonic_ns()) / 1e9))
+    deadline = time.monotonic() + float(plan.get("timeout_s", 120.0))
+    written = False
+    busy = False
+    reported = 0
+    progress_file = Path(str(out) + ".progress")
+    try:
+        while not stop["now"] and time.monotonic() < deadline:
+            now_ns = time.monotonic_ns()
+            for p in progress.startable():
+                progress.release(p, now_ns)
+                core.qps[p.transfer.dst, transport.qp_base + p.transfer.qp_index].total += p.packets
+            if len(progress.done) != reported:  # for the runner's progress bar: receives completed here
+                reported = len(progress.done)
+                write_atomic(progress_file, f"{sum(1 for tid in progress.recvs if tid in progress.done)}\n")
+            if progress.finished and not written:
+                write_atomic(out, json.dumps(result(progress, core, receiver, start_ns)) + "\n")
+                written = True
+            now = time.monotonic()
+            wait = 0.0 if busy else min(core.next_timer(now), deadline) - now
+            for frame in nics.frames(wait if not written else min(wait, 0.05)):
+                rx = parse(frame) or (v4.parse(frame, to_v6) if transport.ipv4 else None)
+                if rx is None or rx.src not in peers:
+                    continue
+                if rx.opcode == OP_ACK:
+                    if not rx.icrc_ok:
+                        continue
+                    ack = AckHeader.unpack(rx.body[4:])
+                    q = core.qps.get((peers[rx.src], rx.qp))
+                    if ack is None or (q is None and rx.qp != 0):
+                        continue
+                    if q is not None and ((rx.psn - q.start_psn) & PSN_MASK) >= q.total:
+                        continue  # not a packet of a started transfer (the core would count it acknowledged)
+                    core.on_ack(peers[rx.src], rx.qp, rx.psn, ack, time.monotonic(), time.monotonic_ns())
+                    if q is not None:
+                        advance(q, time.monotonic_ns())
+                elif rx.opcode == OP_SEND_ONLY:
+                    arrived_ns = time.monotonic_ns()  # before the ACK leaves: the sender cannot see it earlier
+                    header = DataHeader.unpack(rx.body) if not rx.trimmed else None
+                    if header is not None:  # the EV rides in the header: the UDP port may be the QP's
+                        rx = dataclasses.replace(rx, sport=sport_of(header.ev))
+                    reply = receiver.on_packet(rx, arrived_ns)
+                    if reply is None:
+                        continue
+                    sock, nic = nics.by_plane(reply.ev.plane)
+                    if transport.ipv4:
+                        _send_all(sock, v4.ack_frame(nic.mac, nic.gateway_mac, to_v4[reply.ev.src], to_v4[reply.ev.dst],
+                                                     reply.qp, reply.psn, reply.header, sport_of(reply.header.ev)))
+                    else:
+                        _send_all(sock, ack_frame(nic.mac, nic.gateway_mac, reply.ev.src, reply.ev.dst,
+                                                  reply.ev.carrier, reply.qp, reply.psn, reply.header))
+                    if header is not None and header.kind == DATA and rx.icrc_ok:
+                        k = rx.qp - transport.qp_base
+                        seq = (rx.psn - k * PSN_STRIDE) & PSN_MASK
+                        progress.on_data(reply.peer, k, seq, rx.body[DataHeader.SIZE:], arrived_ns)
+            now, now_ns = time.monotonic(), time.monotonic_ns()
+            for probe in core.tick(now, now_ns):
+                emit(probe)
+            busy = False
+            for _ in range(BATCH):
+                nxt = core.next_packet(now, now_ns)
+                if nxt is None:
+                    break
+                emit(nxt)
+            else:
+                busy = True
+    finally:
+        nics.close()
+    doc = result(progress, core, receiver, start_ns)
+    write_atomic(out, json.dumps(doc) + "\n")
+    return doc
+
+
+def result(progress: RankProgress, core: SenderCore, receiver: ReceiverCore, start_ns: int) -> dict[str, Any]:
+    sender = core.to_json()
+    return {**progress.to_json(), "start_ns": start_ns, "probes_sent": core.probes_sent,
+            "evs": sender["evs"], "qps": [{k: q[k] for k in ("dst", "qp", "acked", "retransmitted", "spurious",
+                                                             "lost_first_try", "per_ev")} for q in sender["qps"]],
+            "receiver": {"unknown": receiver.unknown, "probes": receiver.probes}}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m endpoint.collective",
+                                description="One rank of a collective in a lab host (endpoint.collective.run starts them).")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("rank")
+    r.add_argument("--plan", required=True)
+    r.add_argument("--rank", required=True, help="this rank's host")
+    r.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    try:
+        run_rank(read_plan(args.plan), args.rank, Path(args.out))
+    except (ValueError, OSError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
