@@ -53,7 +53,7 @@ class Fault:
         if _kernel(lab):
             if self.kind != "blackhole" or len(self.target) != 2:
                 raise LabError(f"on the kernel lab a collective's fault is 'blackhole T0 T1', not {self.describe()}")
-            lab.cut_link(*self.target)  # type: ignore[attr-defined]
+            lab.cut_link(*self.target)
             return
         from mininet_labs import faults
 
@@ -64,7 +64,7 @@ class Fault:
 
     def revert(self, lab: Lab) -> None:
         if _kernel(lab):
-            lab.mend_link(*self.target)  # type: ignore[attr-defined]
+            lab.mend_link(*self.target)
             return
         from mininet_labs import faults
 

@@ -18,12 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.routes import EECMP, FLOW, PACKET, QP, SPRAY, Options
+from controller.plan.p4names import Program
+from controller.plan.shared import HostPin
 
 
 @dataclass(frozen=True)
 class Scheme:
     name: str
-    program: str
+    program: Program
     mode: int
     evs: str  # "leaf": one EV per plane without a carrier; "host": the host's SRv6 EVs
     policy: str
@@ -34,8 +36,8 @@ class Scheme:
     what: str = ""
     ipv4: bool = False  # RoCEv2 over IPv4: eecmp_qp_hash's plan routes IPv4 only
 
-    def options(self, host_pins: tuple = ()) -> Options:  # type: ignore[type-arg]
-        return Options(program=self.program, mode=self.mode, host_pins=host_pins if self.pins else (),  # type: ignore[arg-type]
+    def options(self, host_pins: tuple[HostPin, ...] = ()) -> Options:
+        return Options(program=self.program, mode=self.mode, host_pins=host_pins if self.pins else (),
                        host_source_routing=self.evs == "host")
 
 
