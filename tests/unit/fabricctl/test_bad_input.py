@@ -402,7 +402,7 @@ def test_a_bad_port_poll_is_refused_before_anything_starts(tmp_path: Path, monke
     says(one_error(run("lab", "up", "--dir", str(tmp_path / "lab"), "--dataplane", "bmv2", "--port-poll-ms", "0"), 2),
          "--port-poll-ms", "0", "1<=x<=60000")
     monkeypatch.setenv("BM_PORT_MONITOR_MS", "fast")
-    monkeypatch.setattr("fabricctl.kernel_lab.choose", lambda dataplane: ("bmv2", ""))
+    monkeypatch.setattr("mininet_labs.backends.choose", lambda dataplane: ("bmv2", ""))
     line = one_error(run("lab", "up", "--dir", str(tmp_path / "lab"), "--dataplane", "bmv2"), 2)
     assert line == "error: BM_PORT_MONITOR_MS='fast' is not a whole number of milliseconds in 1-60000", line
     assert not (tmp_path / "lab").exists()
