@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Mapping
 from pathlib import Path
@@ -9,7 +10,8 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from controller.plan.entries import Entity, Lpm, entity_key
+from controller.plan.entries import Entity, Lpm, TableEntry, entity_key
+from controller.plan.p4names import PINNED_PATH
 from controller.failover import (
     FailoverError,
     HostPortDown,
@@ -185,3 +187,59 @@ def test_spine_failure_delta_equals_whole_plan_diff_with_other_failures_around(p
     old, new = dict(plan(before).items()), dict(plan(after).items())
     assert delta(before, after) == diff_plans(new, old)
     assert delta(after, before) == diff_plans(old, new)
+
+
+@pytest.mark.parametrize("program", [SPRAY, EECMP])
+def test_a_spine_failure_that_cuts_a_leafs_last_uplink_delta_equals_whole_plan_diff(program: str) -> None:
+    """The spine that fails is the last live uplink of p0-t0-0 (its other three links are down): that leaf is
+    re-planned in full, and the targeted delta is still the whole-plan diff, both ways."""
+    base = Fabric(TOPO, options=Options(program=program))  # type: ignore[arg-type]
+    others = [LinkDown("p0-t0-0", f"p0-t1-{j}") for j in (1, 2, 3)]
+    before = with_failures(base, others)
+    after = with_failures(base, [*others, SwitchDown("p0-t1-0")])
+    old, new = dict(plan(before).items()), dict(plan(after).items())
+    assert delta(before, after) == diff_plans(new, old)
+    assert delta(after, before) == diff_plans(old, new)
+
+
+@pytest.mark.parametrize("src", [0, 2])
+@pytest.mark.parametrize("cut", ["link", "host_port"])
+def test_a_failure_on_a_pinned_path_away_from_its_source_leaf_removes_the_pin(cut: str, src: int) -> None:
+    """srv6_spray pins (leaf `src` -> host slot 1 of leaf 3, QP 5) to spine 2; leaf 3's link to spine 2 (or that
+    host's port) failing kills the pinned path while the source leaf has no failure of its own: it loses the pin,
+    unlike its unpinned neighbours (before or after it), and the targeted delta is the whole-plan diff, both ways."""
+    base = Fabric(TOPO, options=Options(program=SPRAY, pins=(Pin(0, src, 3, 1, 5, 2),)))  # type: ignore[arg-type]
+    failure = LinkDown("p0-t0-3", "p0-t1-2") if cut == "link" else HostPortDown("p0-t0-3", TOPO.t0(0, 3).host_ports[1])
+    after = with_failures(base, [failure])
+    old, new = dict(plan(base).items()), dict(plan(after).items())
+    d = delta(base, after)
+    assert d == diff_plans(new, old)
+    assert delta(after, base) == diff_plans(old, new)
+    name = TOPO.t0(0, src).name
+    pins = [e for e in plan(base)[name] if isinstance(e, TableEntry) and e.table == PINNED_PATH]
+    assert len(pins) == 1 and pins[0] in d[name].deletes
+    assert not any(isinstance(e, TableEntry) and e.table == PINNED_PATH for e in plan(after)[name])
+
+
+def test_a_leaf_already_cut_off_then_failing_whole_delta_equals_whole_plan_diff() -> None:
+    """p0-t0-1 has every link and host port down already; the switch itself failing too changes nothing its
+    links or ports say: the targeted delta is still the whole-plan diff, both ways."""
+    leaf = TOPO.t0(0, 1)
+    others = [*(LinkDown(leaf.name, s.name) for s in TOPO.t1s(0)), *(HostPortDown(leaf.name, p) for p in leaf.host_ports)]
+    base = Fabric(TOPO)
+    before = with_failures(base, others)
+    after = with_failures(base, [*others, SwitchDown(leaf.name)])
+    old, new = dict(plan(before).items()), dict(plan(after).items())
+    assert delta(before, after) == diff_plans(new, old)
+    assert delta(after, before) == diff_plans(old, new)
+
+
+def test_a_dead_host_port_with_no_host_named_is_reported_by_its_port() -> None:
+    """A leaf whose hosts the topology does not name: its dead host port is unreachable under the port's name."""
+    switches = tuple(dataclasses.replace(s, host_names=()) if s.name == "p0-t0-1" else s for s in TOPO.switches)
+    unnamed = dataclasses.replace(TOPO, switches=switches, _by_name={}, _t0=(), _t1=())
+    port = unnamed.t0(0, 1).host_ports[0]
+    assert unreachable(with_failures(Fabric(unnamed), [HostPortDown("p0-t0-1", port)])) == [
+        Unreachable(0, f"p0-t0-1 port {port}")]
+    assert unreachable(with_failures(Fabric(TOPO), [HostPortDown("p0-t0-1", port)])) == [
+        Unreachable(0, TOPO.t0(0, 1).host_names[0])]

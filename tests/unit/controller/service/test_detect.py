@@ -6,12 +6,13 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.service.detect import Change, Detector, Thresholds, run, step
+from controller.service.detect import Change, Detector, Evidence, Thresholds, force_down, port_evidence, run, step
 
 thresholds = st.builds(Thresholds, fail_after=st.integers(1, 5), restore_after=st.integers(1, 6),
                        window=st.integers(1, 12), gray_loss=st.sampled_from([0.1, 0.25, 0.5, 1.0]),
@@ -140,3 +141,58 @@ def test_step_is_pure():
     t = Thresholds(fail_after=1)
     d2, c = step(d, False, t)
     assert c is Change.DOWN and d.up and not d2.up
+
+
+def test_the_detectors_defaults_are_those_of_fabricctl_run() -> None:
+    """Thresholds() (what the library and LinkJudge's users get) and `fabricctl run`'s options name the same
+    K, M, window, gray ratio and damping: one of them changed alone would make the lab and the library disagree."""
+    from fabricctl.service import run_cmd
+
+    defaults = {p.name: p.default for p in run_cmd.params}
+    t = Thresholds()
+    assert (t.fail_after, t.restore_after, t.window, t.gray_loss, t.max_damping) == (
+        defaults["k"], defaults["m"], defaults["window"], defaults["gray_loss"], defaults["max_damping"]) == (
+        3, 50, 100, 0.1, 4)
+
+
+def test_a_forced_down_starts_counts_afresh_and_counts_a_flap_within_the_window() -> None:
+    """force_down (carrier lost) leaves the detector as a down by probes would: counts zeroed, a flap counted when
+    it comes within `window` probes of the last change (the probe it stands for included), none after."""
+    t = Thresholds(fail_after=3, restore_after=2, window=10, max_damping=4)
+    busy = Detector(losses=2, successes=1, recent=(True, False, False), flaps=1)
+    soon = force_down(replace(busy, since_change=9), t, "carrier lost")
+    assert soon == Detector(up=False, losses=0, successes=0, recent=(), since_change=0, flaps=2, reason="carrier lost")
+    late = force_down(replace(busy, since_change=10), t, "carrier lost")
+    assert late == Detector(up=False, losses=0, successes=0, recent=(), since_change=0, flaps=0, reason="carrier lost")
+    # M (2) stretched by two flaps: up after exactly 8 probes in a row
+    assert run([True] * 8, t, soon)[1] == [(7, Change.UP)]
+    assert run([True] * 2, t, late)[1] == [(1, Change.UP)]
+
+
+def test_a_down_and_an_up_by_probes_start_counts_afresh() -> None:
+    t = Thresholds(fail_after=3, restore_after=2, window=10)
+    d, changes = run([True, False, False, False], t)
+    assert changes == [(3, Change.DOWN)]
+    assert d == Detector(up=False, losses=0, successes=0, recent=(), since_change=0, flaps=0,
+                         reason="3 consecutive probes lost")
+    d, changes = run([True, True], t, d)
+    assert changes == [(1, Change.UP)]
+    assert d == Detector(up=True, losses=0, successes=0, recent=(), since_change=0, flaps=0,
+                         reason="2 consecutive probes arrived")
+
+
+def test_loss_ratio_is_the_lost_share_of_the_window_since_the_last_change() -> None:
+    t = Thresholds(fail_after=3, restore_after=2, window=10)
+    assert Detector().loss_ratio() == 0.0
+    assert run([True, False, True, True], t)[0].loss_ratio() == 0.25
+
+
+def test_gray_loss_above_one_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^gray_loss must be in \(0, 1\]$"):
+        Thresholds(gray_loss=1.5)
+    assert Thresholds(gray_loss=1.0).gray_loss == 1.0
+
+
+def test_one_packet_out_and_none_in_after_settling_is_a_dead_direction() -> None:
+    assert port_evidence((7, 3), (8, 3), elapsed_ns=100, settle_ns=100, patience_ns=1000) is Evidence.DEAD
+    assert port_evidence((7, 3), (7, 3), elapsed_ns=100, settle_ns=100, patience_ns=1000) is Evidence.UNKNOWN
