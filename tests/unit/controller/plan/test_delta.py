@@ -24,21 +24,27 @@ def test_updates_are_sorted_by_kind_then_by_key_numbers_as_numbers() -> None:
 
 
 def test_a_partly_watched_group_read_back_all_watched_is_rewritten() -> None:
-    """PI's read-back gives every member the last member's watch port only when all members are watched: a
-    group the plan watches in part and the switch holds watched in full differs, and is modified."""
+    """A stock PI's read-back gives every member the last member's watch port only when all members are watched:
+    a group the plan watches in part and the switch holds watched in full differs, and is modified. With each
+    member's own watch port read back (patches/pi-watch-port.patch, the default), any other watch port differs."""
     desired = ActionProfileGroup("sel", 1, (1, 2), 2, ((1, 5),))
-    assert diff([desired], [ActionProfileGroup("sel", 1, (1, 2), 2, ((1, 5), (2, 5)))]).modifies == (desired,)
+    for stock in (True, False):
+        held = ActionProfileGroup("sel", 1, (1, 2), 2, ((1, 5), (2, 5)))
+        assert diff([desired], [held], pi_workarounds=stock).modifies == (desired,)
     fully = ActionProfileGroup("sel", 1, (1, 2), 2, ((1, 5), (2, 6)))
-    assert not diff([fully], [ActionProfileGroup("sel", 1, (1, 2), 2, ((1, 6), (2, 6)))])
+    as_stock_pi_reads_it = ActionProfileGroup("sel", 1, (1, 2), 2, ((1, 6), (2, 6)))
+    assert not diff([fully], [as_stock_pi_reads_it], pi_workarounds=True)
+    assert diff([fully], [as_stock_pi_reads_it], pi_workarounds=False).modifies == (fully,)
 
 
 def test_watch_steps_keep_the_switchs_max_size_when_the_plan_leaves_it_open() -> None:
-    """A plan's max_size 0 means \"whatever the switch has\": the intermediate group writes carry the switch's."""
+    """A plan's max_size 0 means \"whatever the switch has\": a stock PI's intermediate group writes carry the
+    switch's."""
     current = ActionProfileGroup("sel", 1, (1, 2), 8)
-    d = diff([ActionProfileGroup("sel", 1, (1, 2), 0, ((1, 3), (2, 4)))], [current])
+    d = diff([ActionProfileGroup("sel", 1, (1, 2), 0, ((1, 3), (2, 4)))], [current], pi_workarounds=True)
     assert [g.max_size for (g,) in d.rewatch] == [8, 8, 8, 8]
     leaving = diff([ActionProfileGroup("sel", 1, (1,), 0, ((1, 3),))],
-                   [ActionProfileGroup("sel", 1, (1, 2), 8, ((1, 3), (2, 4)))])
+                   [ActionProfileGroup("sel", 1, (1, 2), 8, ((1, 3), (2, 4)))], pi_workarounds=True)
     assert leaving.unwatch == (ActionProfileGroup("sel", 1, (1, 2), 8, ((1, 3),)),)
 
 
