@@ -92,6 +92,10 @@ class NetlinkSwitch:
         except (OSError, TimeoutError) as e:
             raise NetlinkSwitchError(f"{self.name}: netlink: {type(e).__name__}: {e}") from None
 
+    def ping(self) -> None:
+        """The liveness call: the namespace's loopback read over netlink (NetlinkSwitchError when it is gone)."""
+        self._call(lambda: self.ipr.link("get", index=1))
+
     # --- reading ---------------------------------------------------------------------------------
     def read(self) -> list[Route]:
         """The routes the controller wrote (protocol PROTO, table main), as kroutes.Route."""
