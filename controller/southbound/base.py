@@ -121,6 +121,10 @@ class PlanChange:
         return self._p4
 
 
+class DataPlaneError(RuntimeError):
+    """A switch's data plane could not be opened or used (its namespace, a socket there): one line naming it."""
+
+
 class ProbeError(Exception):
     """A probe could not be sent or read (the transport's error, one line): counted, never judged."""
 

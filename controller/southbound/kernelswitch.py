@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from controller.model.topology import Switch, Topology
 from controller.routes import Fabric
 from controller.southbound.base import HostAnswer, PlanChange, ProbeError, ProbeIn, SwitchSync
-from controller.southbound.kroutes import RouteDelta, diff, link_local, switch_routes
+from controller.southbound.kroutes import Route, RouteDelta, diff, link_local, switch_routes
 from controller.southbound.linkprobe import ProbeId, ProbeSocket, decode, encode
 from controller.southbound.linkwatch import LinkWatch
 from controller.southbound.netlink import NetlinkSwitch
@@ -131,13 +131,21 @@ class KernelSwitch:
         d = self._call(sync)
         return SwitchSync(self.name, len(d.inserts), len(d.modifies), len(d.deletes))
 
-    def plan_delta(self, change: PlanChange) -> RouteDelta | None:
-        d = diff(switch_routes(change.new, self.switch), switch_routes(change.old, self.switch))
-        return d or None
+    def plan_delta(self, change: PlanChange) -> list[Route] | None:
+        """The switch's routes under the new fabric when they differ from the old's. Written by reading back (see
+        write_delta): the kernel itself drops the routes out of a port that loses carrier, so a blind delta from the
+        old plan would be refused (ESRCH) for routes already gone."""
+        want = switch_routes(change.new, self.switch)
+        return want if diff(want, switch_routes(change.old, self.switch)) else None
 
-    def write_delta(self, delta: RouteDelta, timeout: float) -> int:
-        self._call(lambda conn: conn.write(delta))
-        return len(delta.inserts) + len(delta.modifies) + len(delta.deletes)
+    def write_delta(self, delta: list[Route], timeout: float) -> int:
+        def sync(conn: NetlinkSwitch) -> int:
+            d = diff(delta, conn.read())
+            if d:
+                conn.write(d)
+            return len(d.inserts) + len(d.modifies) + len(d.deletes)
+
+        return int(self._call(sync))
 
     def ping(self, timeout: float) -> None:
         self._call(lambda conn: conn.ping())

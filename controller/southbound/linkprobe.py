@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from pyroute2 import netns as pnetns
 
+from controller.southbound.base import DataPlaneError
 from controller.model.topology import Switch, Topology
 from controller.southbound.kroutes import intf
 
@@ -34,7 +35,7 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; Python names it
 HOP_LIMIT = 255  # sent with it; a datagram that crossed a router arrives lower and is not a probe (RFC 5082)
 
 
-class LinkProbeError(RuntimeError):
+class LinkProbeError(DataPlaneError):
     """A switch's namespace could not be probed from (one line naming it)."""
 
 
@@ -75,11 +76,22 @@ def _ports(sw: Switch) -> list[int]:
     return [*sw.uplinks, *sw.downlinks]
 
 
+def enter(netns: str) -> None:
+    """Move this thread into an existing namespace, the one it was in saved (pnetns.popns returns to it); OSError,
+    and nothing moved, when there is none of that name (pyroute2's pushns would create it)."""
+    pnetns.pushns()
+    try:
+        pnetns.setns(netns, flags=0)
+    except BaseException:
+        pnetns.popns()
+        raise
+
+
 def _open_in(sw: Switch) -> tuple[socket.socket, dict[int, int]]:
     """A UDP socket bound inside the switch's namespace and the ifindex of each fabric port there."""
     assert sw.netns is not None
     try:
-        pnetns.pushns(sw.netns)
+        enter(sw.netns)
     except OSError as e:
         raise LinkProbeError(f"{sw.name}: cannot open namespace {sw.netns}: {e.strerror or e}") from None
     try:
