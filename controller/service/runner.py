@@ -45,7 +45,7 @@ from controller.state.store import Store, StoreError
 log = logging.getLogger("controller.service")
 
 
-def handle_class(sw: Switch) -> type:
+def handle_class(sw: Switch) -> type[Any]:
     """The implementation that holds this switch, from its record (chosen once, here)."""
     if kind_of(sw) == "netlink":
         from controller.southbound.kernelswitch import KernelSwitch  # pyroute2 only where a switch needs it
@@ -146,7 +146,7 @@ class FabricService:
             from controller.southbound.kernelswitch import KernelCarrier
 
             self.carrier = KernelCarrier(topo, lambda n, port, up, t: self._port_status(PortStatus(n, port, up, t)),
-                                         on_error=lambda e: self.events.emit("carrier_error", error=e))
+                                         on_error=self._carrier_error)
         self.counter_errors: dict[str, str] = {}  # switch -> the counter-read error said last
         self._armed = False
         self._stop = threading.Event()
@@ -302,6 +302,9 @@ class FabricService:
         if known and self.config.probe:
             self.prober.carrier(st.switch, st.port, st.up, f"carrier lost on {st.switch}:{st.port} (port status)")
 
+    def _carrier_error(self, error: str) -> None:
+        self.events.emit("carrier_error", error=error)
+
     def _io_error(self, what: str, switch: str, error: str) -> None:
         """A switch's probe I/O failed (or, error empty, works again): an event per change, the count a metric."""
         self.events.emit(f"{what}_error" if error else f"{what}_ok", switch=switch, **({"error": error} if error else {}))
@@ -364,8 +367,8 @@ class FabricService:
             def read(t: float) -> Any:
                 counters = s.read_counters(t)
                 labels = self.path_labels.get(s.name)
-                cells = s.conn.read_counter_cells(PATH_COUNTER, labels) \
-                    if labels else None  # type: ignore[attr-defined]
+                # path cells: a P4 leaf's alone (path_labels has no other), read on its P4Runtime connection
+                cells = s.conn.read_counter_cells(PATH_COUNTER, labels) if labels else None  # type: ignore[attr-defined]
                 return counters, cells
             return read
 

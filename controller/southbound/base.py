@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from controller.ops import Outcome, Push
 from controller.routes import Fabric
@@ -141,7 +141,7 @@ class SwitchHandle(Protocol):
     host_probes: bool  # it can probe its hosts' NICs (Neighbor Solicitations punted back)
     port_counters: bool  # it has per-port packet counters the prober may ask (`port_count`)
     arm_grace_ns: int  # a direction's losses count from its first probe arrived, or this long after its first
-    cannot: dict[str, str]
+    cannot: ClassVar[dict[str, str]]
     reconnects: int
 
     @property
