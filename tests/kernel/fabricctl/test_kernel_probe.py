@@ -152,3 +152,50 @@ def test_a_spine_whose_every_link_drops_has_each_link_recorded_and_restored(lab:
     got = _events(events)
     assert {tuple(e["link"]) for e in got if e["kind"] == "link_down"} == {(leaf.name, spine.name) for leaf in topo.t0s(1)}
     assert not any(e["kind"] in ("switch_down", "probe_stall") for e in got)
+
+
+def test_a_plane_gone_dark_with_carrier_up_fails_its_links_not_taken_for_a_stall(lab: Any) -> None:
+    """Both spines of plane 0 drop every frame in and out of their ports (nftables netdev ingress and egress; carrier
+    kept): half the probe directions lose at once, but the controller's loop keeps time and plane 1's probes come
+    back, so every link of plane 0 is recorded failed, none of plane 1, and no round is judged a stall."""
+    topo = lab.model
+    events = lab.dir / "fabric-events.jsonl"
+    events.unlink(missing_ok=True)
+    spines = topo.t1s(0)
+    healthy = {s.name: lab.routes(s.name) for s in topo.switches}
+
+    def rules(port: int) -> str:
+        dev = intf(port)
+        return "".join(f"table netdev {TABLE}_{hook}_{dev} {{\n chain c {{\n  type filter hook {hook} device \"{dev}\" "
+                       f"priority 0; policy accept;\n  drop\n }}\n}}\n" for hook in ("ingress", "egress"))
+
+    def undo(sw: Any) -> None:
+        for p in sw.downlinks:
+            for hook in ("ingress", "egress"):
+                subprocess.run(["ip", "netns", "exec", lab.netns_of(sw.name), "nft", "delete", "table", "netdev",
+                                f"{TABLE}_{hook}_{intf(p)}"], capture_output=True)
+
+    run = subprocess.Popen([sys.executable, "-m", "fabricctl", "--topology", str(lab.topology_path), "run",
+                            "--duration", "120", "--restore-after", "20"], cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    plane0 = {LinkDown(leaf.name, spine.name): DETECTOR for leaf in topo.t0s(0) for spine in spines}
+    try:
+        _until("every probe direction armed", lambda: any(e["kind"] == "probes_armed" for e in _events(events)))
+        for spine in spines:
+            subprocess.run(["ip", "netns", "exec", lab.netns_of(spine.name), "nft", "-f", "-"],
+                           input="".join(rules(p) for p in spine.downlinks), text=True, check=True)
+        _until("plane 0's links recorded down", lambda: load_origins(lab.failure_state_path) == plane0)
+        assert all(lab.routes(s.name) == healthy[s.name] for s in topo.switches if s.plane == 1)
+        for spine in spines:
+            undo(spine)
+        _until("plane 0 restored", lambda: load_origins(lab.failure_state_path) == {}, limit=40)
+        _until("the routes back", lambda: {s.name: lab.routes(s.name) for s in topo.switches} == healthy)
+    finally:
+        for spine in spines:
+            undo(spine)
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=30)
+    assert run.returncode == 0, err
+    got = _events(events)
+    assert not any(e["kind"] == "probe_stall" for e in got)
+    assert {tuple(e["link"]) for e in got if e["kind"] == "link_down"} == {(f.t0, f.t1) for f in plane0}
