@@ -94,7 +94,8 @@ class Healer:
             if failures != self.applied:  # the file moved on: the loop writes the deltas to the others
                 self._wake.set()
             target = self.applied
-        err = self._full_reconciles([session], target).get(session.name)
+        # a switch coming back is silent to the deadline layer until it answers: this call may reach it
+        err = self._full_reconciles([session], target, reach_silent=True).get(session.name)
         if err is not None:
             raise err
 
@@ -243,11 +244,11 @@ class Healer:
         self.emit("deltas_written", switches=written, failures=len(new),
                   ms=round((time.monotonic() - t0) * 1000, 2), t_mono_ns=time.monotonic_ns())
 
-    def _run_calls(self, jobs: Mapping[str, Any], deadline: float) -> dict[str, Any]:
+    def _run_calls(self, jobs: Mapping[str, Any], deadline: float, *, probe: bool = False) -> dict[str, Any]:
         """Each job (fn(deadline)) on its switch's worker, all at once, `deadline` for all of them (without the
         deadline layer, tests: one after another); per switch its result or its exception."""
         if self.calls is not None:
-            return self.calls.gather(jobs, deadline)
+            return self.calls.gather(jobs, deadline, probe=probe)
         out: dict[str, Any] = {}
         for name, fn in jobs.items():
             try:
@@ -256,14 +257,15 @@ class Healer:
                 out[name] = e
         return out
 
-    def _full_reconciles(self, handles: list[SwitchHandle], failures: frozenset[Failure]) -> dict[str, Exception]:
+    def _full_reconciles(self, handles: list[SwitchHandle], failures: frozenset[Failure], *,
+                         reach_silent: bool = False) -> dict[str, Exception]:
         """Read back and write the difference on each switch (not one recorded down: the one-shot commands leave it
         alone too), all at once under one deadline; the errors, per switch (each stays for a full reconcile)."""
         down = ops.down_switches(failures)
         fabric = self._fabric(failures)
         jobs = {h.name: (lambda t, h=h: (time.monotonic(), h.reconcile(fabric, t))) for h in handles if h.name not in down}
         errors: dict[str, Exception] = {}
-        for name, r in sorted(self._run_calls(jobs, self.reconcile_deadline).items()):
+        for name, r in sorted(self._run_calls(jobs, self.reconcile_deadline, probe=reach_silent).items()):
             if isinstance(r, Exception):
                 self._full.add(name)
                 errors[name] = r
