@@ -1,6 +1,7 @@
 """Kernel data plane healing on carrier (prints JSON): from a leaf uplink set down (netlink, in its namespace) to the
-record written and every touched switch reconciled by the carrier healer (controller/service/carrierheal.py), and
-back up; beside it, in the same process and lab, the announced failover of `fabricctl fail` (Lab.fail) as the
+record written and every touched switch's delta written by the controller service (controller/service/runner.py, in
+this process, over the lab's netlink switches), and back up (restored by M probes back, so the up figure is mostly
+M x period); beside it, in the same process and lab, the announced failover of `fabricctl fail` (Lab.fail) as the
 baseline. Every figure over --runs cycles with its spread.
 
 Needs root; run it under the machine's lab lock: `flock /tmp/srv6-lab.lock python3 bench/kernel_heal.py`.
@@ -25,10 +26,10 @@ sys.path.insert(0, str(ROOT))
 from pyroute2 import IPRoute  # noqa: E402
 
 from controller.failover import LinkDown  # noqa: E402
-from controller.service.carrierheal import CarrierHealer  # noqa: E402
-from controller.southbound.fleet import Fleet  # noqa: E402
+import queue  # noqa: E402
+
+from controller.service.runner import Config, FabricService  # noqa: E402
 from controller.southbound.kroutes import intf  # noqa: E402
-from controller.southbound.linkwatch import LinkWatch  # noqa: E402
 from mininet_labs.lab import Lab  # noqa: E402
 from mininet_labs.backends import nodes_for  # noqa: E402
 from mininet_labs.lab import default_topology  # noqa: E402
@@ -55,15 +56,21 @@ def announced_failover_ms(lab: Lab, link: LinkDown, runs: int) -> list[float]:
     return out
 
 
-def heal_once(healer: CarrierHealer, watch: LinkWatch, netns: str, dev: str, state: str, limit: float = 10.0) -> float:
-    """ms from the link set `state` to the healer's reconcile done."""
+def heal_once(events: queue.Queue[dict[str, Any]], netns: str, dev: str, state: str, limit: float = 30.0) -> float:
+    """ms from the link set `state` to the service's deltas written for it."""
+    while not events.empty():
+        events.get_nowait()
     t0 = time.monotonic_ns()
     set_link(netns, dev, state)
     end = time.monotonic() + limit
     while time.monotonic() < end:
-        if watch.poll(0.05) and healer.update(watch.carrier) is not None:
-            return (time.monotonic_ns() - t0) / 1e6
-    raise RuntimeError(f"no reconcile within {limit} s of {dev} {state}")
+        try:
+            e = events.get(timeout=max(0.0, end - time.monotonic()))
+        except queue.Empty:
+            break
+        if e["kind"] == "deltas_written" and e["switches"]:
+            return (e["mono_ns"] - t0) / 1e6
+    raise RuntimeError(f"no deltas written within {limit} s of {dev} {state}")
 
 
 def main() -> None:
@@ -78,13 +85,20 @@ def main() -> None:
             netns, dev = lab.netns_of(leaf.name), intf(leaf.uplinks[spine.index])
             link = LinkDown(leaf.name, spine.name)
             announced = announced_failover_ms(lab, link, args.runs)
-            fleet = Fleet(topo, "srv6_spray", election_id=1, timeout=10.0)
-            healer = CarrierHealer(topo, "srv6_spray", lab.failure_state_path, fleet)
+            seen: queue.Queue[dict[str, Any]] = queue.Queue()
+            svc = FabricService(topo, "srv6_spray", lab.failure_state_path, Config(events=Path(tmp) / "events.jsonl"),
+                                sink=seen.put)
+            svc.start()
             down, up = [], []
-            with LinkWatch(topo) as watch:
+            try:
+                end = time.monotonic() + 30  # every probe direction armed: its losses count from here
+                while not all(s.armed for s in svc.prober.states) and time.monotonic() < end:
+                    time.sleep(0.05)
                 for _ in range(args.runs):
-                    down.append(heal_once(healer, watch, netns, dev, "down"))
-                    up.append(heal_once(healer, watch, netns, dev, "up"))
+                    down.append(heal_once(seen, netns, dev, "down"))
+                    up.append(heal_once(seen, netns, dev, "up"))
+            finally:
+                svc.stop()
             in_sync = all(o.ok and not o.delta for o in lab.install(dry_run=True).values())
         finally:
             lab.down()

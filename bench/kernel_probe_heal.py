@@ -90,13 +90,14 @@ def cycle(ev: Events, ns: str, dev: str, link: list[str], how: str, limit: float
     ev.skip()
     t0 = time.monotonic_ns()
     nft(ns, drop_rules(dev, how))
-    down = ev.wait(lambda e: e["kind"] == "link_down" and e["failure"]["link"] == link, limit, "link_down")
-    applied = ev.wait(lambda e: e["kind"] == "applied", limit, "applied")
+    down = ev.wait(lambda e: e["kind"] == "link_down" and e["link"] == link, limit, "link_down")
+    recorded = ev.wait(lambda e: e["kind"] == "failures_recorded", limit, "failures_recorded")
+    applied = ev.wait(lambda e: e["kind"] == "deltas_written", limit, "deltas_written")
     t1 = time.monotonic_ns()
     nft(ns, f"delete table netdev {TABLE}\n")
-    up = ev.wait(lambda e: e["kind"] == "link_up" and e["failure"]["link"] == link, 4 * limit, "link_up")
-    restored = ev.wait(lambda e: e["kind"] == "applied", limit, "applied after link_up")
-    return {"recorded_ms": (applied["recorded_mono_ns"] - t0) / 1e6, "reconciled_ms": (applied["mono_ns"] - t0) / 1e6,
+    up = ev.wait(lambda e: e["kind"] == "link_up" and e["link"] == link, 4 * limit, "link_up")
+    restored = ev.wait(lambda e: e["kind"] == "deltas_written", limit, "deltas_written after link_up")
+    return {"recorded_ms": (recorded["mono_ns"] - t0) / 1e6, "reconciled_ms": (applied["mono_ns"] - t0) / 1e6,
             "restored_ms": (restored["mono_ns"] - t1) / 1e6, "evidence": down["evidence"], "up": up["evidence"]}
 
 
@@ -124,7 +125,7 @@ def main() -> None:
             ev.poll()
             quiet = [e for e in ev.seen if e["mono_ns"] >= q0 * 1e9]
             quiet_downs = [e for e in quiet if e["kind"] in ("link_down", "switch_down", "port_down")]
-            quiet_probe_downs = sum(e["kind"] == "probe_down" for e in quiet)
+            quiet_stalls = sum(e["kind"] == "probe_stall" for e in quiet)
             blackhole = [cycle(ev, ns, dev, [link.t0, link.t1], "drop", 10.0) for _ in range(args.runs)
                          if time.sleep(SETTLE_S) is None]
             loss = [cycle(ev, ns, dev, [link.t0, link.t1], "numgen random mod 100 < 30 drop", 30.0)
@@ -132,7 +133,7 @@ def main() -> None:
             run.send_signal(signal.SIGTERM)
             _, err = run.communicate(timeout=30)
             ev.poll()
-            probes = next((e for e in ev.seen if e["kind"] == "probes"), {})
+            started = next((e for e in ev.seen if e["kind"] == "started"), {})
             in_sync = all(o.ok and not o.delta for o in lab.install(dry_run=True).values())
         finally:
             if run is not None and run.poll() is None:
@@ -144,7 +145,7 @@ def main() -> None:
            "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
            "loadavg_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
            "lab": "2 planes x 2 T1 x 2 T0 x 2 hosts", "link": f"{link.t0} -- {link.t1}", "runs": args.runs,
-           "probing": {k: probes.get(k) for k in ("directions", "period_ms", "timeout_ms", "fail_after", "restore_after")},
+           "probing": {k: started.get(k) for k in ("links", "period_ms", "probe_timeout_ms", "thresholds")},
            "announced_fail_ms": spread(announced),
            "blackhole_to_recorded_ms": spread([c["recorded_ms"] for c in blackhole]),
            "blackhole_to_reconciled_ms": spread(rec),
@@ -156,9 +157,7 @@ def main() -> None:
            "loss30_evidence": sorted({c["evidence"] for c in loss}),
            "ratio_blackhole_reconciled_over_announced": round(statistics.median(rec) / statistics.median(announced), 2),
            "quiet_s": args.quiet, "quiet_false_failures": len(quiet_downs),
-           "quiet_probe_downs": quiet_probe_downs,
-           "probes_total": {k: probes.get(k) for k in ("sent", "lost", "late", "unsent", "unarmed", "strays", "rounds",
-                                                       "skipped")},
+           "quiet_stalls": quiet_stalls,
            "controller_stderr_lines": len(err.splitlines()), "plan_in_sync_after": in_sync}
     print(json.dumps(doc, indent=2))
 

@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
-from controller.ops import BAD_INPUT, OpError
+from controller.ops import BAD_INPUT, SWITCH_ERROR, OpError
 from controller.service.detect import Thresholds
 from controller.service.events import read
-from controller.service.linkdetect import ProbeSettings
 from controller.service.portstatus import path_problem
-from controller.service.runner import EVENTS_NAME, Config, FabricService
-from controller.southbound.fleet import require_p4runtime
-from fabricctl.kernel_run import all_kernel, refuse_p4_options, run_kernel
+from controller.service.runner import EVENTS_NAME, Config, FabricService, handle_class, needs_lease, refused
+from controller.southbound.base import DataPlaneError
+from controller.southbound.fleet import kind_of, where
 from fabricctl.options import MAX_SECONDS, Finite
 
 
@@ -82,11 +82,12 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
             web_listen: str | None, web_allow_remote: bool, lease_ttl: int) -> None:
     """Run the controller: hold the fabric at its plan and heal it by itself.
 
-    On a topology whose switches all name a network namespace (the kernel data plane), a port
-    that loses carrier, or a link whose UDP probes between its ends' link-local addresses are lost
-    (K in a row or the gray ratio, either direction), fails it and the switches are reconciled over
-    netlink; carrier back and M probes back restore it (--period, --probe-timeout, --fail-after,
-    --restore-after, --window, --gray-loss, --max-damping, --no-probe, --events and --duration apply).
+    Each switch is held as its record says: a switch that names a network namespace (the kernel
+    data plane) is programmed over netlink, probed with UDP datagrams between its links' link-local
+    addresses, and its ports' carrier fails a link at once; any other is a P4Runtime switch. A
+    fabric may mix them. An option a switch's data plane cannot carry is refused, naming it. On a
+    state file, switches that elect no writer themselves (namespaces) are held by one controller
+    at a time: a second 'run' waits as a standby and takes over when the first stops.
 
     Keeps one P4Runtime stream per switch (reconnecting with backoff), is primary where its
     --election-id is the highest (else a hot backup that takes over when the primary goes), pushes
@@ -112,13 +113,7 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
         thresholds = Thresholds(k, m, window, gray_loss, max_damping)
     except ValueError as e:
         raise OpError(str(e), BAD_INPUT) from None
-    if all_kernel(topo):  # every switch in a namespace: carrier and link probes (fabricctl/kernel_run.py)
-        refuse_p4_options(click.get_current_context())
-        run_kernel(env, topo, duration, events_file,
-                   None if no_probe else ProbeSettings(period / 1000, probe_timeout / 1000, thresholds))
-        return
-    require_p4runtime(topo, [s.name for s in topo.switches], "fabricctl run on a fabric mixing data planes (not "
-                      "done: P4 probes on some switches, carrier on the others)")
+    _refuse(click.get_current_context(), topo)
     state = env.state_path()
     config = Config(period=period / 1000, probe_timeout=probe_timeout / 1000, thresholds=thresholds,
                     election_id=env.election_id, connect_timeout=min(env.timeout, 5.0), metrics_port=metrics_port,
@@ -126,7 +121,8 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
                     port_evidence=port_evidence, host_probes=host_probes, host_every=host_every,
                     switch_deadline=switch_deadline / 1000, ping_every=ping_every / 1000,
                     carrier_events=carrier_events)
-    env.p4info()  # exit 5 with a hint when the artifacts are missing
+    if any(kind_of(sw) == "p4runtime" for sw in topo.switches):
+        env.p4info()  # exit 5 with a hint when the artifacts are missing
     env.failures()  # exit 2 on an unreadable state file, before anything starts
     web = None
     if web_listen is not None:  # bound before anything starts, so a busy port is one line and nothing half-done
@@ -146,12 +142,6 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
             if web is not None:
                 web.close()
         return
-    try:
-        service = FabricService(topo, env.program, state, config)
-    except OSError as e:
-        if web is not None:
-            web.server_close()
-        raise OpError(f"cannot open the events file or the carrier socket: {e}", BAD_INPUT) from None
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -159,6 +149,28 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    lease = None
+    if needs_lease(topo):  # namespaces elect no writer: one controller at a time holds them
+        from controller.service.lease import ControllerLease
+
+        lease = ControllerLease(state)
+        try:
+            if not lease.take():
+                click.echo(f"standby: {lease.holder()}; taking over when it stops", err=True)
+                if not lease.wait(stop):
+                    if web is not None:
+                        web.server_close()
+                    return
+        except OSError as e:
+            raise OpError(f"cannot take the controller lease {lease.path}: {e.strerror or e}", BAD_INPUT) from None
+    try:
+        service = _service(env, topo, state, config)
+    except BaseException:
+        if web is not None:
+            web.server_close()
+        if lease is not None:
+            lease.release()
+        raise
     click.echo(f"running: {len(topo.switches)} switches, {len(service.prober.states) // 2} links, election id "
                f"{env.election_id}; events {service.events.path}" + (f"; metrics :{metrics_port}" if metrics_port else ""),
                err=True)
@@ -174,6 +186,32 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
     finally:
         if web is not None:
             web.close()
+        if lease is not None:
+            lease.release()
+
+
+def _refuse(ctx: click.Context, topo: Any) -> None:
+    """OpError naming the first option given that a switch's data plane cannot carry (its implementation says
+    which, and why: `cannot`)."""
+    given = [p.name for p in ctx.command.params
+             if p.name and ctx.get_parameter_source(p.name) not in (ParameterSource.DEFAULT, None)]
+    found = refused(topo, given)
+    if found is not None:
+        name, sw, why = found
+        param = next(p for p in ctx.command.params if p.name == name)
+        flag = max(param.opts, key=len) if param.opts else name
+        raise OpError(f"{flag} cannot be used here: {sw.name} is a {handle_class(sw).kind} switch ({where(sw)}) and "
+                      f"{why}", BAD_INPUT)
+
+
+def _service(env: Any, topo: Any, state: Path, config: Config, **kw: Any) -> FabricService:
+    """The service over the topology's switches; what cannot be opened (a file, a socket, a namespace) as one line."""
+    try:
+        return FabricService(topo, env.program, state, config, **kw)
+    except OSError as e:
+        raise OpError(f"cannot open the events file or the carrier socket: {e}", BAD_INPUT) from None
+    except DataPlaneError as e:  # a switch's namespace that cannot be opened, probed or watched (one line naming it)
+        raise OpError(str(e), SWITCH_ERROR) from None
 
 
 @click.command("events")
@@ -229,10 +267,7 @@ def _run_led(env: Any, topo: Any, state: Path, config: Config, ttl: int, duratio
     signal.signal(signal.SIGINT, lambda *_: stop.set())
 
     def make(cfg: Config, fence: Any, publish: Any, sink: Any) -> FabricService:
-        try:
-            return FabricService(topo, env.program, state, cfg, store=store, fence=fence, publish=publish, sink=sink)
-        except OSError as e:
-            raise OpError(f"cannot open the events file: {e}", BAD_INPUT) from None
+        return _service(env, topo, state, cfg, store=store, fence=fence, publish=publish, sink=sink)
 
     click.echo(f"running on {store}: {len(topo.switches)} switches; campaigning for leadership (lease TTL {ttl} s)",
                err=True)

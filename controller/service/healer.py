@@ -1,6 +1,7 @@
 """Keeps the switches equal to the plan of the recorded failures: records what the probes see in the
-state file (under its lock; restoring only what the detector recorded) and writes the failover
-deltas on the open sessions."""
+record (under its lock; restoring only what the detector recorded; asking the leader's fence first) and
+writes the failover deltas through each switch's handle (controller.southbound.base.SwitchHandle: P4
+entities or Linux routes), every call under the deadline layer."""
 
 from __future__ import annotations
 
@@ -9,16 +10,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from controller import failover, ops
-from controller.runtime.codec import canonical
+from typing import Any
+
+from controller import ops
 from controller.failover import Failure, LinkDown
-from controller.runtime.p4info import P4Info
-from controller.runtime.p4rt import P4RuntimeError
-from controller.plan.fabricplan import plan as make_plan
-from controller.runtime.reconcile import Delta, apply, ordered_updates
-from controller.routes import DEFAULT_RESETS, Fabric, Options, Program
+from controller.routes import Fabric, Options, Program
 from controller.service.origins import merge
-from controller.service.sessions import Session
+from controller.southbound.base import PlanChange, SwitchHandle
 from controller.state.statefile import Origin
 from controller.state.statelock import StateLocked
 from controller.model.topology import Topology
@@ -38,9 +36,8 @@ class Healer:
 
     topo: Topology
     program: Program
-    p4info: P4Info
     state: Store  # the record's store (controller.state: the state file, or etcd)
-    sessions: Mapping[str, Session]
+    sessions: Mapping[str, SwitchHandle]
     emit: Emit
     lock_timeout: float = 10.0
     poll: float = 0.25
@@ -48,8 +45,9 @@ class Healer:
     on_change: Callable[[], None] | None = None  # after a pass that read a new record or applied a new set
     options: Options | None = None  # hash mode and pins of the plan (default: the program's)
     fence: Callable[[], str | None] | None = None  # etcd leadership: None while this controller may write
-    calls: SwitchCalls | None = None  # when set, deltas go out on the switches' workers, all at once, with a deadline
-    write_deadline: float = 2.0  # seconds a switch's delta may take before it waits for a full reconcile
+    calls: SwitchCalls | None = None  # when set, every switch call goes out on the switches' workers with a deadline
+    write_deadline: float = 2.0  # seconds all switches' deltas may take, in all
+    reconcile_deadline: float = 30.0  # seconds full reconciles (read everything back, write the plan) may take, in all
     applied: frozenset[Failure] | None = field(default=None, init=False)  # the failure set the switches hold
     recorded: dict[Failure, Origin] = field(default_factory=dict, init=False)  # the record, with origins, as last read
     read_mono_ns: int = field(default=0, init=False)  # when the last pass read the record (under the state lock)
@@ -84,8 +82,10 @@ class Healer:
             (self._detected.add if down else self._detected.discard)(link)
         self._wake.set()
 
-    def reconcile_now(self, session: Session) -> None:
-        """Bring one switch to the plan of the recorded failures (a session that became primary calls this)."""
+    def reconcile_now(self, session: SwitchHandle) -> None:
+        """Bring one switch to the plan of the recorded failures (a session that became primary calls this). The
+        record is read under its lock; the switch is written after both locks are let go, so a frozen switch
+        holds up no other's write (it is not ready yet: the loop's deltas leave it to this, or to a full reconcile)."""
         with self._io, self.state.locked(self.lock_timeout):
             self.recorded, self.read_revision = self.state.recorded_rev(self.topo)
             failures = frozenset(self.recorded)
@@ -93,7 +93,11 @@ class Healer:
                 self.applied = failures
             if failures != self.applied:  # the file moved on: the loop writes the deltas to the others
                 self._wake.set()
-            self._full_reconcile(session, self.applied)
+            target = self.applied
+        # a switch coming back is silent to the deadline layer until it answers: this call may reach it
+        err = self._full_reconciles([session], target, reach_silent=True).get(session.name)
+        if err is not None:
+            raise err
 
     # --- the loop ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -137,12 +141,20 @@ class Healer:
             raise
 
     def _tick(self, downs: set[Failure], ups: set[Failure], detected: set[Failure]) -> None:
+        full: list[SwitchHandle] = []
         with self._io, self.state.locked(self.lock_timeout):
             read_ns = time.monotonic_ns()  # a one-shot command that saved before this saw the lock free
             before, read_rev = self.state.recorded_rev(self.topo)
             recorded = frozenset(before)
             m = merge(before, downs, ups, detected)
             new = frozenset(m.record)
+            held = self.fence() if self.fence is not None else None  # asked before saving: a deposed leader saves nothing
+            if held and (m.added or m.removed):
+                with self._lock:  # kept for when writes may resume
+                    self._downs |= downs - self._ups
+                    self._ups |= ups - self._downs
+                m = merge(before, set(), set(), set())
+                new = recorded
             if m.added or m.removed:
                 read_rev = self.state.save(new, m.record, expect=read_rev)  # Conflict: merged again next pass
                 added, removed = self._described(m.added), self._described(m.removed)
@@ -156,7 +168,6 @@ class Healer:
             self.recorded = m.record
             if self.applied is None:
                 self.applied = recorded
-            held = self.fence() if self.fence is not None else None
             if (held is None) != (self.held is None):  # an event per change of state, not per reason's wording
                 self.emit("writes_held" if held else "writes_resumed", **({"why": held} if held else {}))
                 changed = True
@@ -171,10 +182,11 @@ class Healer:
                 self.applied = new
                 changed = True
             self.read_mono_ns, self.read_revision = read_ns, read_rev
-            for name in sorted(self._full):
-                s = self.sessions[name]
-                if s.ready and (self.calls is None or self.calls.silent_since(name) is None):
-                    self._full_reconcile(s, new)
+            full = [self.sessions[n] for n in sorted(self._full) if self.sessions[n].ready
+                    and (self.calls is None or self.calls.silent_since(n) is None)]
+        if full:  # read back and written with the locks let go: a frozen switch holds up no record or other write
+            for name, err in self._full_reconciles(full, new).items():
+                self.emit("reconcile_failed", switch=name, error=str(err) or type(err).__name__)
         if changed and self.on_change is not None:
             self.on_change()
 
@@ -196,75 +208,72 @@ class Healer:
         return f
 
     def _write_deltas(self, old: frozenset[Failure], new: frozenset[Failure]) -> None:
+        """Each switch's delta planned by its handle (no I/O), then written on the switches' workers all at once
+        under one deadline for the whole write. A switch that does not answer, or whose delta failed, is reconciled
+        in full later."""
         t0 = time.monotonic()
-        deltas = failover.delta(self._fabric(old), self._fabric(new))
+        change = PlanChange(self._fabric(old), self._fabric(new))
         down = ops.down_switches(new)
         # a switch back from a recorded failure holds whatever it held when it failed: all of it is compared
         self._full |= ops.down_switches(old) - down
         written: dict[str, int] = {}
-        if self.calls is not None:
-            self._write_on_workers(deltas, down, written)
-            self.emit("deltas_written", switches=written, failures=len(new),
-                      ms=round((time.monotonic() - t0) * 1000, 2), t_mono_ns=time.monotonic_ns())
-            return
-        for name, d in sorted(deltas.items()):
-            s = self.sessions[name]
+        jobs: dict[str, Any] = {}
+        for name, s in sorted(self.sessions.items()):
             if name in down or name in self._full:
+                continue
+            try:
+                delta = s.plan_delta(change)
+            except (ValueError, LookupError, ops.OpError) as e:  # a plan this switch cannot hold
+                self.emit("delta_failed", switch=name, error=str(e))
+                self._full.add(name)
+                continue
+            if delta is None:
                 continue
             if not s.ready:
                 self._full.add(name)  # reconciled in full when its session is back
                 continue
-            t1 = time.monotonic()
-            try:
-                for batch in ordered_updates(self._canonical(d)):
-                    s.conn.write(batch)
-                written[name] = len(d)
-                if self.on_reconcile is not None:
-                    self.on_reconcile(name, time.monotonic() - t1)
-            except (P4RuntimeError, ValueError, LookupError) as e:
-                self.emit("delta_failed", switch=name, error=str(e))
-                self._full.add(name)
-        self.emit("deltas_written", switches=written, failures=len(new),
-                  ms=round((time.monotonic() - t0) * 1000, 2), t_mono_ns=time.monotonic_ns())
-
-    def _write_on_workers(self, deltas: Mapping[str, Delta], down: set[str], written: dict[str, int]) -> None:
-        """Every switch's delta at once on its worker; the slowest holds this thread at most
-        `write_deadline`. A switch that does not answer, or whose delta failed, is reconciled in full later."""
-        assert self.calls is not None
-        jobs = {}
-        for name, d in sorted(deltas.items()):
-            s = self.sessions[name]
-            if name in down or name in self._full:
-                continue
-            if not s.ready:
-                self._full.add(name)
-                continue
-            batches = [list(b) for b in ordered_updates(self._canonical(d))]
-            jobs[name] = (lambda t, s=s, batches=batches: (time.monotonic(), [s.conn.write(b, timeout=t) for b in batches]))
-        results = self.calls.gather(jobs, self.write_deadline)
-        for name, r in sorted(results.items()):
+            jobs[name] = lambda t, s=s, delta=delta: (time.monotonic(), s.write_delta(delta, t))
+        for name, r in sorted(self._run_calls(jobs, self.write_deadline).items()):
             if isinstance(r, Exception):
                 self.emit("delta_failed", switch=name, error=str(r) or type(r).__name__)
                 self._full.add(name)
                 continue
-            written[name] = len(deltas[name])
+            written[name] = r[1]
             if self.on_reconcile is not None:
                 self.on_reconcile(name, time.monotonic() - r[0])
+        self.emit("deltas_written", switches=written, failures=len(new),
+                  ms=round((time.monotonic() - t0) * 1000, 2), t_mono_ns=time.monotonic_ns())
 
-    def _canonical(self, d: Delta) -> Delta:
-        c = lambda xs: tuple(canonical(e, self.p4info) for e in xs)  # noqa: E731
-        return Delta(c(d.inserts), c(d.modifies), c(d.deletes), c(d.unwatch),  # type: ignore[arg-type]
-                     tuple(c(stage) for stage in d.rewatch))  # type: ignore[misc]
+    def _run_calls(self, jobs: Mapping[str, Any], deadline: float, *, probe: bool = False) -> dict[str, Any]:
+        """Each job (fn(deadline)) on its switch's worker, all at once, `deadline` for all of them (without the
+        deadline layer, tests: one after another); per switch its result or its exception."""
+        if self.calls is not None:
+            return self.calls.gather(jobs, deadline, probe=probe)
+        out: dict[str, Any] = {}
+        for name, fn in jobs.items():
+            try:
+                out[name] = fn(deadline)
+            except Exception as e:  # the switch's own error, handed back as a value
+                out[name] = e
+        return out
 
-    def _full_reconcile(self, s: Session, failures: frozenset[Failure]) -> None:
-        t0 = time.monotonic()
-        if s.name in ops.down_switches(failures):  # recorded down: the one-shot commands leave it alone too
-            return
-        # with the program's resets, as `fabricctl install`: thresholds a switch holds that the plan does not
-        # set (ECN marking or trimming turned off while it was away) go back to the program's default
-        d = apply(s.conn, make_plan(self._fabric(failures))[s.name], resets=DEFAULT_RESETS)
-        self._full.discard(s.name)
-        self.emit("reconciled", switch=s.name, inserts=len(d.inserts), modifies=len(d.modifies),
-                  deletes=len(d.deletes), ms=round((time.monotonic() - t0) * 1000, 2))
-        if self.on_reconcile is not None:
-            self.on_reconcile(s.name, time.monotonic() - t0)
+    def _full_reconciles(self, handles: list[SwitchHandle], failures: frozenset[Failure], *,
+                         reach_silent: bool = False) -> dict[str, Exception]:
+        """Read back and write the difference on each switch (not one recorded down: the one-shot commands leave it
+        alone too), all at once under one deadline; the errors, per switch (each stays for a full reconcile)."""
+        down = ops.down_switches(failures)
+        fabric = self._fabric(failures)
+        jobs = {h.name: (lambda t, h=h: (time.monotonic(), h.reconcile(fabric, t))) for h in handles if h.name not in down}
+        errors: dict[str, Exception] = {}
+        for name, r in sorted(self._run_calls(jobs, self.reconcile_deadline, probe=reach_silent).items()):
+            if isinstance(r, Exception):
+                self._full.add(name)
+                errors[name] = r
+                continue
+            t0, d = r
+            self._full.discard(name)
+            self.emit("reconciled", switch=name, inserts=d.inserts, modifies=d.modifies, deletes=d.deletes,
+                      ms=round((time.monotonic() - t0) * 1000, 2))
+            if self.on_reconcile is not None:
+                self.on_reconcile(name, time.monotonic() - t0)
+        return errors

@@ -52,7 +52,7 @@ def judge(h: SwitchHealth, s: Signals, now_ns: int) -> tuple[SwitchHealth, Chang
 
 
 class Pinger:
-    """Every `every` seconds, a Capabilities call to each switch `ready` says is in session, unless
+    """Every `every` seconds, the liveness call (`ping`: P4Runtime Capabilities, a netlink read) to each switch `ready` says is in session, unless
     a call to it is still running: the answers (or their absence) feed SwitchCalls' silence. The
     calls run on the switches' workers, so one that never answers holds nothing here."""
 
@@ -77,7 +77,7 @@ class Pinger:
             if not self.ready(name) or not self.calls.idle(name):
                 continue
             try:
-                self.calls.submit(name, session.conn.capabilities, probe=True)  # type: ignore[attr-defined]
+                self.calls.submit(name, session.ping, probe=True)  # type: ignore[attr-defined]
                 self.sent += 1
             except SwitchSilent:
                 continue

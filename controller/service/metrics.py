@@ -58,6 +58,11 @@ class Metrics:
         self.path_packets = Gauge("fabric_path_packets", "Packets a source leaf's headend sent on each path "
                                   "(srv6_spray path_packets, by the path's plane, spine and segment list)",
                                   ["switch", "plane", "spine", "segments"], registry=r)
+        self.probe_io_errors = Gauge("fabric_probe_io_errors", "Probes not sent (send) and reads of arrivals that "
+                                     "failed (read), since start", ["what"], registry=r)
+        self.counter_errors = Counter("fabric_counter_read_errors", "Counter reads of a switch that failed or went "
+                                      "unanswered (its counter metrics are then left as last read)", ["switch"],
+                                      registry=r)
         self.packet_io = Gauge("fabric_probe_packets", "Probe packets through P4Runtime since start (out, in; refused: not sent, the stream's backlog full)",
                                ["way"], registry=r)
 

@@ -1,5 +1,7 @@
-"""Active probes: packet-out at one end of each fabric link, packet-in at the other, per direction; and
-per host NIC, a Neighbor Solicitation out of its T0 port whose Neighbor Advertisement comes back."""
+"""Active probes over any switch's probe transport (controller.southbound.base.SwitchHandle: packet-out and
+packet-in on P4Runtime, UDP between link-local addresses on the kernel): out of one end of each fabric link, read at
+the other, per direction; and per host NIC (where the switch can), a Neighbor Solicitation out of its T0 port whose
+Neighbor Advertisement comes back."""
 
 from __future__ import annotations
 
@@ -12,9 +14,8 @@ from dataclasses import dataclass, field
 
 from controller import ops
 from controller.failover import Failure, HostPortDown, LinkDown
-from controller.runtime.p4rt import P4RuntimeError
-from controller.plan.probes import (PROBE_SLOTS, Probe, advertised_target, neighbor_solicitation, parse_probe, probe_frame,
-                               probed_host_ports)
+from controller.plan.probes import PROBE_SLOTS, advertised_target, parse_probe, probed_host_ports
+from controller.southbound.base import HostAnswer, ProbeError, ProbeIn
 from controller.service.detect import (Change, Detector, Evidence, Thresholds, counter_deltas, force_down, port_evidence,
                                       step)
 from controller.service.liveness import Signals, SwitchHealth, judge as judge_switch
@@ -92,11 +93,14 @@ class DirectionState:
     evidence: str = ""  # what the port counters said at the last decision
     gray_counts: tuple[int, int] | None = None  # (tx, rx) read when a gray ratio last wanted the link down
     gray_counts_ns: int = 0
+    armed: bool = False  # a probe arrived (or the transport's grace passed): losses count from then
+    first_sent_ns: int | None = None
+    unarmed: int = 0  # lost before the direction was armed: not judged
+    arm_grace_ns: int = 0  # the transport's (kernel: link-local addresses tentative for a while in a new lab)
 
 
 GRAY_SPAN_NS = 1_000_000_000  # the port counters judge a gray ratio over at least this long
-TX_COUNTER = "FabricEgress.port_tx"  # counted in egress, before the port takes (or refuses) the frame
-RX_COUNTER = "IngressPipe.port_rx"
+LATE_BOUND_PERIODS = 4  # the send loop this many periods (or a probe timeout) late: the controller itself stalled
 
 LATE = "late"  # the port counters were asked for and have not come back yet: ask again at the next loss
 COUNTS_GRACE = 0.02  # seconds the prober waits for a counter read it just asked for (a quiet switch: ~3 ms)
@@ -106,6 +110,22 @@ PortCounts = Callable[[Direction], "tuple[int, int] | None | str"]
 
 # (switch, change, why) for each switch the liveness rule records failed or back; on the prober's thread.
 OnSwitch = Callable[[str, Change, str], None]
+
+# (what: "probe_send" | "probe_read", switch, error) when a switch's probe I/O fails, once per change of its error.
+OnIoError = Callable[[str, str, str], None]
+
+
+def is_stall(lossy: int, total: int, *, fraction: float, loop_late_ns: int, late_bound_ns: int,
+             answered_later: bool) -> bool:
+    """Whether a round in which `lossy` of `total` directions lost a probe is the controller's own stall, judged by
+    evidence a stall would also stop: its send loop (its own clock) ran late past `late_bound_ns` while the lost
+    probes were out, or no probe sent after them came back anywhere (`answered_later`: the other plane's, the
+    other switches'). Only a round where at least `fraction` of at least 8 directions lose is a candidate: a whole
+    plane going dark (its spines blackholed, carrier up) is that shape, and it is the fabric's failure while the
+    loop keeps time and the other plane's probes still arrive."""
+    if total < 8 or lossy < fraction * total:
+        return False
+    return loop_late_ns > late_bound_ns or not answered_later
 
 
 # (direction state, change) for each detector change; called on the prober's thread.
@@ -125,7 +145,8 @@ class Prober:
                  on_outcome: Callable[[DirectionState, bool, float | None], None] | None = None,
                  on_stall: Callable[[int, int], None] | None = None, stall_fraction: float = 0.5,
                  port_counts: PortCounts | None = None, evidence: bool = True, hosts: bool = False,
-                 host_every: int = 1, calls: SwitchCalls | None = None, on_switch: OnSwitch | None = None) -> None:
+                 host_every: int = 1, calls: SwitchCalls | None = None, on_switch: OnSwitch | None = None,
+                 on_io_error: OnIoError | None = None) -> None:
         self.sessions = sessions
         self.thresholds = thresholds
         self.period = period
@@ -150,7 +171,13 @@ class Prober:
         self.port_counts: PortCounts = port_counts or self._read_port_counts
         self.stalls = 0
         self.late = 0  # probes that arrived after they were judged lost
-        self.states = [DirectionState(d) for d in directions(topo, hosts)]
+        self.on_io_error = on_io_error
+        self.io_errors = {"probe_send": 0, "probe_read": 0}  # probes not sent, reads of arrivals that failed
+        self._io_said: dict[tuple[str, str], str] = {}  # (what, switch) -> the error said last
+        self._loop_late: deque[tuple[int, int]] = deque(maxlen=512)  # (round start ns, how late it started)
+        # host NICs only behind switches whose transport can probe them; each direction armed by its transport
+        self.states = [DirectionState(d, arm_grace_ns=max(self._grace(d.src), self._grace(d.dst)))
+                       for d in directions(topo, hosts) if not d.host or getattr(sessions.get(d.src), "host_probes", True)]
         self._by_key = {(s.d.link_id, s.d.direction): s for s in self.states if not s.d.host}
         self._by_port = {(s.d.dst, s.d.dst_port): s for s in self.states if s.d.host}
         self._lock = threading.Lock()
@@ -160,6 +187,22 @@ class Prober:
         self._threads: list[threading.Thread] = []
         self.packets_out = 0
         self.packets_in = 0
+
+    def _grace(self, name: str) -> int:
+        return int(getattr(self.sessions.get(name), "arm_grace_ns", 0))
+
+    def _io_error(self, what: str, name: str, error: str | None) -> None:
+        """Count a failed probe send or read (error None: it works again); say each change of a switch's error once."""
+        key = (what, name)
+        if error is None:
+            if self._io_said.pop(key, None) is not None and self.on_io_error is not None:
+                self.on_io_error(what, name, "")
+            return
+        self.io_errors[what] += 1
+        if self._io_said.get(key) != error:
+            self._io_said[key] = error
+            if self.on_io_error is not None:
+                self.on_io_error(what, name, error)
 
     def start(self) -> None:
         self._threads = [threading.Thread(target=self._send_loop, name="prober", daemon=True)]
@@ -199,7 +242,9 @@ class Prober:
         next_t = time.monotonic()
         while not self._stop.is_set():
             now_ns = time.monotonic_ns()
+            self._loop_late.append((now_ns, max(0, now_ns - int(next_t * 1e9))))
             self._round += 1
+            failed: set[str] = set()
             for s in self.states:
                 if s.d.host and self._round % self.host_every:
                     continue
@@ -207,16 +252,22 @@ class Prober:
                 if not session.ready or not self.sessions[s.d.dst].ready:  # type: ignore[attr-defined]
                     continue  # a probe needs both ends: the plan's punt entry at the far end, its packet-in
                 s.seq += 1
-                frame = (neighbor_solicitation(s.d.target, s.seq) if s.d.host
-                         else probe_frame(Probe(s.d.link_id, s.d.direction, s.seq, now_ns)))
                 try:
-                    session.conn.packet_out(frame, egress_port=s.d.src_port, _pad=0)  # type: ignore[attr-defined]
-                except P4RuntimeError:
+                    session.send_probe(s.d.src_port, s.d.link_id, s.d.direction, s.seq, now_ns,  # type: ignore[attr-defined]
+                                       s.d.target)
+                except ProbeError as e:  # not sent, not judged (carrier speaks for a port that cannot send)
+                    self._io_error("probe_send", s.d.src, str(e))
+                    failed.add(s.d.src)
                     continue
                 with self._lock:
                     s.outstanding.append((s.seq, now_ns))
+                    if s.first_sent_ns is None:
+                        s.first_sent_ns = now_ns
                 s.sent += 1
                 self.packets_out += 1
+            for name in {st.d.src for st in self.states} - failed:
+                if self._io_said:
+                    self._io_error("probe_send", name, None)
             self._drain()
             self._judge(time.monotonic_ns())
             self._judge_switches(time.monotonic_ns())
@@ -270,6 +321,7 @@ class Prober:
 
     def _judge_locked(self, now_ns: int) -> None:
         due: list[tuple[DirectionState, list[tuple[bool, float | None]]]] = []
+        oldest_lost = now_ns
         down = self.switches_down() | self._silent()
         with self._lock:
             self._timeout_now = self.timer.timeout_ns(now_ns)
@@ -284,17 +336,25 @@ class Prober:
                     continue
                 outcomes: list[tuple[bool, float | None]] = []
                 while s.outstanding and self._due(s, s.outstanding[0][0], s.outstanding[0][1], now_ns):
-                    seq, _ = s.outstanding.popleft()
+                    seq, sent_ns = s.outstanding.popleft()
                     delay = s.received.pop(seq, None)
+                    if not s.armed:  # a far address still tentative (DAD) loses the first probes of a new lab
+                        if delay is None and sent_ns - (s.first_sent_ns or sent_ns) < s.arm_grace_ns:
+                            s.unarmed += 1
+                            continue
+                        s.armed = True
+                    oldest_lost = min(oldest_lost, sent_ns) if delay is None else oldest_lost
                     outcomes.append((delay is not None, None if delay is None else delay / 1e6))
                 if not s.outstanding:
                     s.received.clear()
                 if outcomes:
                     due.append((s, outcomes))
         lossy = sum(1 for _, outcomes in due if not all(ok for ok, _ in outcomes))
-        if len(self.states) >= 8 and lossy >= self.stall_fraction * len(self.states):
-            # Most directions of unrelated switches lost probes at once: the controller (or the
-            # machine) stalled, not the links. No single failure does this; judge nothing this round.
+        late = max((late for t, late in self._loop_late if t >= oldest_lost - self._timeout_now), default=0)
+        if is_stall(lossy, len(self.states), fraction=self.stall_fraction, loop_late_ns=late,
+                    late_bound_ns=max(LATE_BOUND_PERIODS * int(self.period * 1e9), self.timeout_ns),
+                    answered_later=self._progress > oldest_lost):
+            # the controller (or the machine) stalled, not the links: judge nothing this round
             self.stalls += 1
             if self.on_stall is not None:
                 self.on_stall(lossy, len(self.states))
@@ -386,14 +446,16 @@ class Prober:
         """Both ends' counters, read on the switches' workers: a read asked for waits here at most
         COUNTS_GRACE, then LATE (the prober goes on; the next loss takes the answer). A switch that
         does not answer: LATE (the liveness rule judges it). Unreadable: None."""
+        src, dst = self.sessions[d.src], self.sessions[d.dst]
+        if not (getattr(src, "port_counters", True) and getattr(dst, "port_counters", True)):
+            return None  # a transport without port counters: the probes decide
         if self.calls is None:
             return self._read_port_counts_here(d)
         pending = self._pending.get(d)
         if pending is None:
-            src, dst = self.sessions[d.src].conn, self.sessions[d.dst].conn  # type: ignore[attr-defined]
             try:
-                pending = (self.calls.submit(d.src, lambda t: src.read_counter(TX_COUNTER, d.src_port, t)),
-                           self.calls.submit(d.dst, lambda t: dst.read_counter(RX_COUNTER, d.dst_port, t)))
+                pending = (self.calls.submit(d.src, lambda t: src.port_count(d.src_port, True, t)),  # type: ignore[attr-defined]
+                           self.calls.submit(d.dst, lambda t: dst.port_count(d.dst_port, False, t)))  # type: ignore[attr-defined]
             except SwitchSilent:
                 return LATE
             self._pending[d] = pending
@@ -402,18 +464,18 @@ class Prober:
             return LATE
         del self._pending[d]
         try:
-            return pending[0].result()[0].packets, pending[1].result()[0].packets
-        except P4RuntimeError as e:
-            return LATE if any(k in str(e) for k in NO_ANSWER) else None
+            return pending[0].result(), pending[1].result()
         except (LookupError, CallLate):
             return None
+        except Exception as e:  # the switch's own error: no answer in time is LATE, a refusal is unreadable
+            return LATE if any(k in str(e) for k in NO_ANSWER) else None
 
     def _read_port_counts_here(self, d: Direction) -> tuple[int, int] | None:
         try:
-            tx = self.sessions[d.src].conn.read_counter(TX_COUNTER, d.src_port)  # type: ignore[attr-defined]
-            rx = self.sessions[d.dst].conn.read_counter(RX_COUNTER, d.dst_port)  # type: ignore[attr-defined]
-            return tx[0].packets, rx[0].packets
-        except (P4RuntimeError, LookupError):
+            tx = self.sessions[d.src].port_count(d.src_port, True, 2.0)  # type: ignore[attr-defined]
+            rx = self.sessions[d.dst].port_count(d.dst_port, False, 2.0)  # type: ignore[attr-defined]
+            return tx, rx
+        except Exception:  # unreadable: the probes decide
             return None
 
     def _silent(self) -> set[str]:
@@ -447,30 +509,42 @@ class Prober:
             if not session.ready:  # type: ignore[attr-defined]
                 continue
             try:
-                for packet in session.conn.packets_in(timeout=0):  # type: ignore[attr-defined]
-                    self._arrived(name, packet.payload, dict(packet.metadata).get("ingress_port"),
-                                  packet.received_ns or time.monotonic_ns())
-            except P4RuntimeError:
+                arrivals = session.probes_in()  # type: ignore[attr-defined]
+            except ProbeError as e:
+                self._io_error("probe_read", name, str(e))
                 continue
+            if self._io_said:
+                self._io_error("probe_read", name, None)
+            for a in arrivals:
+                if isinstance(a, ProbeIn):
+                    self._probe_in(name, a)
+                else:
+                    self._answer(name, a)
 
     def _arrived(self, name: str, payload: bytes, port: int | None, now_ns: int) -> None:
+        """A packet-in's payload (a probe frame or a host's Neighbor Advertisement) read at `name`."""
         probe = parse_probe(payload)
-        if probe is None:
-            self._advertised(name, payload, port, now_ns)
+        if probe is not None and port is not None:
+            self._probe_in(name, ProbeIn(port, probe.link, probe.direction, probe.seq, probe.sent_ns, now_ns))
             return
-        s = self._by_key.get((probe.link, probe.direction))
-        if s is None or s.d.dst != name or s.d.dst_port != port:
+        na = advertised_target(payload)
+        if na is not None and port is not None:
+            self._answer(name, HostAnswer(port, na[0], na[1], now_ns))
+
+    def _probe_in(self, name: str, probe: ProbeIn) -> None:
+        s = self._by_key.get((probe.link_id, probe.direction))
+        if s is None or s.d.dst != name or s.d.dst_port != probe.port:
             return
         self.packets_in += 1
         with self._lock:
             self._progressed(s, probe.sent_ns)
-            delay_ns = now_ns - probe.sent_ns
+            delay_ns = probe.received_ns - probe.sent_ns
             if s.outstanding and s.outstanding[0][0] <= probe.seq:
                 s.received[probe.seq] = delay_ns
                 self.timer.arrived(delay_ns)
             else:
                 self.late += 1
-                self.timer.late(delay_ns, now_ns)
+                self.timer.late(delay_ns, probe.received_ns)
 
     def _progressed(self, s: DirectionState, sent_ns: int) -> None:
         """A probe of `s` sent at `sent_ns` arrived: its switches, and the prober, carried probes that late."""
@@ -480,16 +554,16 @@ class Prober:
             self._recv_progress[s.d.dst] = sent_ns
         self._progress = max(self._progress, sent_ns)
 
-    def _advertised(self, name: str, payload: bytes, port: int | None, now_ns: int) -> None:
+    def _answer(self, name: str, na: HostAnswer) -> None:
         """A host's Neighbor Advertisement: the probe address it was sent to names the solicitation
         it answers (its sequence number modulo PROBE_SLOTS; outstanding ones span less than that)."""
-        na = advertised_target(payload)
-        s = self._by_port.get((name, port))  # type: ignore[arg-type]
-        if na is None or s is None or na[0] != s.d.target:
+        now_ns = na.received_ns
+        s = self._by_port.get((name, na.port))
+        if s is None or na.target != s.d.target:
             return
         self.packets_in += 1
         with self._lock:
-            hit = next(((seq, sent) for seq, sent in reversed(s.outstanding) if seq % PROBE_SLOTS == na[1]), None)
+            hit = next(((seq, sent) for seq, sent in reversed(s.outstanding) if seq % PROBE_SLOTS == na.slot), None)
             if hit is None:
                 self.late += 1
                 return

@@ -1,4 +1,6 @@
-"""The controller service: sessions, prober, healer, events, metrics and the status file, wired together."""
+"""The controller service over any data plane: one handle per switch (controller.southbound.base.SwitchHandle,
+chosen once from its record: a network namespace is netlink, an address P4Runtime), one prober, one healer,
+events, metrics and the status file, wired together. A fabric may mix the two."""
 
 from __future__ import annotations
 
@@ -9,13 +11,12 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from controller import ops
 from controller.failover import HostPortDown, LinkDown
 from controller.runtime.p4info import P4Info
-from controller.runtime.p4rt import P4RuntimeError
 from controller.failover import SwitchDown
 from controller.routes import Options, Program
 from controller.service.detect import Change, Thresholds
@@ -28,18 +29,46 @@ from controller.service.metrics import Metrics, drop_reason_names
 from controller.service.paths import PATH_COUNTER, PathLabel, path_labels
 from controller.service.priority import set_thread_nice
 from controller.service.prober import DirectionState, Prober, failure_label
-from controller.service.sessions import Role, Session
+from controller.service.sessions import Session
 from controller.service.switchcalls import SwitchCalls
+from controller.southbound.base import CarrierSource, SwitchHandle
+from controller.southbound.fleet import kind_of
 from controller.service.status import may_write, remove_status, status_path, write_status
 from controller.failover import failure_to_json
 from controller.state.statefile import DETECTOR
 from controller.programs.toolchain import Artifacts
-from controller.model.topology import Topology
+from controller.model.topology import Switch, Topology
 from controller.state.eventfile import EVENTS_NAME  # the default events file (importers take it from here too)
 from controller.state.filestore import FileStore
 from controller.state.store import Store, StoreError
 
 log = logging.getLogger("controller.service")
+
+
+def handle_class(sw: Switch) -> type[Any]:
+    """The implementation that holds this switch, from its record (chosen once, here)."""
+    if kind_of(sw) == "netlink":
+        from controller.southbound.kernelswitch import KernelSwitch  # pyroute2 only where a switch needs it
+
+        return KernelSwitch
+    return Session
+
+
+def refused(topo: Topology, given: Iterable[str]) -> tuple[str, Switch, str] | None:
+    """The first option given (a Config field's name) that a switch of `topo` cannot carry: (option, the switch,
+    why, in the implementation's words: its `cannot`); None when every switch carries them all."""
+    for sw in topo.switches:
+        cannot: dict[str, str] = getattr(handle_class(sw), "cannot", {})
+        for name in given:
+            if name in cannot:
+                return name, sw, cannot[name]
+    return None
+
+
+def needs_lease(topo: Topology) -> bool:
+    """Whether some switch elects no writer itself (a namespace): two controllers on a state file then need a
+    lease between them (controller.service.lease), where P4Runtime's election ids make one a backup."""
+    return any(not handle_class(sw).arbitrated for sw in topo.switches)
 
 
 @dataclass(frozen=True)
@@ -78,30 +107,49 @@ class FabricService:
         self.topo, self.program, self.state, self.config = topo, program, state, config
         self.store = store if store is not None else FileStore(state)
         self.fence, self.publish = fence, publish
-        self.artifacts = Artifacts.of(program)
-        self.p4info = P4Info.load(self.artifacts.p4info)
-        self.events = EventLog(config.events or state.with_name(EVENTS_NAME), sink=sink)
+        p4 = any(handle_class(sw) is Session for sw in topo.switches)
+        self.artifacts = Artifacts.of(program) if p4 else None
+        self.p4info = P4Info.load(self.artifacts.p4info) if self.artifacts is not None else None
         self.metrics = Metrics()
         self.started = time.time()
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, SwitchHandle] = {}
         self._publish = threading.Event()  # set: write the status file now (the healer applied a change)
         self.calls = SwitchCalls([sw.name for sw in topo.switches], config.switch_deadline)
-        self.healer = Healer(topo, program, self.p4info, self.store, self.sessions, self.events.emit,
+        self.healer = Healer(topo, program, self.store, self.sessions, lambda kind, **f: self.events.emit(kind, **f),
                              on_reconcile=lambda n, s: self.metrics.reconcile.labels(n).observe(s),
                              on_change=self._publish.set, options=options, fence=fence, calls=self.calls,
                              write_deadline=max(2.0, 4 * config.switch_deadline))
-        for sw in topo.switches:
-            self.sessions[sw.name] = Session(sw, config.election_id, self.artifacts, self.p4info,
-                                             on_primary=self.healer.reconcile_now, notify=self._session_event,
-                                             timeout=config.connect_timeout, fence=fence)
+        kernel = [sw for sw in topo.switches if kind_of(sw) == "netlink"]
+        if kernel:  # a plan a namespace cannot carry: refused (ops.OpError naming it) before any switch is contacted
+            from controller.southbound.netlink import NetlinkSouthbound
+
+            NetlinkSouthbound(lambda n: str(topo.switch(n).netns)).prepare(
+                ops.fabric(topo, program, (), options), kernel)
+        try:
+            for sw in topo.switches:
+                self.sessions[sw.name] = self._handle(sw)
+            self.events = EventLog(config.events or state.with_name(EVENTS_NAME), sink=sink)
+        except BaseException:
+            for h in self.sessions.values():
+                h.stop()
+            raise
         self.prober = Prober(topo, self.sessions, config.thresholds, period=config.period,
                              timeout=config.probe_timeout, on_change=self._link_change, on_outcome=self._outcome,
                              on_stall=self._stall, evidence=config.port_evidence, hosts=config.host_probes,
-                             host_every=config.host_every, calls=self.calls, on_switch=self._switch_change)
+                             host_every=config.host_every, calls=self.calls, on_switch=self._switch_change,
+                             on_io_error=self._io_error)
         self.pinger = Pinger(self.calls, self.sessions, lambda n: self.sessions[n].ready, config.ping_every)
         self.port_status = None if config.carrier_events is None else \
             PortStatusListener(config.carrier_events, self._port_status,
                                on_error=lambda why: self.events.emit("carrier_events_stopped", error=why))
+        self.carrier: CarrierSource | None = None  # the kernel switches' own (their namespaces' link events)
+        if config.probe and any(kind_of(sw) == "netlink" for sw in topo.switches):
+            from controller.southbound.kernelswitch import KernelCarrier
+
+            self.carrier = KernelCarrier(topo, lambda n, port, up, t: self._port_status(PortStatus(n, port, up, t)),
+                                         on_error=self._carrier_error)
+        self.counter_errors: dict[str, str] = {}  # switch -> the counter-read error said last
+        self._armed = False
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._drop_names = drop_reason_names()
@@ -109,6 +157,20 @@ class FabricService:
         self.path_labels = self._path_labels()
         self.link_changes = {"down": 0, "up": 0}
         self.path_reads: dict[str, tuple[float, dict[int, int]]] = {}  # leaf -> (when, path_index -> packets)
+
+    def _handle(self, sw: Switch) -> SwitchHandle:
+        cls = handle_class(sw)
+        if cls is Session:
+            assert self.artifacts is not None and self.p4info is not None
+            return Session(sw, self.config.election_id, self.artifacts, self.p4info,
+                           on_primary=self.healer.reconcile_now, notify=self._session_event,
+                           timeout=self.config.connect_timeout, fence=self.fence)
+        from controller.southbound.kernelswitch import peers_of
+        from controller.southbound.linkprobe import new_nonce
+
+        self._nonce = getattr(self, "_nonce", None) or new_nonce()  # another controller's probes are not ours
+        return cls(sw, peers_of(self.topo, sw), self._nonce, on_primary=self.healer.reconcile_now,  # type: ignore[no-any-return]
+                   notify=self._session_event, timeout=self.config.connect_timeout)
 
     # --- life ----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -162,6 +224,8 @@ class FabricService:
                 self.pinger.start()
             if self.port_status is not None:
                 self.port_status.start()
+            if self.carrier is not None:
+                self.carrier.start()
         self._threads = [threading.Thread(target=self._status_loop, name="status", daemon=True)]
         if self.config.counters_every > 0:
             self._threads.append(threading.Thread(target=self._counters_loop, name="counters", daemon=True))
@@ -174,6 +238,8 @@ class FabricService:
         self.pinger.stop()
         if self.port_status is not None:
             self.port_status.stop()
+        if self.carrier is not None:
+            self.carrier.stop()
         self.prober.stop()
         for s in self.sessions.values():
             s.stop()
@@ -194,7 +260,7 @@ class FabricService:
             self.stop()
 
     # --- callbacks -----------------------------------------------------------------------------
-    def _session_event(self, s: Session, kind: str, fields: dict[str, Any]) -> None:
+    def _session_event(self, s: SwitchHandle, kind: str, fields: dict[str, Any]) -> None:
         self.events.emit(kind, switch=s.name, **fields)
         if kind == "stream_broken":
             self.metrics.reconnects.labels(s.name).inc()
@@ -237,6 +303,13 @@ class FabricService:
         if known and self.config.probe:
             self.prober.carrier(st.switch, st.port, st.up, f"carrier lost on {st.switch}:{st.port} (port status)")
 
+    def _carrier_error(self, error: str) -> None:
+        self.events.emit("carrier_error", error=error)
+
+    def _io_error(self, what: str, switch: str, error: str) -> None:
+        """A switch's probe I/O failed (or, error empty, works again): an event per change, the count a metric."""
+        self.events.emit(f"{what}_error" if error else f"{what}_ok", switch=switch, **({"error": error} if error else {}))
+
     def _stall(self, lossy: int, total: int) -> None:
         if self.prober.stalls == 1 or self.prober.stalls % 100 == 0:
             self.events.emit("probe_stall", lossy_directions=lossy, directions=total, stalls=self.prober.stalls)
@@ -261,47 +334,67 @@ class FabricService:
             try:
                 if self.publish is not None:
                     self.publish(self.view())
-                elif may_write(path, os.getpid(), any(s.role is Role.PRIMARY for s in self.sessions.values())):
+                elif may_write(path, os.getpid(), any(s.role_name == "primary" for s in self.sessions.values())):
                     write_status(path, self.view())
             except (OSError, StoreError) as e:
                 self.events.emit("status_error", error=str(e))
+            if not self._armed and self.prober.states and all(st.armed for st in self.prober.states):
+                self._armed = True  # every direction had a probe arrive: its losses count from here
+                self.events.emit("probes_armed", directions=len(self.prober.states))
+            for what, n in self.prober.io_errors.items():
+                self.metrics.probe_io_errors.labels(what).set(n)
             self.metrics.packet_io.labels("out").set(self.prober.packets_out)
             self.metrics.packet_io.labels("in").set(self.prober.packets_in)
             self.metrics.probe_timeout.set(self.prober.timeout_ms / 1000)
             self.metrics.probes_late.set(self.prober.late)
-            self.metrics.failures.set(len(self.healer.recorded))  # was defined but never set: always 0
-            self.metrics.packet_io.labels("refused").set(sum(s.conn.packets_refused for s in self.sessions.values()))
+            self.metrics.failures.set(len(self.healer.recorded))
+            self.metrics.packet_io.labels("refused").set(self._refused())
+
+    def _refused(self) -> int:
+        """Packet-outs a P4Runtime stream's backlog refused (a kernel switch has no stream)."""
+        return sum(getattr(getattr(s, "conn", None), "packets_refused", 0) for s in self.sessions.values())
 
     def _counters_loop(self) -> None:
         while not self._stop.wait(self.config.counters_every):
-            for s in list(self.sessions.values()):
-                if not s.ready or self.calls.silent_since(s.name) is not None:
-                    continue
-                try:
-                    rx = s.conn.read_counter("IngressPipe.port_rx")
-                    tx = s.conn.read_counter("FabricEgress.port_tx")
-                    drops = s.conn.read_counter("IngressPipe.drop_reasons")
-                except (P4RuntimeError, LookupError):
-                    continue
-                self.metrics.set_counters(s.name, rx, tx, drops, self._drop_names)
-                self.read_paths(s)
+            self.read_counters()
 
-    def read_paths(self, s: Session) -> None:
-        """The per-path packets of a source leaf into the metrics (srv6_spray's path_packets cells)."""
-        labels = self.path_labels.get(s.name)
-        if not labels:
-            return
-        try:
-            cells = s.conn.read_counter_cells(PATH_COUNTER, labels)
-        except (P4RuntimeError, LookupError, ValueError):
-            return
-        self.metrics.set_paths(s.name, cells, labels)
-        self.path_reads[s.name] = (time.time(), {v.index: v.packets for v in cells if v.index in labels})
+    def read_counters(self) -> None:
+        """Every switch's counters read at once on the switches' workers, one deadline for all; a switch that
+        fails (or answers nothing in time) is counted and said once per change of its error, its metrics left."""
+        handles = [s for s in self.sessions.values() if s.port_counters and s.ready
+                   and self.calls.silent_since(s.name) is None]
+
+        def job(s: SwitchHandle) -> Callable[[float], Any]:
+            def read(t: float) -> Any:
+                counters = s.read_counters(t)
+                labels = self.path_labels.get(s.name)
+                # path cells: a P4 leaf's alone (path_labels has no other), read on its P4Runtime connection
+                cells = s.conn.read_counter_cells(PATH_COUNTER, labels) if labels else None  # type: ignore[attr-defined]
+                return counters, cells
+            return read
+
+        results = self.calls.gather({s.name: job(s) for s in handles}, max(2.0, 4 * self.config.switch_deadline))
+        for name, r in sorted(results.items()):
+            if isinstance(r, Exception):
+                self.metrics.counter_errors.labels(name).inc()
+                error = str(r) or type(r).__name__
+                if self.counter_errors.get(name) != error:
+                    self.counter_errors[name] = error
+                    self.events.emit("counters_error", switch=name, error=error)
+                continue
+            if self.counter_errors.pop(name, None) is not None:
+                self.events.emit("counters_ok", switch=name)
+            (rx, tx, drops), cells = r
+            self.metrics.set_counters(name, rx, tx, drops, self._drop_names)
+            if cells is not None:
+                labels = self.path_labels[name]
+                self.metrics.set_paths(name, cells, labels)
+                self.path_reads[name] = (time.time(), {v.index: v.packets for v in cells if v.index in labels})
 
     def _path_labels(self) -> dict[str, dict[int, PathLabel]]:
         """Which path each path_packets cell counts, per leaf, from the healthy plan (a leaf's path
         members are the same under any failure set; only the groups change)."""
-        if PATH_COUNTER not in {c.name for c in self.p4info.counters}:
+        if self.p4info is None or PATH_COUNTER not in {c.name for c in self.p4info.counters}:
             return {}
         return path_labels(self.topo, ops.sid_plan(self.topo), make_plan(ops.fabric(self.topo, self.program, (), self.healer.options)))
 
@@ -323,10 +416,10 @@ class FabricService:
                 "election_id": self.config.election_id, "state": str(self.state), "events": str(self.events.path),
                 "period_ms": self.config.period * 1000, "probe_timeout_ms": round(self.prober.timeout_ms, 1),
                 "nice": self.config.nice, "thresholds": asdict(self.config.thresholds),
-                "sessions": {n: {"role": s.role.value, "reconnects": s.reconnects,
+                "sessions": {n: {"role": s.role_name, "kind": s.kind, "reconnects": s.reconnects,
                                  "answers": self.prober.health[n].up, "late_calls": self.calls.late(n)}
                              for n, s in self.sessions.items()},
-                "primary": all(s.role is Role.PRIMARY for s in self.sessions.values()),
+                "primary": all(s.role_name == "primary" for s in self.sessions.values()),
                 "links": links, "link_changes": dict(self.link_changes),
                 "applied_failures": None if applied is None else [ops.describe_failure(self.topo, f) for f in sorted(applied, key=str)],
                 "applied": None if applied is None else [failure_to_json(f) for f in sorted(applied, key=str)],
@@ -335,7 +428,7 @@ class FabricService:
                 "store": str(self.store), "read_revision": self.healer.read_revision, "held": self.healer.held,
                 "probes": {"out": self.prober.packets_out, "in": self.prober.packets_in, "late": self.prober.late,
                            "stalls": self.prober.stalls,
-                           "refused": sum(s.conn.packets_refused for s in self.sessions.values())},
+                           "refused": self._refused(), "io_errors": dict(self.prober.io_errors)},
                 "rss_kb": rss_kb(), "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 3),
                 **({"paths": self._path_rows()} if self.path_labels else {})}
 

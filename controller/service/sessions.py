@@ -1,4 +1,6 @@
-"""One long-lived P4Runtime session per switch: connect with backoff, arbitration, pipeline, mastership watch."""
+"""One long-lived P4Runtime session per switch: connect with backoff, arbitration, pipeline, mastership watch; the
+P4Runtime implementation of the service's per-switch seam (controller.southbound.base.SwitchHandle): reconcile and
+deltas as P4 entities, liveness as the Capabilities call, probes as packet-out/packet-in, port counters."""
 
 from __future__ import annotations
 
@@ -8,10 +10,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from typing import Any, ClassVar
+
+from controller.plan.fabricplan import plan as make_plan
+from controller.plan.probes import Probe, advertised_target, neighbor_solicitation, parse_probe, probe_frame
+from controller.routes import DEFAULT_RESETS, Fabric
+from controller.runtime.codec import canonical
 from controller.runtime.p4info import P4Info, pipeline_differences
 from controller.runtime.p4rt import P4RuntimeError, SwitchConnection
+from controller.runtime.reconcile import Delta, apply, ordered_updates
+from controller.southbound.base import HostAnswer, PlanChange, ProbeError, ProbeIn, SwitchSync
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import Switch
+
+
+TX_COUNTER = "FabricEgress.port_tx"  # counted in egress, before the port takes (or refuses) the frame
+RX_COUNTER = "IngressPipe.port_rx"
+DROPS_COUNTER = "IngressPipe.drop_reasons"
 
 
 class Role(str, Enum):
@@ -57,6 +72,13 @@ class Session:
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: threading.Thread | None = field(default=None, init=False)
 
+    kind = "p4runtime"
+    arbitrated = True  # election ids: of several controllers, the switch takes writes from the highest's
+    host_probes = True
+    port_counters = True
+    arm_grace_ns = 0  # a probe's packet-out needs the plan installed, which readiness already says
+    cannot: ClassVar[dict[str, str]] = {}  # it carries every option of the service
+
     def __post_init__(self) -> None:
         self.conn = SwitchConnection(self.switch.name, self.switch.grpc_addr, self.switch.device_id, self.election_id,
                                      timeout=self.timeout, pipeline_timeout=60.0, fence=self.fence)
@@ -70,6 +92,77 @@ class Session:
         """Primary, with our pipeline and the plan: writes and probes may use `conn`."""
         return self.role is Role.PRIMARY and self.conn.stream_error is None and self.conn.is_primary
 
+    @property
+    def role_name(self) -> str:
+        return self.role.value
+
+    # --- the seam: what the service asks of a P4Runtime switch ----------------------------------------
+    def reconcile(self, fabric: Fabric, timeout: float) -> SwitchSync:
+        """Read back, write the difference; with the program's resets, as `fabricctl install`: thresholds a switch
+        holds that the plan does not set go back to the program's default."""
+        d = apply(self.conn, make_plan(fabric)[self.name], resets=DEFAULT_RESETS)
+        return SwitchSync(self.name, len(d.inserts), len(d.modifies), len(d.deletes))
+
+    def plan_delta(self, change: PlanChange) -> tuple[list[list[Any]], int] | None:
+        d: Delta | None = change.p4_deltas().get(self.name)
+        if not d:
+            return None
+        c = lambda xs: tuple(canonical(e, self.p4info) for e in xs)  # noqa: E731
+        d = Delta(c(d.inserts), c(d.modifies), c(d.deletes), c(d.unwatch),  # type: ignore[arg-type]
+                  tuple(c(stage) for stage in d.rewatch))  # type: ignore[misc]
+        return [list(b) for b in ordered_updates(d)], len(change.p4_deltas()[self.name])
+
+    def write_delta(self, delta: tuple[list[list[Any]], int], timeout: float) -> int:
+        """Every batch within one deadline for all of them."""
+        batches, count = delta
+        end = time.monotonic() + timeout
+        for b in batches:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise P4RuntimeError(f"{self.name}: Write failed: DEADLINE_EXCEEDED (the delta's deadline passed)")
+            self.conn.write(b, timeout=left)
+        return count
+
+    def ping(self, timeout: float) -> None:
+        self.conn.capabilities(timeout)
+
+    def send_probe(self, port: int, link_id: int, direction: int, seq: int, sent_ns: int, target: int = 0) -> None:
+        frame = neighbor_solicitation(target, seq) if target else probe_frame(Probe(link_id, direction, seq, sent_ns))
+        try:
+            self.conn.packet_out(frame, egress_port=port, _pad=0)
+        except P4RuntimeError as e:
+            raise ProbeError(str(e)) from None
+
+    def probes_in(self) -> list[ProbeIn | HostAnswer]:
+        out: list[ProbeIn | HostAnswer] = []
+        try:
+            packets = list(self.conn.packets_in(timeout=0))
+        except P4RuntimeError as e:
+            raise ProbeError(str(e)) from None
+        for packet in packets:
+            port = dict(packet.metadata).get("ingress_port")
+            now = packet.received_ns or time.monotonic_ns()
+            if not isinstance(port, int):
+                continue
+            probe = parse_probe(packet.payload)
+            if probe is not None:
+                out.append(ProbeIn(port, probe.link, probe.direction, probe.seq, probe.sent_ns, now))
+                continue
+            na = advertised_target(packet.payload)
+            if na is not None:
+                out.append(HostAnswer(port, na[0], na[1], now))
+        return out
+
+    def port_count(self, port: int, tx: bool, timeout: float) -> int:
+        return self.conn.read_counter(TX_COUNTER if tx else RX_COUNTER, port, timeout)[0].packets
+
+    def read_counters(self, timeout: float) -> tuple[Any, Any, Any]:
+        """(port rx, port tx, drop reasons) cells, each read with what is left of `timeout`."""
+        end = time.monotonic() + timeout
+        return tuple(self.conn.read_counter(n, None, max(0.001, end - time.monotonic()))  # type: ignore[return-value]
+                     for n in (RX_COUNTER, TX_COUNTER, DROPS_COUNTER))
+
+    # --- life -------------------------------------------------------------------------------------------
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"session-{self.name}", daemon=True)
         self._thread.start()

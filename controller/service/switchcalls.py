@@ -78,16 +78,17 @@ class SwitchCalls:
         except TimeoutError:
             raise CallLate(f"{name}: no answer within {deadline * 1000:.0f} ms") from None
 
-    def gather(self, calls: Mapping[str, Callable[[float], Any]], deadline: float | None = None
-               ) -> dict[str, Any]:
+    def gather(self, calls: Mapping[str, Callable[[float], Any]], deadline: float | None = None, *,
+               probe: bool = False) -> dict[str, Any]:
         """One call per switch, all at once; per switch its result or the exception (SwitchSilent,
-        CallLate, or the call's own), after at most the deadline in all."""
+        CallLate, or the call's own), after at most the deadline in all. `probe`: the calls reach a
+        silent switch too (as the liveness check: their answer ends its silence)."""
         deadline = self.deadline if deadline is None else deadline
         out: dict[str, Any] = {}
         futures: dict[str, Future[Any]] = {}
         for name, fn in calls.items():
             try:
-                futures[name] = self.submit(name, fn, deadline)
+                futures[name] = self.submit(name, fn, deadline, probe=probe)
             except SwitchSilent as e:
                 out[name] = e
         end = time.monotonic() + deadline

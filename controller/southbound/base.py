@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from controller.ops import Outcome, Push
 from controller.routes import Fabric
@@ -77,3 +77,127 @@ class Southbound(Protocol):
         """The switches' plans under `fabric`, checked before any switch is contacted: controller.ops.OpError (one
         line naming the switch and what its data plane cannot do) when one cannot hold its plan."""
         ...
+
+
+# --- one switch, held open by the controller service ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeIn:
+    """A link probe read at the far switch: the port it came in on, what it carries, when it arrived (monotonic ns)."""
+
+    port: int
+    link_id: int
+    direction: int
+    seq: int
+    sent_ns: int
+    received_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class HostAnswer:
+    """A host NIC's answer to a host probe (a Neighbor Advertisement punted in on `port`): the probed address and
+    the solicitation's slot it answers."""
+
+    port: int
+    target: int
+    slot: int
+    received_ns: int
+
+
+class PlanChange:
+    """The fabric going from `old` to `new` (failures recorded or restored), for each switch to plan its own delta
+    from: the P4 deltas of the whole fabric are computed once, when a P4 switch first asks."""
+
+    def __init__(self, old: Fabric, new: Fabric) -> None:
+        self.old, self.new = old, new
+        self._p4: dict[str, Any] | None = None
+
+    def p4_deltas(self) -> dict[str, Any]:
+        if self._p4 is None:
+            from controller.failover import delta
+
+            self._p4 = delta(self.old, self.new)
+        return self._p4
+
+
+class DataPlaneError(RuntimeError):
+    """A switch's data plane could not be opened or used (its namespace, a socket there): one line naming it."""
+
+
+class ProbeError(Exception):
+    """A probe could not be sent or read (the transport's error, one line): counted, never judged."""
+
+
+class SwitchHandle(Protocol):
+    """One switch as the controller service holds it, chosen once from its record (a network namespace: netlink;
+    else P4Runtime). Calls that reach the switch take `timeout` (seconds), the deadline the caller gives them
+    (controller.service.switchcalls); the plan side (`plan_delta`) reaches nothing.
+
+    What an implementation cannot do it says by name: `cannot` maps a service option (a Config field) to why."""
+
+    kind: str  # "netlink" | "p4runtime"
+    arbitrated: bool  # the switch itself elects one writer among controllers (P4Runtime election ids)
+    host_probes: bool  # it can probe its hosts' NICs (Neighbor Solicitations punted back)
+    port_counters: bool  # it has per-port packet counters the prober may ask (`port_count`)
+    arm_grace_ns: int  # a direction's losses count from its first probe arrived, or this long after its first
+    cannot: ClassVar[dict[str, str]]
+    reconnects: int
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def ready(self) -> bool:
+        """Holding the switch with its plan installed: probes and deltas may go."""
+        ...
+
+    @property
+    def role_name(self) -> str:
+        """'primary', 'backup' or 'down' (the status file's word)."""
+        ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def reconcile(self, fabric: Fabric, timeout: float) -> SwitchSync:
+        """Read the switch back and write the difference from its plan under `fabric` (the program's resets too)."""
+        ...
+
+    def plan_delta(self, change: PlanChange) -> Any | None:
+        """What `change` asks of this switch, planned without I/O;
+        None when nothing."""
+        ...
+
+    def write_delta(self, delta: Any, timeout: float) -> int:
+        """Write a planned delta (one deadline for all of it); the items written."""
+        ...
+
+    def ping(self, timeout: float) -> None:
+        """The liveness call: the cheapest request the switch answers (raises when it does not)."""
+        ...
+
+    def send_probe(self, port: int, link_id: int, direction: int, seq: int, sent_ns: int, target: int = 0) -> None:
+        """A probe out of `port` to the far end (`target` set: a host probe to that address); ProbeError."""
+        ...
+
+    def probes_in(self) -> list[ProbeIn | HostAnswer]:
+        """Every probe that arrived since the last call, without waiting; ProbeError."""
+        ...
+
+    def port_count(self, port: int, tx: bool, timeout: float) -> int:
+        """Packets the port sent (tx) or received, from the switch's counters."""
+        ...
+
+    def read_counters(self, timeout: float) -> Any:
+        """The switch's per-port and drop counters for the metrics (None: it has none)."""
+        ...
+
+
+class CarrierSource(Protocol):
+    """Where a data plane's ports report carrier: started with a callback (switch, port, up, seen monotonic ns)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...

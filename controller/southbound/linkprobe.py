@@ -1,13 +1,13 @@
 """Link probes of the kernel data plane's switches: one UDP socket per switch namespace, a datagram out of a port to
 the far port's link-local address, read at the far switch's socket (the arrival port from the sender's scope id).
 
-    socks = ProbeSockets(topo)                         # every switch with a namespace; ports resolved there
-    err = socks.send("p0-t0-0", 3, "fe80::..", data)   # None, or the socket's error as one line
-    for a in socks.read(ready_fds):                    # (switch, port, payload) as each far switch received it
+    sock = ProbeSocket(topo.switch("p0-t0-0"))   # bound in its namespace; ports resolved there
+    err = sock.send(3, "fe80::..", data)         # None, or the socket's error as one line
+    for a in sock.read():                        # (switch, port, payload, received) as this switch received them
         ...
 
-The sockets are opened inside each namespace (pyroute2 pushns/popns, as linkwatch.py) and stay there; they are
-non-blocking, read in the caller's select loop. The payload's format (`encode`/`decode`) is here too: it is what
+The socket is opened inside the namespace (pyroute2 pushns/popns, as linkwatch.py) and stays there; it is
+non-blocking, read whenever the prober drains its arrivals. The payload's format (`encode`/`decode`) is here too: it is what
 crosses the link. A probe is one way: a drop in either direction of a link fails that direction's probes only.
 """
 
@@ -18,10 +18,12 @@ import os
 import socket
 import struct
 import sys
+import time
 from dataclasses import dataclass
 
 from pyroute2 import netns as pnetns
 
+from controller.southbound.base import DataPlaneError
 from controller.model.topology import Switch, Topology
 from controller.southbound.kroutes import intf
 
@@ -29,10 +31,11 @@ PROBE_PORT = 47911  # UDP, on every switch's ports' link-local addresses
 MAGIC = b"SFKP"
 _FMT = struct.Struct("!4sIIBxxxIQ")  # magic, run nonce, link id, direction, seq, sent (monotonic ns)
 PAYLOAD_LEN = _FMT.size
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; Python names it from 3.12 on
 HOP_LIMIT = 255  # sent with it; a datagram that crossed a router arrives lower and is not a probe (RFC 5082)
 
 
-class LinkProbeError(RuntimeError):
+class LinkProbeError(DataPlaneError):
     """A switch's namespace could not be probed from (one line naming it)."""
 
 
@@ -66,23 +69,35 @@ class Arrival:
     switch: str
     port: int
     payload: bytes
+    received_ns: int = 0  # monotonic, when the kernel took it in
 
 
 def _ports(sw: Switch) -> list[int]:
     return [*sw.uplinks, *sw.downlinks]
 
 
+def enter(netns: str) -> None:
+    """Move this thread into an existing namespace, the one it was in saved (pnetns.popns returns to it); OSError,
+    and nothing moved, when there is none of that name (pyroute2's pushns would create it)."""
+    pnetns.pushns()
+    try:
+        pnetns.setns(netns, flags=0)
+    except BaseException:
+        pnetns.popns()
+        raise
+
+
 def _open_in(sw: Switch) -> tuple[socket.socket, dict[int, int]]:
     """A UDP socket bound inside the switch's namespace and the ifindex of each fabric port there."""
     assert sw.netns is not None
     try:
-        pnetns.pushns(sw.netns)
+        enter(sw.netns)
     except OSError as e:
         raise LinkProbeError(f"{sw.name}: cannot open namespace {sw.netns}: {e.strerror or e}") from None
     try:
         sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, HOP_LIMIT)
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVHOPLIMIT, 1)
             sock.bind(("::", PROBE_PORT))
@@ -95,8 +110,9 @@ def _open_in(sw: Switch) -> tuple[socket.socket, dict[int, int]]:
                     raise LinkProbeError(f"{sw.name}: namespace {sw.netns} has no interface {intf(port)}") from None
         except OSError as e:
             sock.close()
+            why = " (another controller probes this switch)" if e.errno == errno.EADDRINUSE else ""
             raise LinkProbeError(f"{sw.name}: cannot open a probe socket (UDP {PROBE_PORT}) in namespace "
-                                 f"{sw.netns}: {e.strerror or e}") from None
+                                 f"{sw.netns}: {e.strerror or e}{why}") from None
         except BaseException:
             sock.close()
             raise
@@ -105,74 +121,59 @@ def _open_in(sw: Switch) -> tuple[socket.socket, dict[int, int]]:
     return sock, index
 
 
-class ProbeSockets:
-    """One probe socket per switch of `topo` that has a namespace."""
+class ProbeSocket:
+    """One switch's probe socket, bound in its namespace to UDP PROBE_PORT without SO_REUSEADDR: a second controller
+    probing the same switch cannot bind (EADDRINUSE) and so cannot take this one's datagrams."""
 
-    def __init__(self, topo: Topology) -> None:
-        self._by_fd: dict[int, tuple[socket.socket, Switch, dict[int, int]]] = {}
-        self._by_name: dict[str, tuple[socket.socket, dict[int, int]]] = {}
-        try:
-            for sw in topo.switches:
-                if sw.netns is None:
-                    continue
-                sock, index = _open_in(sw)
-                self._by_fd[sock.fileno()] = (sock, sw, {i: p for p, i in index.items()})
-                self._by_name[sw.name] = (sock, index)
-        except BaseException:
-            self.close()
-            raise
+    def __init__(self, sw: Switch) -> None:
+        self.switch = sw.name
+        self.sock, self.index = _open_in(sw)
+        self.port_of = {i: p for p, i in self.index.items()}
         self.strays = 0  # datagrams on the probe port that were not one hop from a fabric port's peer
 
-    def fds(self) -> list[int]:
-        return list(self._by_fd)
+    def fileno(self) -> int:
+        return self.sock.fileno()
 
-    def send(self, switch: str, port: int, addr: str, payload: bytes) -> str | None:
+    def send(self, port: int, addr: str, payload: bytes) -> str | None:
         """Send out of `port` to the link-local `addr`; None, or the error as one line (the probe is then lost)."""
-        sock, index = self._by_name[switch]
         try:
-            sock.sendto(payload, (addr, PROBE_PORT, 0, index[port]))
+            self.sock.sendto(payload, (addr, PROBE_PORT, 0, self.index[port]))
         except BlockingIOError:
             return "the socket's send buffer is full"
         except OSError as e:
             return f"{e.strerror or e} ({errno.errorcode.get(e.errno or 0, e.errno)})"
         return None
 
-    def read(self, ready: list[int]) -> list[Arrival]:
-        """Every datagram waiting on the ready sockets that came one hop in on a fabric port."""
+    def read(self) -> list[Arrival]:
+        """Every datagram waiting that came one hop in on a fabric port, with the kernel's receive time (monotonic)."""
         out: list[Arrival] = []
-        space = socket.CMSG_SPACE(4)
-        for fd in ready:
-            got = self._by_fd.get(fd)
-            if got is None:
+        space = socket.CMSG_SPACE(4) + socket.CMSG_SPACE(16)
+        while True:
+            try:
+                data, anc, _flags, src = self.sock.recvmsg(64, space)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:  # an error queued for an earlier send: what is left is read at the next call
+                break
+            hops, stamp = None, None
+            for lvl, typ, d in anc:
+                if lvl == socket.IPPROTO_IPV6 and typ == socket.IPV6_HOPLIMIT:
+                    hops = int.from_bytes(d[:4], sys.byteorder)
+                elif lvl == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS and len(d) >= 16:
+                    sec, nsec = struct.unpack("@qq", d[:16])
+                    stamp = sec * 1_000_000_000 + nsec
+            port = self.port_of.get(src[3]) if len(src) >= 4 else None
+            if port is None or hops != HOP_LIMIT:
+                self.strays += 1
                 continue
-            sock, sw, port_of = got
-            while True:
-                try:
-                    data, anc, _flags, src = sock.recvmsg(64, space)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:  # an error queued for an earlier send: what is left is read at the next select
-                    break
-                hops = next((int.from_bytes(d[:4], sys.byteorder) for lvl, typ, d in anc
-                             if lvl == socket.IPPROTO_IPV6 and typ == socket.IPV6_HOPLIMIT), None)
-                port = port_of.get(src[3]) if len(src) >= 4 else None
-                if port is None or hops != HOP_LIMIT:
-                    self.strays += 1
-                    continue
-                out.append(Arrival(sw.name, port, data))
+            now = time.monotonic_ns()
+            # the kernel stamps arrivals in wall-clock time: moved onto the monotonic clock by their age now
+            received = now if stamp is None else now - max(0, time.time_ns() - stamp)
+            out.append(Arrival(self.switch, port, data, received))
         return out
 
     def close(self) -> None:
-        for sock, _, _ in self._by_fd.values():
-            sock.close()
-        self._by_fd.clear()
-        self._by_name.clear()
-
-    def __enter__(self) -> ProbeSockets:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.sock.close()
 
 
 def new_nonce() -> int:

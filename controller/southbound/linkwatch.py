@@ -20,13 +20,15 @@ from pyroute2 import IPRoute
 from pyroute2 import netns as pnetns
 from pyroute2.netlink.rtnl.marshal import MarshalRtnl
 
+from controller.southbound.linkprobe import enter
+from controller.southbound.base import DataPlaneError
 from controller.model.topology import Switch, Topology
 
 RTMGRP_LINK = 1
 IFF_UP, IFF_LOWER_UP = 0x1, 0x10000
 
 
-class LinkWatchError(RuntimeError):
+class LinkWatchError(DataPlaneError):
     """A switch's namespace could not be watched (one line naming it)."""
 
 
@@ -56,7 +58,7 @@ def _ports(sw: Switch) -> dict[str, int]:
 
 def _socket_in(netns: str) -> socket.socket:
     """A netlink route socket opened inside `netns` (it stays there after this thread returns to its own)."""
-    pnetns.pushns(netns)
+    enter(netns)  # an existing one only
     try:
         sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
     finally:

@@ -27,7 +27,7 @@ from controller import ops
 from controller.routes import Fabric
 from controller.model.sids import fmt_v6
 from controller.southbound import seg6nl
-from controller.southbound.base import Progress, SwitchSync
+from controller.southbound.base import DataPlaneError, Progress, SwitchSync
 from controller.southbound.kroutes import (
     MAIN_TABLE,
     Behaviour,
@@ -53,7 +53,7 @@ ENOMEM_WAIT_S = 5.0  # longest wait for the refill, per write: a route still ref
 ENOMEM_BACKOFF_S = (0.001, 0.1)  # first wait and cap between tries (doubling)
 
 
-class NetlinkSwitchError(RuntimeError):
+class NetlinkSwitchError(DataPlaneError):
     """A namespace that is not there, or a route the kernel refused (one line naming the switch)."""
 
 
@@ -91,6 +91,10 @@ class NetlinkSwitch:
             raise NetlinkSwitchError(f"{self.name}: the kernel refused: {e}") from None
         except (OSError, TimeoutError) as e:
             raise NetlinkSwitchError(f"{self.name}: netlink: {type(e).__name__}: {e}") from None
+
+    def ping(self) -> None:
+        """The liveness call: the namespace's loopback read over netlink (NetlinkSwitchError when it is gone)."""
+        self._call(lambda: self.ipr.link("get", index=1))
 
     # --- reading ---------------------------------------------------------------------------------
     def read(self) -> list[Route]:

@@ -316,7 +316,7 @@ def test_the_services_full_reconcile_also_turns_off_thresholds_the_plan_does_not
     takeover): like `install`, with the resets, so thresholds left on the switch go back to off."""
 
     from controller.ops import fabric
-    from controller.runtime.p4info import P4Info
+    from controller.service.sessions import Session
     from controller.plan.fabricplan import plan
     from controller.runtime.reconcile import apply
     from controller.routes import DEFAULT_RESETS
@@ -324,6 +324,8 @@ def test_the_services_full_reconcile_also_turns_off_thresholds_the_plan_does_not
     from controller.model.topology import load
 
     class Ready:  # the one session the healer writes on: this switch, standing for the topology's spine
+        reconcile = Session.reconcile  # the P4Runtime session's read-back and write, on this connection
+
         def __init__(self, name, conn):
             self.name, self.conn, self.ready = name, conn, True
 
@@ -332,7 +334,7 @@ def test_the_services_full_reconcile_also_turns_off_thresholds_the_plan_does_not
     apply(spray.conn, [on])
     assert spray.conn.read_default(THRESHOLDS) == [on]
     events = []
-    healer = Healer(topo, "srv6_spray", P4Info.load(spray.artifacts.p4info), tmp_path / ".fabric-state.json",
+    healer = Healer(topo, "srv6_spray", tmp_path / ".fabric-state.json",
                     {name: Ready(name, spray.conn)}, lambda kind, **f: events.append({"kind": kind, **f}))
     healer.reconcile_now(Ready(name, spray.conn))
     assert spray.conn.read_default(THRESHOLDS) == [thresholds(0, 0, 0)]

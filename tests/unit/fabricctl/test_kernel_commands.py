@@ -26,23 +26,33 @@ def run(*args: str) -> Result:
     return CliRunner(env={"FABRIC_TOPOLOGY": None}).invoke(cli, list(args), prog_name="fabricctl")
 
 
-def test_run_on_a_kernel_topology_refuses_the_p4_options_by_name(kernel_topo: Path) -> None:
+def test_run_on_a_kernel_topology_refuses_by_name_what_a_namespace_cannot_carry(kernel_topo: Path) -> None:
     r = run("--topology", str(kernel_topo), "run", "--period", "20", "--host-probe-every", "2", "--duration", "1")
     assert r.exit_code == 2  # --period applies on the kernel too (its link probes); the host probes do not
-    assert r.stderr == ("error: --host-probe-every is an option of the P4 service (P4 probes, P4Runtime sessions): on "
-                        "the kernel data plane 'fabricctl run' heals on carrier and link probes (docs/kernel.md)\n")
+    assert r.stderr == ("error: --host-probe-every cannot be used here: p0-t1-0 is a netlink switch (netns "
+                        "sf-none-p0-t1-0) and it cannot punt a host's Neighbor Advertisement to the controller\n")
     assert not (kernel_topo.parent / ".fabric-state.json").exists()
     assert not (kernel_topo.parent / "fabric-events.jsonl").exists()
 
 
-def test_run_refuses_a_fabric_mixing_data_planes(tmp_path: Path) -> None:
+def test_run_refuses_a_program_the_kernel_switches_cannot_carry_before_any_is_contacted(kernel_topo: Path) -> None:
+    r = run("--topology", str(kernel_topo), "--program", "eecmp_qp_hash", "run", "--duration", "1")
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: p0-t1-0 is on the kernel data plane (namespace sf-none-p0-t1-0): the kernel "
+                               "data plane runs srv6_spray's plan, not eecmp_qp_hash")
+    assert not (kernel_topo.parent / "fabric-events.jsonl").exists()
+
+
+def test_run_holds_a_fabric_mixing_data_planes_each_switch_by_its_record(tmp_path: Path) -> None:
+    """One controller over both: the P4 switches are P4Runtime sessions, the namespace a netlink switch; one that
+    does not exist is one line naming it."""
     path = tmp_path / "mixed.yaml"
     path.write_text(yaml.safe_dump(_doc({"p1-t0-0": "sf-none-p1-t0-0"}), sort_keys=False))
     r = run("--topology", str(path), "run", "--duration", "1")
-    assert r.exit_code == 2
-    assert r.stderr == ("error: fabricctl run on a fabric mixing data planes (not done: P4 probes on some switches, "
-                        "carrier on the others) needs P4Runtime switches: p1-t0-0 is on the kernel data plane "
-                        "(network namespace sf-none-p1-t0-0), programmed over netlink (docs/kernel.md)\n")
+    assert r.exit_code == 1
+    assert r.stderr == "error: p1-t0-0: cannot open namespace sf-none-p1-t0-0: No such file or directory\n"
+    assert load_state(tmp_path / ".fabric-state.json") == frozenset()
+    assert not (tmp_path / "fabric-events.jsonl").exists()
 
 
 def test_the_shell_refuses_a_switch_in_a_namespace(kernel_topo: Path) -> None:

@@ -18,13 +18,12 @@ from controller.state import statefile
 from fabricctl.main import cli
 from controller.ops import failure_change
 from controller.failover import HostPortDown, LinkDown, SwitchDown, load_origins, load_state, save_state
-from controller.runtime.p4info import P4Info
+from controller.southbound.base import PlanChange
 from controller.service import handoff
 from controller.service.healer import Healer
 from controller.service.origins import merge
 from controller.service.status import status_path, write_status
 from controller.state.statefile import DETECTOR, OPERATOR, StateFileError
-from controller.programs.toolchain import Artifacts
 from controller.model.topology import load
 from tests.paths import UNIT_DATA
 
@@ -157,11 +156,13 @@ class Idle:
         self.name = name
         self.ready = False
 
+    def plan_delta(self, change: PlanChange) -> object:
+        return change.p4_deltas().get(self.name) or None  # never written: the session is not ready
+
 
 def healer(lab: Path, state: Path, events: list) -> Healer:
     topo = load(lab)
-    p4info = P4Info.load(Artifacts.of("srv6_spray").p4info)
-    return Healer(topo, "srv6_spray", p4info, state, {s.name: Idle(s.name) for s in topo.switches},  # type: ignore[arg-type]
+    return Healer(topo, "srv6_spray", state, {s.name: Idle(s.name) for s in topo.switches},  # type: ignore[arg-type]
                   lambda kind, **f: events.append({"kind": kind, **f}))
 
 

@@ -137,8 +137,18 @@ class FakeConn:
 
 
 class FakeSession:
+    """The session seam over the fake connection: the liveness call and the port counters."""
+
+    port_counters = True
+
     def __init__(self, conn: FakeConn) -> None:
         self.conn, self.ready = conn, True
+
+    def ping(self, timeout: float) -> None:
+        self.conn.capabilities(timeout)
+
+    def port_count(self, port: int, tx: bool, timeout: float) -> int:
+        return self.conn.read_counter("tx" if tx else "rx", port, timeout)[0].packets
 
 
 def test_one_silent_switch_is_recorded_failed_and_holds_up_no_other_probing():
