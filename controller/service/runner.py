@@ -169,7 +169,7 @@ class FabricService:
         from controller.southbound.linkprobe import new_nonce
 
         self._nonce = getattr(self, "_nonce", None) or new_nonce()  # another controller's probes are not ours
-        return cls(sw, peers_of(self.topo, sw), self._nonce, on_primary=self.healer.reconcile_now,  # type: ignore[no-any-return]
+        return cls(sw, peers_of(self.topo, sw), self._nonce, on_primary=self.healer.reconcile_now,
                    notify=self._session_event, timeout=self.config.connect_timeout)
 
     # --- life ----------------------------------------------------------------------------------

@@ -108,8 +108,8 @@ class Session:
         if not d:
             return None
         c = lambda xs: tuple(canonical(e, self.p4info) for e in xs)  # noqa: E731
-        d = Delta(c(d.inserts), c(d.modifies), c(d.deletes), c(d.unwatch),  # type: ignore[arg-type]
-                  tuple(c(stage) for stage in d.rewatch))  # type: ignore[misc]
+        d = Delta(c(d.inserts), c(d.modifies), c(d.deletes), c(d.unwatch),
+                  tuple(c(stage) for stage in d.rewatch))
         return [list(b) for b in ordered_updates(d)], len(change.p4_deltas()[self.name])
 
     def write_delta(self, delta: tuple[list[list[Any]], int], timeout: float) -> int:
