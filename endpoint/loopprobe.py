@@ -10,7 +10,7 @@ hands it back to the host. A loop not back within `timeout` is lost. A link is r
 localized in `confirm` rounds in a row and clean again after `confirm` rounds in a row without it: one loop
 lost by chance on a loaded lab reports nothing.
 
-The state file (written whenever the failed links change, and at the end) is the host's report: its failed
+The state file (written whenever the failed links change, every WRITE_EVERY seconds and at the end) is the host's report: its failed
 links with their kind, the EVs it denied per destination, and the rounds' figures; `--events` appends each
 change as a JSON line. Each `--control` socket (a running endpoint sender, endpoint.control) gets the EVs
 crossing a failed link as DENIED, and UNKNOWN again once the link is clean: no controller is involved.
@@ -42,6 +42,7 @@ LOOP_PORT = 9791
 LOOP_MAGIC = b"MRCL"
 LOOP_FMT = "!4sHIQ"  # magic, loop index, round, send time (ns)
 LOOP_SIZE = struct.calcsize(LOOP_FMT)
+WRITE_EVERY = 0.5  # seconds between two writes of the state file without a change (its round figures)
 
 
 def _udp6_checksum(src: bytes, dst: bytes, udp: bytes) -> int:
@@ -190,6 +191,7 @@ def run(spec: AgentSpec) -> dict[str, Any]:
         return doc
 
     report()
+    written = time.monotonic()
     try:
         while not stop and (not spec.seconds or time.monotonic() - t0 < spec.seconds):
             now = time.monotonic()
@@ -240,7 +242,11 @@ def run(spec: AgentSpec) -> dict[str, Any]:
                     with open(spec.events, "a") as f:
                         f.write(json.dumps({"host": spec.host, **change}) + "\n")
                 report()
+                written = time.monotonic()
             rounds += 1
+            if time.monotonic() - written >= WRITE_EVERY:
+                report()
+                written = time.monotonic()
             next_at += spec.period
             if next_at < time.monotonic():
                 overrun += 1
