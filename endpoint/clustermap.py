@@ -161,3 +161,11 @@ class Denylist:
 
     def to_json(self) -> list[dict[str, Any]]:
         return [{"from": a, "to": b, "seen_by": sorted(self.seen_by[(a, b)])} for a, b in sorted(self.seen_by)]
+
+
+def fabric_denied(export: Mapping[str, Any], failed: Iterable[Link]) -> dict[str, dict[str, list[int]]]:
+    """Per host of an EV export ({"hosts": {host: {dst: [ev JSON]}}}), its EVs crossing a failed link: what the
+    fabric-wide denylist denies at every endpoint (hosts with none left out)."""
+    bad = set(failed)
+    out = {h: denied_evs(h, dsts, bad) for h, dsts in export.get("hosts", {}).items()}
+    return {h: d for h, d in sorted(out.items()) if d}

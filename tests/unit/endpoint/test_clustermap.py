@@ -9,7 +9,9 @@ from controller.plan.evs import ev_id, host_evs
 from controller.routes import Fabric, Path
 from controller.model.sids import fmt_v6
 from controller.model.topology import build
-from endpoint.clustermap import Denylist, Link, LoopProbe, denied_evs, link_kind, localize, loop_probes
+from controller.plan.evs import export
+from endpoint.clustermap import (Denylist, Link, LoopProbe, denied_evs, fabric_denied, link_kind, localize,
+                                  loop_probes)
 
 FABRIC = Fabric(build(2, 4, 2, 2))  # h0 h1 on t0-0, h2 h3 on t0-1, in both planes; 4 spines per plane
 UP, DOWN = ("p0-t0-0", "p0-t1-1"), ("p0-t1-1", "p0-t0-0")
@@ -103,3 +105,12 @@ def test_the_denylist_merges_the_reports_with_who_saw_each_link():
     assert merged.to_json() == [{"from": "p0-t0-0", "to": "p0-t1-1", "seen_by": ["h0"]},
                                 {"from": "p0-t1-1", "to": "p0-t0-0", "seen_by": ["h0", "h2"]}]
     assert Denylist.from_reports({"h0": []}).to_json() == []
+
+
+def test_the_fabric_wide_denylist_denies_at_every_host_whose_evs_cross_a_failed_link():
+    doc = export(FABRIC)
+    one = [ev_id(0, 1)]
+    assert fabric_denied(doc, {DOWN}) == {"h2": {"h0": one, "h1": one}, "h3": {"h0": one, "h1": one}}
+    assert fabric_denied(doc, {UP, DOWN}) == {"h0": {"h2": one, "h3": one}, "h1": {"h2": one, "h3": one},
+                                              "h2": {"h0": one, "h1": one}, "h3": {"h0": one, "h1": one}}
+    assert fabric_denied(doc, set()) == {}

@@ -1,14 +1,22 @@
-"""The loop agent's frames (exact fields, the UDP checksum scapy computes) and its hysteresis."""
+"""The loop agent's frames (exact fields, the UDP checksum scapy computes), its hysteresis, and `fabricctl endpoint
+denylist` over hand-made reports."""
 
 from __future__ import annotations
 
+import json
 import struct
+
+from click.testing import CliRunner
 
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
+from controller.model.topology import build
+from controller.plan.evs import export
+from controller.routes import Fabric
 from endpoint.loopprobe import LOOP_PORT, Hysteresis, loop_frame, main, parse_loop
+from fabricctl.main import cli
 
 A, B = ("p0-t0-0", "p0-t1-1"), ("p0-t1-1", "p0-t0-0")
 
@@ -54,3 +62,36 @@ def test_bad_arguments_are_one_line_and_exit_2(capsys, tmp_path):
     err = capsys.readouterr().err
     assert err == "--period-ms and --timeout-ms must be above 0, --confirm at least 1\n"
     assert not (tmp_path / "s.json").exists()
+
+
+def _report(host: str, failed: list[tuple[str, str, str]]) -> str:
+    return json.dumps({"host": host, "failed": [{"from": a, "to": b, "kind": k} for a, b, k in failed], "denied": {}})
+
+
+def test_fabricctl_endpoint_denylist_merges_the_hosts_reports_with_who_saw_each_link(tmp_path):
+    (tmp_path / "loops-h0.json").write_text(_report("h0", [(*A, "t0-t1"), (*B, "t1-t0")]))
+    (tmp_path / "loops-h2.json").write_text(_report("h2", [(*B, "t1-t0")]))
+    (tmp_path / "loops-h3.json").write_text(_report("h3", []))
+    r = CliRunner().invoke(cli, ["endpoint", "denylist", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines() == ["3 host(s) reporting: h0, h2, h3",
+                                     "p0-t0-0 -> p0-t1-1 (t0-t1): seen by h0",
+                                     "p0-t1-1 -> p0-t0-0 (t1-t0): seen by h0, h2"]
+    (tmp_path / "evs.json").write_text(json.dumps(export(Fabric(build(2, 4, 2, 2)))))
+    r = CliRunner().invoke(cli, ["endpoint", "denylist", str(tmp_path), "--json"])
+    doc = json.loads(r.output)
+    assert doc["links"][1] == {"from": "p0-t1-1", "to": "p0-t0-0", "seen_by": ["h0", "h2"], "kind": "t1-t0"}
+    one = [1]  # EV 1: plane 0, spine 1
+    assert doc["denied"] == {"h0": {"h2": one, "h3": one}, "h1": {"h2": one, "h3": one},
+                             "h2": {"h0": one, "h1": one}, "h3": {"h0": one, "h1": one}}
+    r = CliRunner().invoke(cli, ["endpoint", "denylist", str(tmp_path)])
+    assert r.output.splitlines()[-1] == "h3 denies h0: 0x0001; h1: 0x0001"
+
+
+def test_fabricctl_endpoint_denylist_refuses_a_directory_without_reports_in_one_line(tmp_path):
+    r = CliRunner().invoke(cli, ["endpoint", "denylist", str(tmp_path)])
+    assert r.exit_code == 2 and r.output.strip().splitlines()[-1].endswith(
+        f"no loop agent's report (loops-HOST.json) in {tmp_path}")
+    (tmp_path / "loops-h0.json").write_text("{}")
+    r = CliRunner().invoke(cli, ["endpoint", "denylist", str(tmp_path)])
+    assert r.exit_code == 2 and "loops-h0.json: not a loop agent's report" in r.output
