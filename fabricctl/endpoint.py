@@ -365,8 +365,8 @@ def denylist_cmd(loops_dir: Path, as_json: bool) -> None:
             links = [(f["from"], f["to"]) for f in doc["failed"]]
             kinds.update(((f["from"], f["to"]), f["kind"]) for f in doc["failed"])
             reports[str(doc["host"])] = links
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise OpError(f"{path}: not a loop agent's report ({e})") from None
+        except (OSError, ValueError, KeyError, TypeError) as why:
+            raise OpError(f"{path}: not a loop agent's report ({why})") from None
     if not reports:
         raise OpError(f"no loop agent's report (loops-HOST.json) in {loops_dir}")
     merged = Denylist.from_reports(reports)
