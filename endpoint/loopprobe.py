@@ -119,6 +119,28 @@ class AgentSpec:
     cycles: bool = True
 
 
+def push_denials(paths: Sequence[str], before: dict[str, list[int]], now: dict[str, list[int]]) -> list[str]:
+    """Deny at each sender's control socket the EVs denied `now` and not `before`, and set those denied before
+    and no more back to UNKNOWN; what went wrong, one line each (a destination a sender does not send to is
+    not an error: its EVs are nothing to map out there)."""
+    errors = []
+    for path in paths:
+        for dst in sorted(set(now) | set(before)):
+            add = sorted(set(now.get(dst, [])) - set(before.get(dst, [])))
+            back = sorted(set(before.get(dst, [])) - set(now.get(dst, [])))
+            reqs = ([{"op": "deny", "dst": dst, "evs": add}] if add else []) + \
+                ([{"op": "set_state", "dst": dst, "evs": back, "state": "unknown"}] if back else [])
+            for req in reqs:
+                try:
+                    answer = request(path, req)
+                except ControlError as e:
+                    errors.append(str(e))
+                    continue
+                if "error" in answer and "has no EVs towards" not in str(answer["error"]):
+                    errors.append(f"{path}: {answer['error']}")
+    return errors
+
+
 def _percentiles(xs: list[float]) -> dict[str, float | None]:
     if not xs:
         return {"p50": None, "p99": None, "max": None}
@@ -162,21 +184,6 @@ def run(spec: AgentSpec) -> dict[str, Any]:
     changes: list[dict[str, Any]] = []
     t0 = time.monotonic()
     next_at = t0
-
-    def push(new: dict[str, list[int]]) -> None:
-        for path in spec.control:
-            for dst in sorted(set(new) | set(denied)):
-                add = sorted(set(new.get(dst, [])) - set(denied.get(dst, [])))
-                back = sorted(set(denied.get(dst, [])) - set(new.get(dst, [])))
-                for req in ([{"op": "deny", "dst": dst, "evs": add}] if add else []) + \
-                        ([{"op": "set_state", "dst": dst, "evs": back, "state": "unknown"}] if back else []):
-                    try:
-                        answer = request(path, req)
-                    except ControlError as e:
-                        errors.append(str(e))
-                        continue
-                    if "error" in answer and "has no EVs towards" not in str(answer["error"]):  # not its peer
-                        errors.append(f"{path}: {answer['error']}")
 
     def report(final: bool = False) -> dict[str, Any]:
         elapsed = time.monotonic() - t0
@@ -233,7 +240,7 @@ def run(spec: AgentSpec) -> dict[str, Any]:
             got_loc = localize(probes, answered)
             if hyst.update(got_loc.failed):
                 new = denied_evs(spec.host, evs, hyst.reported)
-                push(new)
+                errors += push_denials(spec.control, denied, new)
                 denied = new
                 change = {"t_s": round(time.monotonic() - t0, 4), "round": rounds,
                           "failed": [list(link) for link in sorted(hyst.reported)], "denied": denied}

@@ -15,8 +15,10 @@ from scapy.layers.l2 import Ether
 from controller.model.topology import build
 from controller.plan.evs import export
 from controller.routes import Fabric
-from endpoint.loopprobe import LOOP_PORT, Hysteresis, loop_frame, main, parse_loop
+from endpoint.ev import EvState
+from endpoint.loopprobe import LOOP_PORT, Hysteresis, loop_frame, main, parse_loop, push_denials
 from fabricctl.main import cli
+from tests.unit.endpoint.test_endpoint_cli import sender  # noqa: F401  (the fixture: a sender on a control socket)
 
 A, B = ("p0-t0-0", "p0-t1-1"), ("p0-t1-1", "p0-t0-0")
 
@@ -95,3 +97,17 @@ def test_fabricctl_endpoint_denylist_refuses_a_directory_without_reports_in_one_
     (tmp_path / "loops-h0.json").write_text("{}")
     r = CliRunner().invoke(cli, ["endpoint", "denylist", str(tmp_path)])
     assert r.exit_code == 2 and "loops-h0.json: not a loop agent's report" in r.output
+
+
+def test_the_agent_denies_at_a_running_sender_and_takes_back_what_is_clean(sender):
+    s, d = sender  # h0's sender towards h2: EVs 0, 1 (plane 0), 1024, 1025 (plane 1)
+    path = str(d / "control-h0.sock")
+    assert push_denials([path], {}, {"h2": [1024], "h3": [1]}) == []  # h0 does not send to h3: nothing to do there
+    assert s.tables["h2"][1024].state == EvState.DENIED and s.tables["h2"][0].state == EvState.UNKNOWN
+    assert push_denials([path], {"h2": [1024]}, {"h2": [0, 1024]}) == []
+    assert (s.tables["h2"][0].state, s.tables["h2"][1024].state) == (EvState.DENIED, EvState.DENIED)
+    assert push_denials([path], {"h2": [0, 1024]}, {}) == []
+    assert {e: s.tables["h2"][e].state for e in (0, 1, 1024, 1025)} == dict.fromkeys((0, 1, 1024, 1025), EvState.UNKNOWN)
+    assert push_denials([path], {}, {"h2": [7]}) == [f"{path}: h0 has no EV 0x7 towards h2 (EVs: 0x0, 0x1, 0x400, 0x401)"]
+    gone = str(d / "control-h9.sock")
+    assert push_denials([gone], {}, {"h2": [0]}) == [f"no endpoint sender listens at {gone}"]
