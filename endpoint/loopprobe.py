@@ -33,7 +33,7 @@ from typing import Any
 from controller.files.atomic import write_atomic
 from controller.model.sids import SidPlan
 from controller.model.topology import load
-from endpoint.clustermap import Link, LoopProbe, denied_evs, link_kind, localize, loop_probes
+from endpoint.clustermap import Link, denied_evs, link_kind, localize, loop_probes
 from endpoint.control import ControlError, request
 from endpoint.wire import encap
 from mininet_labs.frames import ETH_IPV6, mac_bytes
@@ -171,7 +171,7 @@ def run(spec: AgentSpec) -> dict[str, Any]:
         sink.bind(("::", LOOP_PORT))
     except OSError:
         pass
-    frames = {}
+    frames = {}  # loop index -> (the loop, the NIC it leaves from)
     for i, p in enumerate(probes):
         _, nic = nics.by_plane(p.plane)
         frames[i] = (p, nic)
@@ -292,6 +292,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"loops: {e}", file=sys.stderr)
         return 1
     return 0
-
-
-__all__ = ["LoopProbe", "AgentSpec", "Hysteresis", "loop_frame", "parse_loop", "run", "main"]
