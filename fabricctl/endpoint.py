@@ -341,3 +341,47 @@ def replace_cmd(host: str, dst: str, ev: str, ev_new: str, lab_dir: Path, run_di
       fabricctl endpoint replace h0 h2 0x401 0x403
     """
     _show(_ask(lab_dir, run_dir, host, {"op": "replace", "dst": dst, "ev": _ev(ev), "ev_new": _ev(ev_new)}), as_json)
+
+
+@endpoint.command("denylist")
+@click.argument("loops_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="DIR")
+@_JSON
+def denylist_cmd(loops_dir: Path, as_json: bool) -> None:
+    """The fabric-wide denylist from the hosts' loop agents (`python3 -m endpoint loops --state DIR/loops-HOST.json`):
+    each failed link with its kind and the hosts that saw it, and, with DIR/evs.json (the EV export), the EVs it
+    denies at every host.
+
+    \b
+    Examples:
+      fabricctl endpoint denylist /tmp/lab/loops/RUN
+      fabricctl endpoint denylist /tmp/lab/loops/RUN --json
+    """
+    from endpoint.clustermap import Denylist, fabric_denied
+
+    reports: dict[str, list[tuple[str, str]]] = {}
+    kinds: dict[tuple[str, str], str] = {}
+    for path in sorted(loops_dir.glob("loops-*.json")):
+        try:
+            doc = json.loads(path.read_text())
+            links = [(f["from"], f["to"]) for f in doc["failed"]]
+            kinds.update(((f["from"], f["to"]), f["kind"]) for f in doc["failed"])
+            reports[str(doc["host"])] = links
+        except (OSError, ValueError, KeyError, TypeError) as why:
+            raise OpError(f"{path}: not a loop agent's report ({why})") from None
+    if not reports:
+        raise OpError(f"no loop agent's report (loops-HOST.json) in {loops_dir}")
+    merged = Denylist.from_reports(reports)
+    evs = loops_dir / "evs.json"
+    denied = fabric_denied(json.loads(evs.read_text()), merged.links) if evs.exists() else None
+    if as_json:
+        click.echo(json.dumps({"hosts": sorted(reports),
+                               "links": [{**e, "kind": kinds[(e["from"], e["to"])]} for e in merged.to_json()],
+                               "denied": denied}, indent=1))
+        return
+    click.echo(f"{len(reports)} host(s) reporting: {', '.join(sorted(reports))}")
+    for e in merged.to_json():
+        click.echo(f"{e['from']} -> {e['to']} ({kinds[(e['from'], e['to'])]}): seen by {', '.join(e['seen_by'])}")
+    if not merged.links:
+        click.echo("no failed link")
+    for host, dsts in (denied or {}).items():
+        click.echo(f"{host} denies " + "; ".join(f"{d}: {', '.join(f'{i:#06x}' for i in ids)}" for d, ids in dsts.items()))

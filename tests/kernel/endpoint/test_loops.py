@@ -1,0 +1,51 @@
+"""Host loop probes on the kernel lab in endpoint mode (hosts write their own carriers), no controller running:
+a T1 whose namespace drops every IPv6 packet it gets (links and carriers up) is localized by the loop agent of
+every host, the far leaf's included, as its own leaf's links to that T1, and the EVs through it are denied at
+every host; once it forwards again, nothing is."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from controller.model.topology import from_dict, to_dict
+from tests.loopcheck import SPINE, figures, t1_mapped_out_by_every_host
+
+TABLE = "sf_loops_stop"
+
+
+@pytest.fixture(scope="module")
+def endpoint_lab(kernel_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The default lab in endpoint mode (the topology's host_source_routing: true)."""
+    from mininet_labs.kernel.lab import KernelLab
+    from mininet_labs.lab import default_topology
+
+    model = from_dict({**to_dict(default_topology()), "host_source_routing": True})
+    running = KernelLab(model, tmp_path_factory.mktemp("kernel-loops"), name=f"l{os.getpid()}").up()
+    try:
+        yield running
+    finally:
+        assert running.down().clean
+
+
+def test_a_t1_that_stops_forwarding_is_mapped_out_by_every_host_with_no_controller(endpoint_lab: Any) -> None:
+    from mininet_labs.kernel.netns import exec_argv
+
+    ns = endpoint_lab.netns_of(SPINE)
+
+    def nft(*args: str) -> None:
+        subprocess.run(exec_argv(ns, ["nft", *args]), check=True, capture_output=True, timeout=30)
+
+    def stop() -> None:
+        nft("add", "table", "ip6", TABLE)
+        nft("add", "chain", "ip6", TABLE, "pre", "{ type filter hook prerouting priority -300; }")
+        nft("add", "rule", "ip6", TABLE, "pre", "drop")
+
+    def restart() -> None:
+        nft("delete", "table", "ip6", TABLE)
+
+    print(figures(t1_mapped_out_by_every_host(endpoint_lab, stop, restart)))
