@@ -179,7 +179,8 @@ def main() -> int:
     ap.add_argument("--dir", default="/tmp/srv6-bench-collectives")
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args()
-    from mininet_labs.lab import Lab, default_topology
+    from mininet_labs.lab import Lab
+    from mininet_labs.labstate import default_topology
 
     model = default_topology(2, 2, 2, 4, grpc_base_port=52001)
     if args.dataplane == "kernel":

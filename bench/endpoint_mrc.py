@@ -35,7 +35,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from endpoint.scenarios import Schedule, compare, compare_incast  # noqa: E402
-from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
+from mininet_labs.lab import Lab  # noqa: E402
+from mininet_labs.labstate import default_topology, prerequisites
 
 T0, T1 = "p0-t0-0", "p0-t1-1"
 

@@ -25,14 +25,14 @@ sys.path.insert(0, str(ROOT))
 
 from pyroute2 import IPRoute  # noqa: E402
 
-from controller.failover import LinkDown  # noqa: E402
+from controller.model.failures import LinkDown  # noqa: E402
 import queue  # noqa: E402
 
 from controller.service.runner import Config, FabricService  # noqa: E402
 from controller.southbound.kroutes import intf  # noqa: E402
 from mininet_labs.lab import Lab  # noqa: E402
 from mininet_labs.backends import nodes_for  # noqa: E402
-from mininet_labs.lab import default_topology  # noqa: E402
+from mininet_labs.labstate import default_topology  # noqa: E402
 
 
 def spread(xs: list[float]) -> dict[str, Any]:

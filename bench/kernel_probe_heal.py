@@ -26,11 +26,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from controller.failover import LinkDown  # noqa: E402
+from controller.model.failures import LinkDown  # noqa: E402
 from controller.southbound.kroutes import intf  # noqa: E402
 from mininet_labs.lab import Lab  # noqa: E402
 from mininet_labs.backends import nodes_for  # noqa: E402
-from mininet_labs.lab import default_topology  # noqa: E402
+from mininet_labs.labstate import default_topology  # noqa: E402
 from kernel_heal import announced_failover_ms  # noqa: E402  (bench/ is on sys.path: this script's folder)
 
 TABLE = "sf_bench_probe_drop"

@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 from mininet_labs.kernel import demo  # noqa: E402
 from mininet_labs.lab import Lab  # noqa: E402
 from mininet_labs.backends import nodes_for  # noqa: E402
-from mininet_labs.lab import LabError, default_topology  # noqa: E402
+from mininet_labs.lab import LabError  # noqa: E402
+from mininet_labs.labstate import default_topology
 
 SETTLE_S = 5.0
 SCALE = {"planes": 4, "t1": 8, "t0": 16, "hosts": 4}  # 4 x 16 leaves x 8 spines, 64 hosts (4 per leaf)

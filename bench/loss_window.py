@@ -44,7 +44,8 @@ from _stats import spread  # noqa: E402
 from endpoint.lab import enable  # noqa: E402
 from endpoint.scenarios import ModeResult, Schedule, default_pairs, run_mode, unattended  # noqa: E402
 from endpoint.unattended import Probing  # noqa: E402
-from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
+from mininet_labs.lab import Lab  # noqa: E402
+from mininet_labs.labstate import default_topology, prerequisites
 
 MODES = ("announced", "unattended", "unattended-port-status", "switch-local", "host")
 NO_CARRIER = "the fault leaves every port's carrier up"

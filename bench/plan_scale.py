@@ -24,12 +24,14 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from controller.failover import LinkDown, SwitchDown, delta, unreachable, with_failures  # noqa: E402
+from controller.failover import delta, unreachable, with_failures  # noqa: E402
+from controller.model.failures import LinkDown, SwitchDown
 from controller.plan.gcpause import gc_paused  # noqa: E402
 from controller.model import yamlload  # noqa: E402
 from controller.plan.fabricplan import Plan, count_entities, count_switch, plan, totals  # noqa: E402
 from controller.plan.reachability import Reach  # noqa: E402
-from controller.routes import Fabric, Health, Options, Program, switch_entities  # noqa: E402
+from controller.routes import Fabric, Health, Options, switch_entities  # noqa: E402
+from controller.plan.p4names import Program
 from controller.model.topology import Topology, build, from_dict, to_dict  # noqa: E402
 
 MRC = {"planes": 8, "t1_per_plane": 256, "t0_per_plane": 512, "hosts_per_t0": 256}

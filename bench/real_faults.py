@@ -28,9 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _stats import spread  # noqa: E402
 
-from controller.failover import LinkDown, SwitchDown, save_state  # noqa: E402
+from controller.failover import save_state  # noqa: E402
+from controller.model.failures import LinkDown, SwitchDown
 from controller.service.runner import Config, FabricService  # noqa: E402
-from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
+from mininet_labs.lab import Lab  # noqa: E402
+from mininet_labs.labstate import default_topology, prerequisites
 from mininet_labs.topo import link_ends  # noqa: E402
 
 LEAF, SPINE = "p0-t0-0", "p0-t1-1"

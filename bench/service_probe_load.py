@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from controller.failover import save_state  # noqa: E402
 from controller.service.detect import Thresholds  # noqa: E402
 from controller.service.runner import Config, FabricService, rss_kb  # noqa: E402
-from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
+from mininet_labs.lab import Lab  # noqa: E402
+from mininet_labs.labstate import default_topology, prerequisites
 
 
 def cpu_s() -> float:

@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from controller.failover import save_state  # noqa: E402
 from controller.service.status import read_status  # noqa: E402
-from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
+from mininet_labs.lab import Lab  # noqa: E402
+from mininet_labs.labstate import default_topology, prerequisites
 
 
 def proc_kb(pid: int, field: str = "VmRSS") -> int | None:

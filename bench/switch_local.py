@@ -36,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _stats import spread  # noqa: E402
 
-from controller.failover import LinkDown  # noqa: E402
-from mininet_labs.lab import Lab, default_topology, prerequisites  # noqa: E402
+from controller.model.failures import LinkDown  # noqa: E402
+from mininet_labs.lab import Lab  # noqa: E402
+from mininet_labs.labstate import default_topology, prerequisites
 from controller.model.topology import Topology, from_dict, to_dict  # noqa: E402
 from mininet_labs.bmv2proc import PORT_POLL_VARIABLE, lab_builds  # noqa: E402
 

@@ -22,15 +22,7 @@ from controller.routes import (
     spine_entities,
     spray_leaf_pins,
 )
-from controller.model.failures import (  # the failure types live in the model; re-exported here, their published home
-    Failure,  # noqa: F401
-    FailoverError,  # noqa: F401
-    HostPortDown,  # noqa: F401
-    LinkDown,  # noqa: F401
-    SwitchDown,  # noqa: F401
-    Unreachable,  # noqa: F401
-    failure_to_json,  # noqa: F401
-)
+from controller.model.failures import Failure, FailoverError, LinkDown, SwitchDown, Unreachable
 from controller.model.topology import Topology
 
 

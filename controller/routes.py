@@ -31,9 +31,7 @@ from controller.model.sids import (
 )
 from controller.model.topology import Switch, Topology, host_mac_prefix
 from controller.plan.p4names import ECMP_ROUTES, ECMP_SELECTOR, END_DT6, END_DX6, FIRST_USID_ALLOWED, HASH_POLICY, HOST_FIRST_USID, HOST_POLICY, HOST_SOURCE_ROUTING, LOCAL_LEAF, MY_SID, PINNED_PATH, ROUTES_V6, SET_HASH_MODE, SET_NEXT_HOP, SET_NEXT_HOP_V6, SET_HOST_PORT_THRESHOLDS, SET_PIN, SET_THRESHOLDS, SPRAY, SPRAY_DEST, SPRAY_SELECTOR, SR_BOUNDARY, THRESHOLDS, USID_UN, USID_UN_NEXT_HOP, VIA_SPINE
-from controller.plan.shared import MAPPED_LEN, Options, SHARED_GROUP, Shared
-from controller.plan.p4names import DERIVE_SPRAY, DROP_USID_UNKNOWN, ECMP_DROP, EECMP, FLOW, NO_PATH, PACKET, PIN, Program, QP, SET_SPRAY, SPRAY_PATHS  # noqa: F401  (re-exported: defined here before)
-from controller.plan.shared import DROP_MEMBER, HostPin, LEAF_FIELD_END, Pin, leaf_blocks  # noqa: F401  (re-exported: defined here before)
+from controller.plan.options import MAPPED_LEN, Options, SHARED_GROUP, Shared
 
 
 def exception_group(dst_leaf: int) -> int:

@@ -35,7 +35,8 @@ from endpoint.receiver import ReceiverCore
 from endpoint.sender import SenderConfig, SenderCore, Tx
 from endpoint.wire import (OP_ACK, OP_SEND_ONLY, REV_PROBE, TRIM_DSCP, AckHeader, DataHeader, ack_frame, data_frame,
                            parse)
-from mininet_labs.traffic import ETH_P_ALL, PACKET_OUTGOING, ROCE_PORT, HostNic, _send_all, host_nics
+from mininet_labs.traffic import ETH_P_ALL, HostNic, _send_all, host_nics
+from mininet_labs.frames import PACKET_OUTGOING, ROCE_PORT
 
 
 @dataclass

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller import ops
+from controller import fabricops
 from controller.files.atomic import write_atomic
 from controller.plan.evs import export, leaf_spray
 from controller.routes import Options
 from endpoint.ev import EvConfig
-from mininet_labs.lab import Lab, LabError, wait_senders_receivers
+from mininet_labs.lab import Lab, LabError
+from mininet_labs.trafficrun import wait_senders_receivers
 from mininet_labs.processes import wait_files, with_repo_path
 
 MAX_SOCKET_PATH = 100  # a Unix socket path is at most 107 bytes (sun_path)
@@ -72,7 +73,7 @@ def enable(lab: Lab) -> None:
 def export_evs(lab: Lab, path: Path, mode: str = "host") -> Path:
     """Every host's EVs from the lab's healthy plan (hosts route around failures themselves); mode
     "leaf": one EV per plane without a carrier, the baseline where the leaves spray."""
-    doc = export(ops.fabric(lab.model, "srv6_spray"))
+    doc = export(fabricops.fabric(lab.model, "srv6_spray"))
     write_atomic(path, json.dumps(leaf_spray(doc) if mode == "leaf" else doc, indent=1) + "\n")
     return path
 

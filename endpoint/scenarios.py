@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from controller import ops
+from controller import fabricops
 from controller.plan.evs import host_evs
 from endpoint.ev import EvConfig
 from endpoint.faults import Fault
@@ -166,7 +166,7 @@ def summarize(lab: Lab, fault: Fault | Bottleneck, mode: str, report: EndpointRe
     """Per-QP losses and windows, goodput, reordering and marks of one mode's run."""
     how, policy, announce = spec or MODES[mode]
     t0 = report.started_ns / 1e9
-    fabric = ops.fabric(lab.model, "srv6_spray")
+    fabric = fabricops.fabric(lab.model, "srv6_spray")
     qps, windows = [], []
     for s, doc in report.senders.items():
         for q in doc["qps"]:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from controller.model import congestion
 from mininet_labs.frames import mac_bytes
-from mininet_labs.traffic import ETH_IPV6, PSN_MASK, ROCE_PORT, icrc, roce_frame
+from mininet_labs.traffic import PSN_MASK, roce_frame
+from mininet_labs.frames import ETH_IPV6, ROCE_PORT, icrc
 
 PROTO_IPV6 = 41
 ECT0, CE = 0b10, 0b11

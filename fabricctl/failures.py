@@ -7,24 +7,14 @@ from typing import Any
 
 import click
 
-from controller import failover, ops
-from controller.failover import Failure, failure_to_json
-from controller.ops import OpError
+from controller import failover, fabricops
+from controller.model.failures import Failure, failure_to_json
+from controller.fabricops import OpError
 from controller.service import handoff
 from controller.state.statefile import DETECTOR, OPERATOR
 from controller.state.statelock import StateLocked
 from controller.state.store import Conflict, Store
-from fabricctl.common import (
-    F,
-    _n,
-    Env,
-    _json_option,
-    _print_json,
-    _failures_json,
-    _sorted,
-    _sync,
-    _report,
-)
+from fabricctl.context import F, _n, Env, _json_option, _print_json, _failures_json, _sorted, _sync, _report
 
 
 def _apply_options(f: F) -> F:
@@ -88,7 +78,7 @@ def _failure_commands(group: click.Group, adding: bool) -> None:
     @_apply_options
     @click.pass_obj
     def link_cmd(env: Env, a: str, b: str, no_apply: bool, as_json: bool) -> None:
-        _change(env, ops.link(env.topo(), a, b), adding, no_apply, as_json)
+        _change(env, fabricops.link(env.topo(), a, b), adding, no_apply, as_json)
 
     @group.command("switch", help=f"""{record} a whole switch ({'down: all its links and host ports are down' if adding else 'back up'}).
 
@@ -100,7 +90,7 @@ def _failure_commands(group: click.Group, adding: bool) -> None:
     @_apply_options
     @click.pass_obj
     def switch_cmd(env: Env, name: str, no_apply: bool, as_json: bool) -> None:
-        _change(env, ops.switch_failure(env.topo(), name), adding, no_apply, as_json)
+        _change(env, fabricops.switch_failure(env.topo(), name), adding, no_apply, as_json)
 
     @group.command("port", help=f"""{record} a host port of a t0, named by its host slot or host.
 
@@ -117,7 +107,7 @@ def _failure_commands(group: click.Group, adding: bool) -> None:
     @_apply_options
     @click.pass_obj
     def port_cmd(env: Env, leaf: str, slot: str, no_apply: bool, as_json: bool) -> None:
-        _change(env, ops.host_port(env.topo(), leaf, slot), adding, no_apply, as_json)
+        _change(env, fabricops.host_port(env.topo(), leaf, slot), adding, no_apply, as_json)
 
 
 _failure_commands(fail, True)
@@ -183,7 +173,7 @@ def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool
     new: frozenset[Failure] = frozenset()
     if failure is not None:
         new = old | {failure} if adding else old - {failure}
-    what = ops.describe_failure(t, failure) if failure is not None else "all failures"
+    what = fabricops.describe_failure(t, failure) if failure is not None else "all failures"
     base = {"state": str(store), "change": f"{'fail' if adding else 'restore'} {what}"}
     if dropped:
         base["dropped"] = [failure_to_json(f) for f in dropped]
@@ -194,7 +184,7 @@ def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool
         elif failure is None:
             click.echo("nothing to do: no failure recorded")
         else:
-            recorded = ", ".join(ops.describe_failure(t, f) for f in _sorted(old)) or "none"
+            recorded = ", ".join(fabricops.describe_failure(t, f) for f in _sorted(old)) or "none"
             click.echo(f"nothing to do: {what} is {'already' if adding else 'not'} recorded as down "
                        f"(recorded: {recorded})")
         return None
@@ -203,7 +193,7 @@ def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool
         click.echo(f"warning: election id {env.election_id} is above the running controller's ({controller}): "
                    "this command writes the switches itself, deposing it there until it ends", err=True)
         controller = None
-    change = ops.failure_change(t, env.program, old, new)
+    change = fabricops.failure_change(t, env.program, old, new)
     new_fabric, touched = change.fabric, change.touched
     prepared = None
     if not no_apply and touched and controller is None:  # every plan checked before the record changes
@@ -214,14 +204,14 @@ def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool
     doc = {**base, "changed": True, "failures": _failures_json(t, new), "touched": touched, "unreachable": lost}
     if not as_json:
         for f in dropped:
-            click.echo(f"dropped: {ops.describe_failure(t, f)} (not in the topology {env.topology_path()})")
+            click.echo(f"dropped: {fabricops.describe_failure(t, f)} (not in the topology {env.topology_path()})")
         click.echo(f"recorded: {'fail' if adding else 'restore'} {what}; {_n(len(new), 'failure')} in {store}"
                    + ("; held by the operator now (the controller had detected it)" if claimed else ""))
         click.echo(f"unreachable: {len(lost)}" + "".join(f"\n  {u}" for u in lost[:10])
                    + (f"\n  (+{len(lost) - 10} more: fabricctl status --offline)" if len(lost) > 10 else ""))
     if controller is not None and not no_apply:
         return handoff.Handoff(env.state_path() if not env.store_url else None, controller, saved_ns, new - old,
-                               old - new, lambda f: ops.describe_failure(t, f),
+                               old - new, lambda f: fabricops.describe_failure(t, f),
                                read=store.read_view if env.store_url else None, saved_rev=saved_rev), doc
     if no_apply or prepared is None:
         if as_json:

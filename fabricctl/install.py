@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import click
 
-from controller import ops
-from controller.ops import OpError
-from fabricctl.common import (
-    Env,
-    _json_option,
-    _sync,
-    _report,
-)
+from controller import fabricops
+from controller.fabricops import OpError
+from fabricctl.context import Env, _json_option, _sync, _report
 
 
 @click.command()
@@ -42,16 +37,16 @@ def install(env: Env, switch_names: tuple[str, ...], dry_run: bool, force_pipeli
     """
     t = env.topo()
     failures = env.failures()
-    down = ops.down_switches(failures)
+    down = fabricops.down_switches(failures)
     if switch_names:
-        names = [s.name for s in ops.switches(t, switch_names)]
+        names = [s.name for s in fabricops.switches(t, switch_names)]
         skipped = [n for n in names if n in down]
         if skipped:
             raise OpError(f"{skipped[0]} is recorded down; restore it first ('fabricctl restore switch {skipped[0]}')")
     else:
         names = [s.name for s in t.switches if s.name not in down]
         skipped = [s.name for s in t.switches if s.name in down]
-    prepared = env.fleet().prepare(ops.fabric(t, env.program, failures), names)
+    prepared = env.fleet().prepare(fabricops.fabric(t, env.program, failures), names)
     outcomes = _sync(prepared, dry_run=dry_run, push="force" if force_pipeline else "missing",
                      label="install", show=not as_json)
     _report("install", outcomes, prepared, dry_run=dry_run, as_json=as_json, skipped=skipped)

@@ -7,16 +7,10 @@ from pathlib import Path
 import click
 
 from controller.model import congestion
-from controller import ops
+from controller import fabricops
 from fabricctl import options
-from controller.runtime import tls
 from controller.plan.p4names import Program
-from fabricctl.common import (
-    FABRIC_PROGRAMS,
-    FabricGroup,
-    Env,
-    ElectionId,
-)
+from fabricctl.context import FABRIC_PROGRAMS, FabricGroup, Env, ElectionId
 from fabricctl.analyze import analyze, topo_draw
 from fabricctl.doctor import doctor
 from fabricctl.endpoint import endpoint
@@ -37,6 +31,7 @@ from fabricctl.store import store
 from fabricctl.topo import topo
 from fabricctl.version import version_option
 from fabricctl.web import web
+from controller.model.tlsconfig import TlsError, from_options
 
 
 EPILOG = """\b
@@ -86,7 +81,7 @@ Environment, config file and completion:
               envvar="FABRIC_PROGRAM", help="The P4 pipeline whose plan is used (env FABRIC_PROGRAM).")
 @click.option("--state", "state_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               envvar="FABRIC_STATE",
-              help=f"Failure-set state file (env FABRIC_STATE) [default: {ops.STATE_NAME} next to the topology file].")
+              help=f"Failure-set state file (env FABRIC_STATE) [default: {fabricops.STATE_NAME} next to the topology file].")
 @click.option("--store", "store_url", envvar="FABRIC_STORE", metavar="etcd://HOST:PORT[,HOST:PORT...]",
               help="Keep the recorded failures, the controller's view and its events in this etcd cluster "
                    "(one prefix per fabric; several controllers and machines share them) instead of the state "
@@ -132,8 +127,8 @@ def cli(ctx: click.Context, topology_file: Path | None, program: Program, state_
     """
     options.setup_logging(verbose)
     try:
-        tls_options = tls.from_options(tls_ca, tls_cert, tls_key, tls_server_name)
-    except tls.TlsError as e:
+        tls_options = from_options(tls_ca, tls_cert, tls_key, tls_server_name)
+    except TlsError as e:
         raise click.UsageError(str(e), ctx) from None
     ctx.obj = Env(topology_file, program, state_file, election_id, timeout, tls_options, congestion.given(ctx),
                   store_url or None)

@@ -8,18 +8,11 @@ from pathlib import Path
 import click
 
 from controller.model import congestion
-from controller import ops
+from controller import fabricops
 from controller.files.safefile import UnsafeFile, marked, open_atomic
-from controller.ops import OpError
+from controller.fabricops import OpError
 from controller.plan.fabricplan import FORMAT as PLAN_FORMAT, Plan, count_switch, totals
-from fabricctl.common import (
-    _n,
-    Env,
-    _json_option,
-    _print_json,
-    _table,
-    _failures_json,
-)
+from fabricctl.context import _n, Env, _json_option, _print_json, _table, _failures_json
 
 
 @click.command("plan")
@@ -45,7 +38,7 @@ def plan_cmd(env: Env, switch_names: tuple[str, ...], export: str | None, health
     """
     t = env.topo()
     failures = frozenset() if healthy else env.failures()
-    chosen = [s.name for s in (ops.switches(t, switch_names) if switch_names else t.switches)]
+    chosen = [s.name for s in (fabricops.switches(t, switch_names) if switch_names else t.switches)]
     p = env.plan(failures)
     assert p.fabric is not None
     counts = {n: count_switch(p.fabric, t.switch(n)) for n in chosen}

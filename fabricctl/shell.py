@@ -7,13 +7,12 @@ import subprocess
 
 import click
 
-from controller import ops
+from controller import fabricops
 from controller.southbound.fleet import require_p4runtime
-from controller.runtime import shellenv, tls
-from controller.ops import OpError
-from fabricctl.common import (
-    Env,
-)
+from controller.runtime import shellenv
+from controller.fabricops import OpError
+from fabricctl.context import Env
+from controller.model.tlsconfig import TlsError
 
 
 @click.command()
@@ -39,7 +38,7 @@ def shell(env: Env, name: str, push_pipeline: bool, print_command: bool) -> None
       fabricctl --program eecmp_qp_hash shell p0-t0-0 --push-pipeline
       fabricctl shell p0-t0-0 --print-command
     """
-    (sw,) = ops.switches(env.topo(), [name])
+    (sw,) = fabricops.switches(env.topo(), [name])
     require_p4runtime(env.topo(), [sw.name], "the P4Runtime shell")
     art = env.artifacts()
     p4info = env.p4info()
@@ -51,19 +50,19 @@ def shell(env: Env, name: str, push_pipeline: bool, print_command: bool) -> None
                 shellenv.probe(python, want_tls=bool(tls_args))
         else:
             if not push_pipeline:
-                ops.check_device(sw, p4info, env.program, env.election_id, env.timeout)
+                fabricops.check_device(sw, p4info, env.program, env.election_id, env.timeout)
             python = shellenv.find() or shellenv.make(say=lambda line: click.echo(line, err=True))
             shellenv.probe(python, want_tls=bool(tls_args))
-    except tls.TlsError as e:
+    except TlsError as e:
         raise OpError(f"{sw.name}: {e}") from None
     except shellenv.ShellEnvError as e:
-        raise OpError(str(e), ops.TOOLCHAIN) from None
+        raise OpError(str(e), fabricops.TOOLCHAIN) from None
     push = (art.p4info, art.bmv2_json) if push_pipeline else None
     argv = shellenv.command(python.python, sw.grpc_addr, sw.device_id, env.election_id, push, tls_args)
     if print_command:
         click.echo(shlex.join(argv))
         return
     code = subprocess.call(argv)
-    raise click.exceptions.Exit(0 if code == 0 else ops.SWITCH_ERROR)
+    raise click.exceptions.Exit(0 if code == 0 else fabricops.SWITCH_ERROR)
 
 

@@ -10,11 +10,12 @@ import click
 
 from controller import failover
 from controller.state import statefile
-from controller.failover import Failure
-from controller.ops import BAD_INPUT, OpError
+from controller.model.failures import Failure
+from controller.fabricops import BAD_INPUT, OpError
 from controller.state.filestore import FileStore
 from controller.state.store import Record, Store
 from controller.model.topology import Topology
+from controller.model.failures import FailoverError
 
 if TYPE_CHECKING:
     from controller.state.etcdstore import EtcdStore
@@ -96,7 +97,7 @@ def export_cmd(env: Any, state_file: Path | None, as_json: bool) -> None:
     try:
         with FileStore(path).locked(60.0):
             failover.save_state(path, record, record)  # type: ignore[arg-type]
-    except failover.FailoverError as e:
+    except FailoverError as e:
         raise OpError(str(e), BAD_INPUT) from None
     text = statefile.to_text(record, record)  # type: ignore[arg-type]
     doc = {"from": str(source), "to": str(path), "failures": len(record), "bytes": len(text)}

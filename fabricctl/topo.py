@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import click
 
-from controller import ops
+from controller import fabricops
 from controller.model.topology import Topology, to_dict
-from fabricctl.common import (
-    Env,
-    _json_option,
-    _print_json,
-    _table,
-)
+from fabricctl.context import Env, _json_option, _print_json, _table
 
 
 @click.group()
@@ -40,7 +35,7 @@ def topo_show(env: Env, switch_names: tuple[str, ...], as_json: bool) -> None:
       fabricctl topo show --json           # the topology document (as YAML reads it)
     """
     t = env.topo()
-    chosen = ops.switches(t, switch_names) if switch_names else list(t.switches)
+    chosen = fabricops.switches(t, switch_names) if switch_names else list(t.switches)
     if as_json:
         doc = to_dict(t)
         names = {s.name for s in chosen}
@@ -88,9 +83,9 @@ def topo_validate(env: Env, as_json: bool) -> None:
       fabricctl --topology lab.yaml topo validate --json   # {"ok": ..., "problems": [...]}
     """
     path = env.topology_path()
-    t, problems = ops.check_topology(path)
+    t, problems = fabricops.check_topology(path)
     if t is not None:
-        ops.with_tls(t, env.tls)  # the TLS files: an `error:` line and exit 2 if one cannot be used
+        fabricops.with_tls(t, env.tls)  # the TLS files: an `error:` line and exit 2 if one cannot be used
     if as_json:
         _print_json({"topology": str(path), "ok": t is not None, "problems": problems,
                      **({"summary": _summary(t)} if t is not None else {})})
@@ -100,4 +95,4 @@ def topo_validate(env: Env, as_json: bool) -> None:
     else:
         click.echo(f"ok: {_summary(t)}")
     if t is None:
-        raise click.exceptions.Exit(ops.BAD_TOPOLOGY)
+        raise click.exceptions.Exit(fabricops.BAD_TOPOLOGY)

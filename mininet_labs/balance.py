@@ -20,7 +20,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from controller.routes import EECMP, FLOW, PACKET, PIN, QP, SPRAY, HostPin, Options
+from controller.routes import SPRAY, Options
+from controller.plan.p4names import EECMP, FLOW, PACKET, PIN, QP
+from controller.plan.options import HostPin
 from mininet_labs.lab import Lab, LabError
 from mininet_labs.scenarios import MEMBER_PACKETS, PATH_PACKETS, even_pins
 

@@ -17,7 +17,8 @@ import grpc
 from controller.model.topology import Topology
 from controller.programs.bmv2build import Bmv2Traits, traits
 from controller.programs.toolchain import find_binary
-from controller.runtime.tls import TlsConfig, channel as tls_channel
+from controller.runtime.tls import channel as tls_channel
+from controller.model.tlsconfig import TlsConfig
 
 
 PRIORITY_QUEUES = 2  # queue 0 for traffic, 1 (TRIM_PRIORITY in p4/include/defines.p4) served first

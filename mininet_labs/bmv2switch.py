@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from controller.runtime.tls import TlsConfig
+from controller.model.tlsconfig import TlsConfig
 from mininet_labs._mininet import load
 from mininet_labs.bmv2proc import (
     ServerTls,

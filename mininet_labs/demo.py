@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller import ops
-from controller.failover import LinkDown
+from controller import fabricops
+from controller.model.failures import LinkDown
 from mininet_labs.headless import start
-from mininet_labs.lab import Lab, LabError, default_topology
+from mininet_labs.lab import Lab, LabError
+from mininet_labs.labstate import default_topology
 from mininet_labs.backends import nodes_for
 from mininet_labs.nodes import Nodes
 from mininet_labs.receiver import QpStats
@@ -142,7 +143,7 @@ def _scenario(lab: Lab, check: Any, rate: float, seconds: float, timeline: dict[
                             timeline_ms=10.0, start_delay=0.5, timeout=seconds + 60)
     start = run.started_ns / 1e9
     failure = LinkDown(*LINK)
-    want = ops.failure_change(lab.model, lab.program, frozenset(), frozenset({failure}),  # type: ignore[arg-type]
+    want = fabricops.failure_change(lab.model, lab.program, frozenset(), frozenset({failure}),  # type: ignore[arg-type]
                               lab.options).touched  # (lab.program: a str the lab checked names a program)
     events: list[tuple[int, str]] = []  # (CLOCK_MONOTONIC ns, what) for the timeline
     try:

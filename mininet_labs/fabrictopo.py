@@ -8,7 +8,7 @@ from typing import Any
 from controller.model.topology import Topology
 from mininet_labs._mininet import load
 from mininet_labs.topo import LabTopologyError, check, grpc_port, port_intf, wires
-from mininet_labs.traffic import host_intf
+from mininet_labs.frames import host_intf
 
 load()
 from mininet.topo import Topo  # noqa: E402

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from controller import ops
+from controller import fabricops
 from controller.runtime.p4info import P4Info
 from controller.routes import Options
 from controller.model.topology import Topology, load, to_dict
@@ -42,10 +42,6 @@ from mininet_labs.labtraffic import LabTraffic
 from mininet_labs.backends import nodes_for, nodes_of
 from mininet_labs.nodes import Nodes, Port
 from mininet_labs.trafficrun import TrafficReport, TrafficRun
-from mininet_labs.cleanup import marked_pids  # noqa: F401  (re-exported: defined here before)
-from mininet_labs.labfailover import FailoverResult  # noqa: F401  (re-exported: defined here before)
-from mininet_labs.labstate import CUT_MTU, FORMAT, MAX_LAB_SWITCHES, default_topology, prerequisites, size_problem  # noqa: F401  (re-exported: defined here before)
-from mininet_labs.trafficrun import PairPlane, wait_senders_receivers  # noqa: F401  (re-exported: defined here before)
 
 
 class Lab(FailoverMixin):
@@ -83,7 +79,7 @@ class Lab(FailoverMixin):
     @property
     def failure_state_path(self) -> Path:
         """Where fabricctl --topology <lab>/topology.yaml keeps the failure set."""
-        return self.dir / ops.STATE_NAME
+        return self.dir / fabricops.STATE_NAME
 
     def _save(self) -> None:
         self.state.write(self.state_path)

@@ -11,6 +11,7 @@ from typing import Any
 
 from mininet_labs import traffic as tr
 from mininet_labs.labstate import ENV_MARK, LabError
+from mininet_labs.frames import GATEWAY_V4, GATEWAY_V6
 
 
 @dataclass
@@ -61,11 +62,11 @@ def host_script(nics: Iterable[tr.HostNic]) -> str:
             f"net.ipv6.conf.{i}.keep_addr_on_down=1",  # a NIC taken down and up (cross-plane) keeps answering ND
             f"ip link set {i} address {n.mac} up",
             f"ip -6 addr replace {n.v6}/64 dev {i} nodad noprefixroute",
-            f"ip -6 neigh replace {tr.GATEWAY_V6} lladdr {n.gateway_mac} dev {i} nud permanent",
-            f"ip -6 route replace {n.v6_prefix} via {tr.GATEWAY_V6} dev {i}",
+            f"ip -6 neigh replace {GATEWAY_V6} lladdr {n.gateway_mac} dev {i} nud permanent",
+            f"ip -6 route replace {n.v6_prefix} via {GATEWAY_V6} dev {i}",
             f"ip addr replace {n.v4}/32 dev {i}",
-            f"ip neigh replace {tr.GATEWAY_V4} lladdr {n.gateway_mac} dev {i} nud permanent",
-            f"ip route replace {n.v4_prefix} via {tr.GATEWAY_V4} dev {i} onlink",
+            f"ip neigh replace {GATEWAY_V4} lladdr {n.gateway_mac} dev {i} nud permanent",
+            f"ip route replace {n.v4_prefix} via {GATEWAY_V4} dev {i} onlink",
             f"ethtool -K {i} tx off rx off tso off gso off gro off >/dev/null 2>&1 || true",
         ]
     return "\n".join(lines)

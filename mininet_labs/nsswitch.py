@@ -14,7 +14,7 @@ from pathlib import Path
 
 from controller.programs.toolchain import find_binary
 from mininet_labs import netns
-from controller.runtime.tls import TlsConfig
+from controller.model.tlsconfig import TlsConfig
 from mininet_labs.bmv2proc import ServerTls, SwitchStartError, fresh_logs, probe, stop_process, wait_grpc_ready
 
 CPU_PORT = 255

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from controller.plotting import PlotUnavailable, pyplot as _pyplot  # noqa: F401  (PlotUnavailable: re-exported)
+from controller.plotting import pyplot as _pyplot
 
 
 def timeline(doc: dict[str, Any], path: str | Path) -> Path:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.model.topology import Switch, Topology
-from mininet_labs.traffic import IFNAMSIZ
+from mininet_labs.frames import IFNAMSIZ
 
 
 class LabTopologyError(ValueError):

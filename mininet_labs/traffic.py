@@ -37,8 +37,6 @@ from typing import Any
 from controller.model.topology import Topology
 from mininet_labs.frames import ETH_P_ALL, HostNic, OPCODES, PSN_MASK, PlaneMode, RETH_LEN, RETH_OPCODES, Tag, Verb, host_nics, roce_frame, roce_frame_v4
 from mininet_labs.receiver import RecvResult, RecvSpec, receive
-from mininet_labs.frames import ETH_IPV4, ETH_IPV6, GATEWAY_V4, GATEWAY_V6, IFNAMSIZ, MAGIC, PACKET_OUTGOING, ROCE_PORT, bth, host_intf, icrc, parse_roce  # noqa: F401  (re-exported: defined here before)
-from mininet_labs.receiver import Gap, QpStats  # noqa: F401  (re-exported: defined here before)
 
 
 @dataclass

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from controller import failover
-from controller.failover import Failure
+from controller.model.failures import Failure
 from controller.model.topology import Topology
 
 MAX_SWITCHES, MAX_HOSTS = 400, 512

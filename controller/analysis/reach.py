@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from controller.analysis.design import Design, Kind
-from controller.failover import Failure, HostPortDown, LinkDown, SwitchDown
+from controller.model.failures import Failure, HostPortDown, LinkDown, SwitchDown
 from controller.model.topology import switch_name
 
 
@@ -242,11 +242,11 @@ class ControllerReach:
     (and Health for pairs on one T0, which the T0 switches locally)."""
 
     def __init__(self, design: Design) -> None:
-        from controller import ops
+        from controller import fabricops
 
         self.design = design
         self.topo = design.topology()
-        self.base = ops.fabric(self.topo, "srv6_spray")
+        self.base = fabricops.fabric(self.topo, "srv6_spray")
 
     def cut_pairs(self, down: Down, hosts: Iterable[int]) -> set[tuple[int, int]]:
         """Every pair (a < b) of these hosts with no live path in any plane."""

@@ -32,14 +32,14 @@ from controller.routes import (
     ROUTES_V6,
     SPRAY,
     SPRAY_DEST,
-    SPRAY_PATHS,
     SPRAY_SELECTOR,
     THRESHOLDS,
     Fabric,
-    leaf_blocks,
     spray_leaf_pins,
     switch_entities,
 )
+from controller.plan.p4names import SPRAY_PATHS
+from controller.plan.options import leaf_blocks
 from controller.model.topology import Switch
 
 FORMAT = "srv6-fabric-plan/1"

@@ -127,7 +127,7 @@ class Reach:
     def unreachable(self, links: Iterable[Link] = (), leaves: Iterable[Node] = (), spines: Iterable[Node] = (),
                     slots: Iterable[Slot] = ()) -> list:  # list[failover.Unreachable]
         """The same list, in the same order, as failover.unreachable of the fabric with these failures."""
-        from controller.failover import Unreachable  # failover imports this module's users, not this module
+        from controller.model.failures import Unreachable  # failover imports this module's users, not this module
 
         if self._leaf_names is None or self._host_names is None or self._host_ports is None:
             raise ValueError("unreachable() needs names: build the Reach with Reach.of(topology)")

@@ -8,7 +8,8 @@ from typing import Callable, Generic, Iterable, Mapping, TypeVar
 
 from controller.plan.entries import Entity
 from controller.runtime.p4rt import SwitchConnection
-from controller.runtime.reconcile import Delta, apply
+from controller.runtime.reconcile import apply
+from controller.plan.delta import Delta
 from controller.programs.toolchain import Artifacts
 
 T = TypeVar("T")

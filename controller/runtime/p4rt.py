@@ -16,7 +16,8 @@ from controller.runtime import codec, wire
 from controller.plan.entries import ActionProfileMember, CounterValue, Entity, Exact, Lpm, Match, TableEntry, Value
 from controller.runtime.p4info import P4Info, pipeline_differences
 from controller.plan.delta import Update, UpdateType
-from controller.runtime.tls import TlsConfig, TlsError, channel as tls_channel, explain as tls_explain
+from controller.runtime.tls import channel as tls_channel, explain as tls_explain
+from controller.model.tlsconfig import TlsConfig, TlsError
 from controller.programs.toolchain import Artifacts
 from controller.runtime.proto import code_pb2, p4runtime_pb2, p4runtime_pb2_grpc, status_pb2
 

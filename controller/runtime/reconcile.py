@@ -4,15 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from controller.plan.delta import (  # re-exported: the delta types' earlier home
-    Delta,  # noqa: F401
-    Update,  # noqa: F401
-    UpdateType,  # noqa: F401
-    diff,  # noqa: F401
-    ordered_updates,  # noqa: F401
-    sort_key,  # noqa: F401
-    with_resets,  # noqa: F401
-)
+from controller.plan.delta import Delta, Update, UpdateType, diff, ordered_updates, sort_key, with_resets
 from controller.plan.entries import Entity, TableEntry
 from controller.runtime.codec import canonical
 

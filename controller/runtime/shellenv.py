@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from controller.runtime.tls import TlsConfig, TlsError, target_name
+from controller.runtime.tls import target_name
+from controller.model.tlsconfig import TlsConfig, TlsError
 
 SHELL_PACKAGE = "p4runtime-shell==0.0.6"  # the newest release; 0.0.6 brought its TLS options
 ENV_VARIABLE = "FABRIC_SHELL_PYTHON"

@@ -13,16 +13,7 @@ from typing import Any
 
 import grpc
 
-from controller.model.tlsconfig import (  # re-exported: the settings' earlier home
-    KEYS,  # noqa: F401
-    TlsConfig,  # noqa: F401
-    TlsError,  # noqa: F401
-    from_options,  # noqa: F401
-    override,  # noqa: F401
-    parse,  # noqa: F401
-    resolve,  # noqa: F401
-    to_doc,  # noqa: F401
-)
+from controller.model.tlsconfig import TlsConfig, TlsError
 
 MAX_PEM_BYTES = 1 << 20  # a CA bundle, certificate or key larger than this is not one
 _H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # + an empty SETTINGS frame

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.failover import Failure, failure_to_json
+from controller.model.failures import Failure, failure_to_json
 from controller.files.safefile import pid_alive
 from controller.service.status import read_status
 
@@ -144,7 +144,7 @@ def report(h: Handoff, doc: dict[str, Any], timeout: float, as_json: bool) -> No
     JSON document); OpError, exit 1, if the controller did not apply the change in time."""
     import click
 
-    from controller.ops import SWITCH_ERROR, OpError
+    from controller.fabricops import SWITCH_ERROR, OpError
 
     out = h.wait(timeout)
     via = {"pid": h.controller.pid, "election_id": h.controller.election_id, **out.to_json()}

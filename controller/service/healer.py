@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 from typing import Any
 
-from controller import ops
-from controller.failover import Failure, LinkDown
-from controller.routes import Fabric, Options, Program
+from controller import fabricops
+from controller.model.failures import Failure, LinkDown
+from controller.routes import Fabric, Options
+from controller.plan.p4names import Program
 from controller.service.origins import merge
 from controller.southbound.base import PlanChange, SwitchHandle
 from controller.state.statefile import Origin
@@ -118,7 +119,7 @@ class Healer:
                 return
             try:
                 self.tick()
-            except (StateLocked, ops.OpError, StoreError) as e:
+            except (StateLocked, fabricops.OpError, StoreError) as e:
                 if str(e) != self._last_error:
                     self.emit("heal_error", error=str(e))
                 self._last_error = str(e)
@@ -162,7 +163,7 @@ class Healer:
                           count=len(new))
             for f in m.held:
                 what = {"link": [f.t0, f.t1]} if isinstance(f, LinkDown) else {"port": [f.t0, f.port]}  # type: ignore[union-attr]
-                self.emit("restore_held", **what, failure=ops.describe_failure(self.topo, f), by="operator",
+                self.emit("restore_held", **what, failure=fabricops.describe_failure(self.topo, f), by="operator",
                           why="probes came back, but an operator recorded this failure: it stays until 'fabricctl restore'")
             changed = m.record != self.recorded
             self.recorded = m.record
@@ -196,7 +197,7 @@ class Healer:
         return sorted(self._full)
 
     def _described(self, failures: Mapping[Failure, Origin]) -> dict[str, Origin]:
-        return {ops.describe_failure(self.topo, f): o for f, o in sorted(failures.items(), key=str)}
+        return {fabricops.describe_failure(self.topo, f): o for f, o in sorted(failures.items(), key=str)}
 
     # --- writing -------------------------------------------------------------------------------
     def _fabric(self, failures: frozenset[Failure]) -> Fabric:
@@ -204,7 +205,7 @@ class Healer:
         if f is None:
             if len(self._fabrics) > 64:
                 self._fabrics.clear()
-            f = self._fabrics[failures] = ops.fabric(self.topo, self.program, failures, self.options)
+            f = self._fabrics[failures] = fabricops.fabric(self.topo, self.program, failures, self.options)
         return f
 
     def _write_deltas(self, old: frozenset[Failure], new: frozenset[Failure]) -> None:
@@ -213,9 +214,9 @@ class Healer:
         in full later."""
         t0 = time.monotonic()
         change = PlanChange(self._fabric(old), self._fabric(new))
-        down = ops.down_switches(new)
+        down = fabricops.down_switches(new)
         # a switch back from a recorded failure holds whatever it held when it failed: all of it is compared
-        self._full |= ops.down_switches(old) - down
+        self._full |= fabricops.down_switches(old) - down
         written: dict[str, int] = {}
         jobs: dict[str, Any] = {}
         for name, s in sorted(self.sessions.items()):
@@ -223,7 +224,7 @@ class Healer:
                 continue
             try:
                 delta = s.plan_delta(change)
-            except (ValueError, LookupError, ops.OpError) as e:  # a plan this switch cannot hold
+            except (ValueError, LookupError, fabricops.OpError) as e:  # a plan this switch cannot hold
                 self.emit("delta_failed", switch=name, error=str(e))
                 self._full.add(name)
                 continue
@@ -261,7 +262,7 @@ class Healer:
                          reach_silent: bool = False) -> dict[str, Exception]:
         """Read back and write the difference on each switch (not one recorded down: the one-shot commands leave it
         alone too), all at once under one deadline; the errors, per switch (each stays for a full reconcile)."""
-        down = ops.down_switches(failures)
+        down = fabricops.down_switches(failures)
         fabric = self._fabric(failures)
         jobs = {h.name: (lambda t, h=h: (time.monotonic(), h.reconcile(fabric, t))) for h in handles if h.name not in down}
         errors: dict[str, Exception] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
-from controller.failover import Failure
+from controller.model.failures import Failure
 from controller.state.statefile import DETECTOR, OPERATOR, Origin
 
 Record = Mapping[Failure, Origin]

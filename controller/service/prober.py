@@ -12,8 +12,8 @@ from concurrent.futures import Future, wait
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from controller import ops
-from controller.failover import Failure, HostPortDown, LinkDown
+from controller import fabricops
+from controller.model.failures import Failure, HostPortDown, LinkDown
 from controller.plan.probes import PROBE_SLOTS, advertised_target, parse_probe, probed_host_ports
 from controller.southbound.base import HostAnswer, ProbeError, ProbeIn
 from controller.service.detect import (Change, Detector, Evidence, Thresholds, counter_deltas, force_down, port_evidence,
@@ -63,7 +63,7 @@ def directions(topo: Topology, hosts: bool = False) -> list[Direction]:
                 out.append(Direction(link, n, 0, leaf.name, leaf.uplinks[j], spine.name, spine.downlinks[leaf.index]))
                 out.append(Direction(link, n, 1, spine.name, spine.downlinks[leaf.index], leaf.name, leaf.uplinks[j]))
     if hosts:
-        sids = ops.sid_plan(topo)
+        sids = fabricops.sid_plan(topo)
         n = len(out) // 2
         for p in range(topo.planes):
             for leaf in topo.t0s(p):

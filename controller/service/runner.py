@@ -14,11 +14,12 @@ from pathlib import Path
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from controller import ops
-from controller.failover import HostPortDown, LinkDown
+from controller import fabricops
+from controller.model.failures import HostPortDown, LinkDown
 from controller.runtime.p4info import P4Info
-from controller.failover import SwitchDown
-from controller.routes import Options, Program
+from controller.model.failures import SwitchDown
+from controller.routes import Options
+from controller.plan.p4names import Program
 from controller.service.detect import Change, Thresholds
 from controller.service.events import EventLog
 from controller.service.healer import Healer
@@ -34,7 +35,7 @@ from controller.service.switchcalls import SwitchCalls
 from controller.southbound.base import CarrierSource, SwitchHandle
 from controller.southbound.fleet import kind_of
 from controller.service.status import may_write, remove_status, status_path, write_status
-from controller.failover import failure_to_json
+from controller.model.failures import failure_to_json
 from controller.state.statefile import DETECTOR
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import Switch, Topology
@@ -124,7 +125,7 @@ class FabricService:
             from controller.southbound.netlink import NetlinkSouthbound
 
             NetlinkSouthbound(lambda n: str(topo.switch(n).netns)).prepare(
-                ops.fabric(topo, program, (), options), kernel)
+                fabricops.fabric(topo, program, (), options), kernel)
         try:
             for sw in topo.switches:
                 self.sessions[sw.name] = self._handle(sw)
@@ -396,7 +397,7 @@ class FabricService:
         members are the same under any failure set; only the groups change)."""
         if self.p4info is None or PATH_COUNTER not in {c.name for c in self.p4info.counters}:
             return {}
-        return path_labels(self.topo, ops.sid_plan(self.topo), make_plan(ops.fabric(self.topo, self.program, (), self.healer.options)))
+        return path_labels(self.topo, fabricops.sid_plan(self.topo), make_plan(fabricops.fabric(self.topo, self.program, (), self.healer.options)))
 
     def view(self) -> dict[str, Any]:
         """What `fabricctl status` shows: sessions, per-link health and last probe, recorded failures."""
@@ -421,7 +422,7 @@ class FabricService:
                              for n, s in self.sessions.items()},
                 "primary": all(s.role_name == "primary" for s in self.sessions.values()),
                 "links": links, "link_changes": dict(self.link_changes),
-                "applied_failures": None if applied is None else [ops.describe_failure(self.topo, f) for f in sorted(applied, key=str)],
+                "applied_failures": None if applied is None else [fabricops.describe_failure(self.topo, f) for f in sorted(applied, key=str)],
                 "applied": None if applied is None else [failure_to_json(f) for f in sorted(applied, key=str)],
                 "recorded": [{**failure_to_json(f), "by": by} for f, by in sorted(recorded.items(), key=str)],
                 "read_mono_ns": self.healer.read_mono_ns, "pending": self.healer.pending,

@@ -18,7 +18,8 @@ from controller.routes import DEFAULT_RESETS, Fabric
 from controller.runtime.codec import canonical
 from controller.runtime.p4info import P4Info, pipeline_differences
 from controller.runtime.p4rt import P4RuntimeError, SwitchConnection
-from controller.runtime.reconcile import Delta, apply, ordered_updates
+from controller.runtime.reconcile import apply
+from controller.plan.delta import Delta, ordered_updates
 from controller.southbound.base import HostAnswer, PlanChange, ProbeError, ProbeIn, SwitchSync
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import Switch

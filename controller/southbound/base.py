@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from controller.ops import Outcome, Push
+from controller.fabricops import Outcome, Push
 from controller.routes import Fabric
 from controller.model.topology import Switch
 
@@ -74,7 +74,7 @@ class Southbound(Protocol):
         ...
 
     def prepare(self, fabric: Fabric, switches: Sequence[Switch]) -> Batch:
-        """The switches' plans under `fabric`, checked before any switch is contacted: controller.ops.OpError (one
+        """The switches' plans under `fabric`, checked before any switch is contacted: controller.fabricops.OpError (one
         line naming the switch and what its data plane cannot do) when one cannot hold its plan."""
         ...
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller import ops
+from controller import fabricops
 from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, TableEntry, Value
 from controller.runtime.p4info import P4Info
 from controller.runtime.p4rt import describe, show_value
@@ -43,11 +43,11 @@ class P4Batch:
 
     southbound: P4RuntimeSouthbound
     names: list[str]
-    encoded: ops.Encoded
+    encoded: fabricops.Encoded
 
-    def run(self, *, dry_run: bool, push: ops.Push, progress: Progress | None = None) -> dict[str, ops.Outcome]:
+    def run(self, *, dry_run: bool, push: fabricops.Push, progress: Progress | None = None) -> dict[str, fabricops.Outcome]:
         sb = self.southbound
-        return ops.sync(sb.topo, self.encoded, sb.artifacts, sb.p4info, election_id=sb.election_id,
+        return fabricops.sync(sb.topo, self.encoded, sb.artifacts, sb.p4info, election_id=sb.election_id,
                         timeout=sb.timeout, dry_run=dry_run, push=push, progress=progress)
 
     def text(self, item: Any) -> str:
@@ -63,14 +63,14 @@ class P4RuntimeSouthbound:
     kind = "p4runtime"
 
     def __init__(self, topo: Topology, program: str = "srv6_spray", *, election_id: int = 1, timeout: float = 10.0,
-                 push: ops.Push = "missing", artifacts: Artifacts | None = None, p4info: P4Info | None = None) -> None:
+                 push: fabricops.Push = "missing", artifacts: Artifacts | None = None, p4info: P4Info | None = None) -> None:
         self.topo, self.election_id, self.timeout, self.push = topo, election_id, timeout, push
         self.artifacts = Artifacts.of(program) if artifacts is None else artifacts
         self.p4info = P4Info.load(self.artifacts.p4info) if p4info is None else p4info
 
     def prepare(self, fabric: Fabric, switches: Sequence[Switch]) -> P4Batch:
         names = [s.name for s in switches]
-        return P4Batch(self, names, ops.encode(make_plan(fabric), names, self.p4info, str(self.artifacts.p4info)))
+        return P4Batch(self, names, fabricops.encode(make_plan(fabric), names, self.p4info, str(self.artifacts.p4info)))
 
     def install(self, fabric: Fabric, sw: Switch, *, dry_run: bool = False) -> SwitchSync:
         outcome = self.prepare(fabric, [sw]).run(dry_run=dry_run, push=self.push)[sw.name]

@@ -30,7 +30,7 @@ from etcd3gw import exceptions as etcd_errors
 from etcd3gw.client import Etcd3Client
 
 from controller.state import statefile
-from controller.failover import Failure
+from controller.model.failures import Failure
 from controller.state.store import Conflict, Deposed, EtcdTls, EtcdUrl, Record, Store, StoreError, StoreUnavailable, Unreachable
 from controller.state.statefile import OPERATOR, Origin
 from controller.model.topology import Topology

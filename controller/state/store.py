@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from controller.failover import Failure, FailoverError, health
+from controller.failover import health
+from controller.model.failures import Failure, FailoverError
 from controller.state.statefile import Origin
 from controller.model.topology import Topology
 

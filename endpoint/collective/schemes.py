@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.routes import EECMP, FLOW, PACKET, QP, SPRAY, Options
+from controller.routes import SPRAY, Options
+from controller.plan.p4names import EECMP, FLOW, PACKET, QP
 from controller.plan.p4names import Program
-from controller.plan.shared import HostPin
+from controller.plan.options import HostPin
 
 
 @dataclass(frozen=True)

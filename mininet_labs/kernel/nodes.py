@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from controller import ops
+from controller import fabricops
 from controller.model.topology import Topology
-from controller.ops import Outcome
+from controller.fabricops import Outcome
 from controller.routes import Fabric
 from controller.southbound.kroutes import LOCAL_DEV, intf, link_local
 from mininet_labs import traffic as tr
@@ -25,6 +25,7 @@ from mininet_labs.labhost import LabHost, host_script
 from mininet_labs.labstate import LabError, LabState
 from mininet_labs.nodes import Port, Unsupported
 from mininet_labs.topo import wires
+from mininet_labs.frames import host_intf
 
 MTU = 9000  # fabric and host links: room for the outer IPv6 header on any RoCEv2 MTU
 SWITCH_SYSCTLS = ("net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.forwarding=1",
@@ -153,7 +154,7 @@ class NetnsNodes:
     def _veths(model: Topology, ns: dict[str, str]) -> list[netns.Veth]:
         out = []
         for w in wires(model):
-            peer = tr.host_intf(w.host, w.plane) if w.host is not None else intf(w.b_port)
+            peer = host_intf(w.host, w.plane) if w.host is not None else intf(w.b_port)
             out.append(netns.Veth(ns[w.a], intf(w.a_port), ns[w.b], peer))
         return out
 
@@ -162,7 +163,7 @@ class NetnsNodes:
                                                                       dict[str, str]]:
         """Per switch namespace: sysctls and an `ip -batch` text (MACs, MTUs, links up, permanent neighbours: no
         ND in the fabric), and the SR-domain boundary's nft rules at each leaf's host ports (boundary.py)."""
-        sids = ops.sid_plan(model)
+        sids = fabricops.sid_plan(model)
         scripts: dict[str, tuple[Sequence[str], str]] = {}
         rules: dict[str, str] = {}
         for p in range(model.planes):
@@ -215,7 +216,7 @@ class NetnsNodes:
 
     # --- the southbound ----------------------------------------------------------------------------
     def sync(self, model: Topology, fabric: Fabric, names: Sequence[str], *, program: str,
-             p4info: Callable[[], Any], election_id: int, timeout: float, push: ops.Push,
+             p4info: Callable[[], Any], election_id: int, timeout: float, push: fabricops.Push,
              dry_run: bool) -> dict[str, Outcome]:
         """Each named switch to its routes under `fabric` over netlink (the switch's record names its namespace)."""
         southbound = self.southbound(model, timeout)
@@ -223,7 +224,7 @@ class NetnsNodes:
         for name in names:
             sync = southbound.install(fabric, model.switch(name), dry_run=dry_run)
             out[name] = (Outcome(name, sync.detail["delta"]) if sync.ok
-                         else Outcome(name, error=sync.error, code=ops.SWITCH_ERROR))
+                         else Outcome(name, error=sync.error, code=fabricops.SWITCH_ERROR))
         return out
 
     @staticmethod

@@ -20,18 +20,18 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner, Result
 
-from controller import ops
+from controller import fabricops
 from controller.model import topology
-from fabricctl.common import show_entity
+from controller.southbound.p4runtime import show_entity
 from fabricctl.main import cli
 from controller.plan.delta import diff as delta_diff
 from controller.plan.entries import ActionProfileGroup, Entity, entity_key
-from controller.failover import Failure
+from controller.model.failures import Failure
 from controller.runtime.p4info import P4Info
 from controller.runtime.p4rt import SwitchConnection
 from controller.plan.fabricplan import plan as make_plan
-from controller.runtime.reconcile import Delta
-from controller.runtime.tls import TlsConfig
+from controller.plan.delta import Delta
+from controller.model.tlsconfig import TlsConfig
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import Topology
 from mininet_labs.bmv2proc import ServerTls
@@ -61,7 +61,7 @@ class FabricLab:
 
     @property
     def state_path(self) -> Path:
-        return self.path.parent / ops.STATE_NAME
+        return self.path.parent / fabricops.STATE_NAME
 
     def connection(self, name: str, election_id: int = READER_ELECTION_ID) -> SwitchConnection:
         """A connected session to one switch (the caller closes it), with our P4Info loaded."""
@@ -108,10 +108,10 @@ class FabricLab:
         self._each(one)
         self.state_path.unlink(missing_ok=True)
 
-    def encoded(self, failures: Iterable[Failure] = ()) -> ops.Encoded:
+    def encoded(self, failures: Iterable[Failure] = ()) -> fabricops.Encoded:
         """The plan under these failures, encoded for every switch as fabricctl does it."""
-        fab = ops.fabric(self.topo, self.artifacts.program, failures)  # type: ignore[arg-type]
-        return ops.encode(make_plan(fab), self.names, self.p4info, str(self.artifacts.p4info))
+        fab = fabricops.fabric(self.topo, self.artifacts.program, failures)  # type: ignore[arg-type]
+        return fabricops.encode(make_plan(fab), self.names, self.p4info, str(self.artifacts.p4info))
 
     def desired(self, failures: Iterable[Failure] = ()) -> dict[str, list[Entity]]:
         """Each switch's plan under these failures, in the canonical form a read returns."""
@@ -153,7 +153,7 @@ def start_lab(workdir: Path, topo: Topology, program: str = "srv6_spray", *, tag
             rec["grpc"] = switches[rec["name"]].grpc_address
         path = workdir / "fabric.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        loaded, problems = ops.check_topology(path)
+        loaded, problems = fabricops.check_topology(path)
         assert loaded is not None, problems
         artifacts = Artifacts.of(program)
         yield FabricLab(loaded, path, switches, artifacts, P4Info.load(artifacts.p4info))

@@ -31,7 +31,7 @@ def lab(kernel_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     """The default lab (2 planes x 2 T1 x 2 T0 x 2 hosts), up for the module, down afterwards."""
     from mininet_labs.lab import Lab
     from mininet_labs.backends import nodes_for
-    from mininet_labs.lab import default_topology
+    from mininet_labs.labstate import default_topology
 
     lab_dir: Path = tmp_path_factory.mktemp("kernel-lab")
     running = Lab(default_topology(), lab_dir, nodes_for("kernel", name=f"t{os.getpid()}")).up()

@@ -45,7 +45,8 @@ def lab(lab_dir: Path) -> Iterator[object]:
     if why:
         pytest.skip(why)
     from mininet_labs.headless import start_headless
-    from mininet_labs.lab import cleanup, default_topology
+    from mininet_labs.lab import cleanup
+    from mininet_labs.labstate import default_topology
 
     model = default_topology(grpc_base_port=free_port_base(8))
     tag = f"t{os.getpid() % 100}"  # switch port names of this lab: t<n>p0-t0-0-eth1 ...

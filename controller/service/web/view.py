@@ -10,14 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller import failover, ops
-from controller.failover import Failure, HostPortDown, LinkDown, SwitchDown
-from controller.routes import Program
+from controller import failover, fabricops
+from controller.model.failures import Failure, HostPortDown, LinkDown, SwitchDown
+from controller.plan.p4names import Program
 from controller.service.status import status_path
 from controller.state.filestore import FileStore
 from controller.state.statefile import DETECTOR
 from controller.state.store import Store, StoreError
 from controller.model.topology import Topology
+from controller.model.failures import failure_to_json
 
 UP, FAILED, DOWN = "up", "failed", "down"  # recorded failed (red); probes down, nothing recorded (orange)
 
@@ -129,7 +130,7 @@ class Snapshots:
         self.sources = sources
         self.store = sources.open()
         self.layout = layout(sources.topo)
-        self._base = ops.fabric(sources.topo, sources.program)
+        self._base = fabricops.fabric(sources.topo, sources.program)
         self._unreachable: dict[frozenset[Failure], dict[str, list[str]]] = {}
         self._rates = PathRates()
         self._lock = threading.Lock()
@@ -186,7 +187,7 @@ class Snapshots:
             out: dict[str, Any] = {"state": state, "recorded_by": by and ("detector" if by == DETECTOR else "operator"),
                                    "why": why, "probes": p}
             if by and applied is not None and failure in recorded:
-                out["applied"] = str(sorted(failover.failure_to_json(failure).items())) in applied
+                out["applied"] = str(sorted(failure_to_json(failure).items())) in applied
             return out
 
         links: dict[str, Any] = {}
@@ -210,7 +211,7 @@ class Snapshots:
             "time": now, "topology": topo.name, "program": src.program, "state_file": str(store),
             "state_error": state_error, "store_problem": store_problem, "events_file": events,
             "controller": _controller(status, now),
-            "failures": [{"what": ops.describe_failure(topo, f),
+            "failures": [{"what": fabricops.describe_failure(topo, f),
                           "by": "detector" if by == DETECTOR else "operator"} for f, by in sorted(recorded.items(), key=str)],
             "links": links, "host_ports": ports, "switches": switches,
             "unreachable": self.unreachable(frozenset(recorded)) if state_error is None else {},

@@ -20,16 +20,17 @@ from ipaddress import IPv6Address
 import grpc
 import pytest
 
-from controller import failover, ops
+from controller import failover, fabricops
 from controller.model import topology
 from controller.runtime.codec import canonical, encode_entity
-from fabricctl.common import show_entity
+from controller.southbound.p4runtime import show_entity
 from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Entity, Lpm, TableEntry
 from controller.runtime.proto import p4runtime_pb2, p4runtime_pb2_grpc
-from controller.failover import LinkDown
+from controller.model.failures import LinkDown
 from controller.runtime.p4rt import NotPrimaryError, WriteError
 from controller.plan.delta import Delta, diff
-from controller.routes import ROUTES_V6, SPRAY_PATHS, SPRAY_SELECTOR, VIA_SPINE
+from controller.routes import ROUTES_V6, SPRAY_SELECTOR, VIA_SPINE
+from controller.plan.p4names import SPRAY_PATHS
 from controller.programs.toolchain import REPO_ROOT
 from tests.bmv2.conftest import require_bmv2
 from tests.bmv2.fabric_fixture import GATE_LINE, FabricLab, applied, differences, start_lab
@@ -45,11 +46,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FabricLab]:
     yield from start_lab(tmp_path_factory.mktemp("fabric"), topology.build(2, 2, 2, 2, name="ctl_lab"))
 
 
-def install(lab: FabricLab, election_id: int = 1) -> dict[str, ops.Outcome]:
+def install(lab: FabricLab, election_id: int = 1) -> dict[str, fabricops.Outcome]:
     """What `fabricctl install` does: encode the plan under the recorded failures, then sync
     every switch (push the pipeline where there is none, reconcile to the plan)."""
-    encoded = lab.encoded(ops.load_failures(lab.topo, lab.state_path))
-    return ops.sync(lab.topo, encoded, lab.artifacts, lab.p4info, election_id=election_id, timeout=10,
+    encoded = lab.encoded(fabricops.load_failures(lab.topo, lab.state_path))
+    return fabricops.sync(lab.topo, encoded, lab.artifacts, lab.p4info, election_id=election_id, timeout=10,
                     dry_run=False, push="missing")
 
 
@@ -70,8 +71,8 @@ def canonical_delta(lab: FabricLab, d: Delta) -> Delta:
 def planned_delta(lab: FabricLab, old: frozenset, new: frozenset) -> dict[str, Delta]:
     """failover.delta between two failure sets, per switch, in read-back form."""
     program = lab.artifacts.program  # a checked program name
-    moved = failover.delta(ops.fabric(lab.topo, program, old),  # type: ignore[arg-type]
-                           ops.fabric(lab.topo, program, new))  # type: ignore[arg-type]
+    moved = failover.delta(fabricops.fabric(lab.topo, program, old),  # type: ignore[arg-type]
+                           fabricops.fabric(lab.topo, program, new))  # type: ignore[arg-type]
     return {n: canonical_delta(lab, d) for n, d in moved.items()}
 
 
@@ -287,7 +288,7 @@ def test_a_lower_election_id_cannot_write_while_the_primary_is_connected(lab: Fa
         # fabricctl with a lower id (not 5: two controllers with one id is another error): exit 4
         # naming the switch and the option, nothing written
         result = lab.cli("--election-id", "4", "install", LEAF)
-        assert result.exit_code == ops.PIPELINE, result.stderr
+        assert result.exit_code == fabricops.PIPELINE, result.stderr
         assert result.stderr.splitlines()[0] == (
             f"error: {LEAF}: not primary for device {sw.device_id} on {sw.grpc_addr}: another controller holds "
             "an election id above 4 (see --election-id)")

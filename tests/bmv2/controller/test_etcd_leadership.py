@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from controller.model import topology
-from controller.failover import LinkDown
+from controller.model.failures import LinkDown
 from controller.state.etcdstore import EtcdStore
 from controller.state.store import parse_url
 from tests.bmv2.conftest import require_bmv2

@@ -33,7 +33,7 @@ def hsr_lab(kernel_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
     """A kernel lab whose topology sets host_source_routing: its leaves' SR boundary admits the carriers
     endpoint-mode hosts write (the boundary is set at lab up)."""
     from mininet_labs.kernel.lab import KernelLab
-    from mininet_labs.lab import default_topology
+    from mininet_labs.labstate import default_topology
 
     running = KernelLab(dataclasses.replace(default_topology(), host_source_routing=True),
                         tmp_path_factory.mktemp("kernel-hsr-lab"), name=f"h{os.getpid()}").up()

@@ -22,7 +22,7 @@ TABLE = "sf_loops_stop"
 def endpoint_lab(kernel_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The default lab in endpoint mode (the topology's host_source_routing: true)."""
     from mininet_labs.kernel.lab import KernelLab
-    from mininet_labs.lab import default_topology
+    from mininet_labs.labstate import default_topology
 
     model = from_dict({**to_dict(default_topology()), "host_source_routing": True})
     running = KernelLab(model, tmp_path_factory.mktemp("kernel-loops"), name=f"l{os.getpid()}").up()

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.failover import LinkDown
+from controller.model.failures import LinkDown
 from controller.state.etcdstore import EtcdStore
 from controller.state.store import parse_url
-from mininet_labs.lab import default_topology
+from mininet_labs.labstate import default_topology
 from tests.etcd.cluster import EtcdCluster
 from tests.etcd.conftest import cluster  # noqa: F401  (the real etcd cluster fixture, one per test)
 from tests.paths import REPO

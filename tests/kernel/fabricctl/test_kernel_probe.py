@@ -10,7 +10,8 @@ import subprocess
 import sys
 from typing import Any
 
-from controller.failover import LinkDown, load_origins
+from controller.failover import load_origins
+from controller.model.failures import LinkDown
 from controller.southbound.kroutes import Nexthop, intf, link_local, pulled_nexthops
 from controller.state.statefile import DETECTOR
 from tests.kernel.fabricctl.test_kernel_run import _events, _until, _written

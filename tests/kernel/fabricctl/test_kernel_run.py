@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.failover import LinkDown, load_origins
+from controller.failover import load_origins
+from controller.model.failures import LinkDown
 from controller.southbound.kroutes import Nexthop, intf, link_local, pulled_nexthops
 from controller.service.status import status_path
 from controller.state.statefile import DETECTOR

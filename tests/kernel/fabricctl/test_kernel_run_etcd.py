@@ -13,7 +13,7 @@ import sys
 import urllib.request
 from typing import Any
 
-from controller.failover import LinkDown
+from controller.model.failures import LinkDown
 from controller.southbound.kroutes import intf
 from controller.state.etcdstore import EtcdStore
 from controller.state.store import parse_url

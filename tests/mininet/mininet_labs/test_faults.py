@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.failover import HostPortDown, LinkDown, SwitchDown
+from controller.model.failures import HostPortDown, LinkDown, SwitchDown
 from tests.mininet.controller.service.test_service import (LEAF, ROOT, SPINE, controller, recorded, settled,  # noqa: F401
                                         wait_until)
 

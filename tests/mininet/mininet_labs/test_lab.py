@@ -17,6 +17,7 @@ from controller.model.topology import build
 from mininet_labs import traffic as tr
 from mininet_labs.roce import icrc_ok, roce_v6
 from tests.paths import REPO
+from mininet_labs.frames import GATEWAY_V6, icrc, parse_roce
 
 ROOT = REPO
 
@@ -39,9 +40,9 @@ def test_icrc_ignores_the_fields_routers_change_and_catches_payload_changes():
     ip = 14
     frame[ip + 7] -= 3  # hop limit, as routers change it
     frame[ip + 1] |= 0xF0  # traffic class bits
-    assert tr.icrc(bytes(frame[ip:])) == bytes(frame[-4:])
+    assert icrc(bytes(frame[ip:])) == bytes(frame[-4:])
     frame[-10] ^= 1
-    assert tr.icrc(bytes(frame[ip:])) != bytes(frame[-4:])
+    assert icrc(bytes(frame[ip:])) != bytes(frame[-4:])
 
 
 def test_messages_round_robin_over_qps_with_rising_psns_and_planes_per_qp():
@@ -52,7 +53,7 @@ def test_messages_round_robin_over_qps_with_rising_psns_and_planes_per_qp():
     assert len(packets) == 7 * 3
     by_qp: dict[int, list[tuple[int, int, int]]] = {}
     for nic, frame, q in packets:
-        ip, qp, psn, body = tr.parse_roce(frame)
+        ip, qp, psn, body = parse_roce(frame)
         tag = tr.Tag.unpack(body)
         assert tag is not None and tag.qp == qp and tag.plane == nic.plane
         by_qp.setdefault(qp, []).append((psn, nic.plane, frame[14 + 40 + 8]))
@@ -95,10 +96,10 @@ def test_hosts_are_addressed_from_the_sid_plan_with_a_static_gateway(lab):
             assert link["address"] == nic.mac
             assert nic.v6 in {a["local"] for a in link["addr_info"] if a["family"] == "inet6"}
             neigh = host.run(["ip", "-6", "neigh", "show", "dev", nic.intf]).stdout
-            assert f"{tr.GATEWAY_V6} lladdr {nic.gateway_mac} PERMANENT" in neigh
+            assert f"{GATEWAY_V6} lladdr {nic.gateway_mac} PERMANENT" in neigh
             route = host.run(["ip", "-6", "route", "get", lab.host(lab.hosts[-1] if name != lab.hosts[-1]
                                                                    else lab.hosts[0]).nic(nic.plane).v6]).stdout
-            assert f"via {tr.GATEWAY_V6} dev {nic.intf}" in route
+            assert f"via {GATEWAY_V6} dev {nic.intf}" in route
 
 
 def _counters(lab, name: str) -> dict[str, int]:
@@ -175,7 +176,7 @@ def test_the_receiver_counts_a_corrupted_packet_as_bad_icrc(lab):
 
 
 def test_lab_down_leaves_no_namespace_veth_or_process(lab):
-    from mininet_labs.lab import marked_pids
+    from mininet_labs.cleanup import marked_pids
     from mininet_labs.topo import all_intfs
 
     host_pids = [h["pid"] for h in lab.state.hosts.values()]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.runtime.tls import TlsConfig
+from controller.model.tlsconfig import TlsConfig
 from controller.programs.toolchain import REPO_ROOT
 from tests.mininet.conftest import free_port_base, lab_missing
 
@@ -28,7 +28,8 @@ def tls_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     if why:
         pytest.skip(why)
     from mininet_labs.headless import start_headless
-    from mininet_labs.lab import cleanup, default_topology
+    from mininet_labs.lab import cleanup
+    from mininet_labs.labstate import default_topology
     from mininet_labs.pki import openssl
 
     if openssl() is None:

@@ -23,9 +23,9 @@ import time
 from collections import Counter, defaultdict
 
 from controller.programs.drops import DROP_REASONS_COUNTER, DropReason
-from controller.ops import sid_plan
+from controller.fabricops import sid_plan
 from mininet_labs import malformed, netns
-from mininet_labs.lab import CUT_MTU
+from mininet_labs.labstate import CUT_MTU
 from mininet_labs.topo import port_intf
 
 TOTAL = 10_000

@@ -11,10 +11,12 @@ import time
 
 import pytest
 
-from controller.routes import Pin
+from controller.plan.options import Pin
 from controller.model.topology import build
 from mininet_labs import receiver, traffic as tr
 from mininet_labs.roce import icrc_ok, roce_v4
+from controller.plotting import PlotUnavailable
+from mininet_labs.frames import parse_roce
 
 
 # --- without a lab -------------------------------------------------------------------------------
@@ -50,7 +52,7 @@ def test_a_fixed_source_port_and_rehoming_off_a_dead_plane():
     for n, (nic, frame, q) in enumerate(tr.plan_packets(spec, topo, live=lambda: dead["planes"])):
         if n == 3:
             dead["planes"] = (1,)  # plane 0's NIC lost carrier: its QPs (0 and 2) move to plane 1
-        ip, qp, psn, body = tr.parse_roce(frame)
+        ip, qp, psn, body = parse_roce(frame)
         assert frame[12:14] == b"\x08\x00" and int.from_bytes(ip[20:22], "big") == 4242
         planes.append((qp - 0x100, nic.plane, tr.Tag.unpack(body).plane))
     assert planes[:3] == [(0, 0, 0), (1, 1, 1), (2, 0, 0)]
@@ -84,7 +86,7 @@ def test_plots_say_clearly_when_matplotlib_is_missing(monkeypatch, tmp_path):
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    with pytest.raises(plot.PlotUnavailable, match=r"srv6-fabric\[lab\]"):
+    with pytest.raises(PlotUnavailable, match=r"srv6-fabric\[lab\]"):
         plot.balance({"modes": []}, tmp_path / "x.png")
 
 
@@ -170,10 +172,10 @@ def _check_failure_result(r, lab):
 
 
 def test_link_failure_pulls_the_segments_and_spares_the_other_qps(lab, traffic_meets):
-    from controller import ops
+    from controller import fabricops
     from mininet_labs.scenarios import link_failure
 
-    met = traffic_meets(ops.link(lab.model, "p0-t0-0", "p0-t1-1"))
+    met = traffic_meets(fabricops.link(lab.model, "p0-t0-0", "p0-t1-1"))
     r = link_failure(lab, "p0-t0-0", "p0-t1-1", schedule=_schedule())
     assert met["sent_into_cut"] >= 1 and r.summary()["lost_on_failure"] >= met["sent_into_cut"], _told(r)
     assert set(r.tables["segments"]) == {"p0-t0-0", "p0-t0-1", "p0-t1-1"}
@@ -184,10 +186,10 @@ def test_link_failure_pulls_the_segments_and_spares_the_other_qps(lab, traffic_m
 
 
 def test_switch_failure_takes_every_link_of_the_t1(lab, traffic_meets):
-    from controller import ops
+    from controller import fabricops
     from mininet_labs.scenarios import switch_failure
 
-    met = traffic_meets(ops.switch_failure(lab.model, "p0-t1-1"))
+    met = traffic_meets(fabricops.switch_failure(lab.model, "p0-t1-1"))
     r = switch_failure(lab, "p0-t1-1", schedule=_schedule())
     # Every packet a leaf sent into the cut spine is lost: the QPs on the failure lost at least those.
     assert met["sent_into_cut"] >= 1 and r.summary()["lost_on_failure"] >= met["sent_into_cut"], _told(r)

@@ -10,7 +10,7 @@ import re
 import subprocess
 from typing import Any
 
-from controller.failover import LinkDown
+from controller.model.failures import LinkDown
 from mininet_labs.topo import link_ends
 from tests.mininet.controller.service.test_service import (LEAF, SPINE, controller, recorded, settled,  # noqa: F401
                                                           wait_until)

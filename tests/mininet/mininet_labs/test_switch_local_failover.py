@@ -36,7 +36,8 @@ def lab(lab_dir: Path) -> Iterator[object]:
         pytest.skip(why)
     from controller.model.topology import from_dict, to_dict
     from mininet_labs.headless import start_headless
-    from mininet_labs.lab import cleanup, default_topology
+    from mininet_labs.lab import cleanup
+    from mininet_labs.labstate import default_topology
 
     model = from_dict({**to_dict(default_topology(grpc_base_port=free_port_base(8))), "watch_ports": True})
     try:

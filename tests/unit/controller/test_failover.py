@@ -12,22 +12,13 @@ import pytest
 
 from controller.plan.entries import Entity, Lpm, TableEntry, entity_key
 from controller.plan.p4names import PINNED_PATH
-from controller.failover import (
-    FailoverError,
-    HostPortDown,
-    LinkDown,
-    SwitchDown,
-    Unreachable,
-    dead_paths,
-    delta,
-    load_state,
-    save_state,
-    unreachable,
-    with_failures,
-)
+from controller.failover import dead_paths, delta, load_state, save_state, unreachable, with_failures
+from controller.model.failures import FailoverError, HostPortDown, LinkDown, SwitchDown, Unreachable
 from controller.plan.fabricplan import diff_plans, plan
 from controller.plan.delta import Delta
-from controller.routes import EECMP, SPRAY, SPRAY_PATHS, Fabric, Options, Pin
+from controller.routes import SPRAY, Fabric, Options
+from controller.plan.p4names import EECMP, SPRAY_PATHS
+from controller.plan.options import Pin
 from controller.model.topology import Topology, build
 
 TOPO = build(2, 4, 6, 2)

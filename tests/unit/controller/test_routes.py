@@ -8,25 +8,12 @@ import random
 import pytest
 
 from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Lpm, TableEntry
-from controller.failover import LinkDown, SwitchDown, HostPortDown, with_failures
+from controller.failover import with_failures
+from controller.model.failures import LinkDown, SwitchDown, HostPortDown
 from controller.plan.fabricplan import Plan, count_entities, plan
-from controller.routes import (
-    DERIVE_SPRAY,
-    EECMP,
-    LOCAL_LEAF,
-    NO_PATH,
-    PINNED_PATH,
-    QP,
-    SPRAY,
-    SPRAY_DEST,
-    SPRAY_PATHS,
-    VIA_SPINE,
-    Fabric,
-    Options,
-    Pin,
-    leaf_blocks,
-    paths,
-)
+from controller.routes import LOCAL_LEAF, PINNED_PATH, SPRAY, SPRAY_DEST, VIA_SPINE, Fabric, Options, paths
+from controller.plan.p4names import DERIVE_SPRAY, EECMP, NO_PATH, QP, SPRAY_PATHS
+from controller.plan.options import Pin, leaf_blocks
 from controller.model.sids import SidPlan, fmt_v6
 from controller.model.topology import build, load
 from tests.paths import REPO
@@ -166,7 +153,7 @@ def test_plan_json_round_trip(program: str) -> None:
 def test_every_entity_encodes_against_the_compiled_p4info(program: str) -> None:
     from controller.runtime.codec import canonical
     from controller.runtime.p4info import P4Info
-    from controller.routes import HostPin
+    from controller.plan.options import HostPin
 
     info = P4Info.load(ROOT / "p4" / "build" / f"{program}.p4info.txtpb")
     options = Options(program=program, pins=(Pin(0, 0, 1, 0, 5, 1),), host_pins=(HostPin(0, 1, 0, 3),))  # type: ignore[arg-type]

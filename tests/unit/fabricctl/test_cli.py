@@ -17,7 +17,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from fabricctl import common as cli_module
+from fabricctl import context as cli_module
 from fabricctl.main import cli
 from controller.plan.fabricplan import Plan, plan
 from controller.routes import Fabric, Options

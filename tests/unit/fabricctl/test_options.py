@@ -24,7 +24,7 @@ from fabricctl.main import cli
 from controller.plan.entries import Lpm, TableEntry
 from controller.runtime.p4info import P4Info
 from controller.runtime.p4rt import SwitchConnection
-from controller.runtime.reconcile import UpdateType
+from controller.plan.delta import UpdateType
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
 from tests.unit.usage import says
 

@@ -139,7 +139,7 @@ def test_a_deposed_leaders_save_is_refused_by_etcd_whatever_its_clock_says(clust
     frozen in a VM pause, say, so its own fence still reads open) cannot write the shared record."""
     import pytest
 
-    from controller.failover import LinkDown
+    from controller.model.failures import LinkDown
     from controller.state.etcdstore import EtcdStore
     from controller.state.leader import Leadership
     from controller.state.store import Deposed, parse_url

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from fabricctl.main import cli
-from controller.failover import HostPortDown, LinkDown, SwitchDown
+from controller.model.failures import HostPortDown, LinkDown, SwitchDown
 from controller.state.etcdstore import EtcdStore
 from controller.state.store import parse_url
 from tests.etcd.conftest import LAB, REPO

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.failover import LinkDown
+from controller.model.failures import LinkDown
 from controller.state.etcdstore import EtcdStore, EventSink
 from controller.state.leader import Leadership
 from controller.state.statefile import OPERATOR

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from controller import ops
-from controller.failover import LinkDown
+from controller import fabricops
+from controller.model.failures import LinkDown
 from controller.southbound.kroutes import Nexthop, intf, link_local, switch_routes
 from mininet_labs import roce
 from mininet_labs import frames
@@ -105,7 +105,7 @@ def test_flows_are_sprayed_over_both_spines(lab: Any, tmp_path: Path) -> None:
 
 
 def test_routes_read_back_equal_the_plan(lab: Any) -> None:
-    fabric = ops.fabric(lab.model, "srv6_spray")
+    fabric = fabricops.fabric(lab.model, "srv6_spray")
     for sw in lab.model.switches:
         assert lab.routes(sw.name) == switch_routes(fabric, sw), sw.name
     outcomes = lab.install(dry_run=True)
@@ -140,7 +140,8 @@ def test_failure_pulls_nexthops_traffic_passes_restore_brings_them_back(lab: Any
 
 
 def test_unsupported_options_say_so(lab: Any) -> None:
-    from controller.routes import Options, Pin
+    from controller.routes import Options
+    from controller.plan.options import Pin
     from mininet_labs.lab import LabError
 
     lab.options = Options(pins=(Pin(0, 0, 1, 0, 0x100, 1),))
@@ -157,7 +158,7 @@ def test_down_removes_its_namespaces_and_only_those(kernel_ready: None, tmp_path
     from mininet_labs.kernel import netns
     from mininet_labs.lab import Lab
     from mininet_labs.backends import nodes_for
-    from mininet_labs.lab import default_topology
+    from mininet_labs.labstate import default_topology
 
     name = f"d{os.getpid()}"
     other = f"{netns.PREFIX}{name}x-other"  # shares the prefix's start, not the lab's
@@ -177,8 +178,8 @@ def test_down_removes_its_namespaces_and_only_those(kernel_ready: None, tmp_path
 
 
 def test_southbound_failure_delta_pulls_the_segments_without_reading_first(lab: Any) -> None:
-    healthy = ops.fabric(lab.model, "srv6_spray")
-    failed = ops.fabric(lab.model, "srv6_spray", [LinkDown("p0-t0-0", "p0-t1-1")])
+    healthy = fabricops.fabric(lab.model, "srv6_spray")
+    failed = fabricops.fabric(lab.model, "srv6_spray", [LinkDown("p0-t0-0", "p0-t1-1")])
     leaf1 = lab.model.switch("p0-t0-1")
     out = lab.nodes.southbound(lab.model).apply_failure(healthy, failed, leaf1)
     assert out.ok and (out.inserts, out.modifies, out.deletes) == (0, 1, 0)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from controller import failover
-from controller.failover import LinkDown
+from controller.model.failures import LinkDown
 from controller.state.etcdstore import EtcdStore
 from controller.state.store import parse_url
 from controller.state.statefile import DETECTOR, OPERATOR

@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from controller import failover
-from controller.failover import LinkDown
+from controller.model.failures import LinkDown
 from controller.service import handoff
 from controller.state.etcdstore import EtcdStore
 from controller.state.store import parse_url

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import failover
-from controller.failover import LinkDown
+from controller.model.failures import LinkDown
 from controller.service.status import read_status
 from controller.state.statefile import DETECTOR, OPERATOR
 from tests.mininet.controller.service.test_service import (  # noqa: F401  (controller: the fixture starting `fabricctl run`)

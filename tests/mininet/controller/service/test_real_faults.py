@@ -8,7 +8,7 @@ import os
 import signal
 from typing import Any
 
-from controller.failover import LinkDown, SwitchDown
+from controller.model.failures import LinkDown, SwitchDown
 from controller.service.status import status_path
 from tests.mininet.controller.service.test_service import (LEAF, SPINE, controller, recorded, settled, tables_equal_plan,  # noqa: F401
                                         wait_until)

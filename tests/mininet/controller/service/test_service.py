@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from controller import failover
-from controller.failover import LinkDown
+from controller.model.failures import LinkDown
 from tests.paths import REPO
 
 ROOT = REPO
@@ -174,7 +174,7 @@ def test_host_nic_down_is_seen_by_its_neighbor_discovery_probes_and_restored(lab
     """Issue 9: a host NIC whose port goes down (the lab's cross-plane failure) is seen without the lab
     telling the controller: its T0's Neighbor Solicitations go unanswered and the port counters agree;
     the host port is recorded failed and its segments pulled, then restored once the NIC answers."""
-    from controller.failover import HostPortDown
+    from controller.model.failures import HostPortDown
 
     c = controller()
     c.primary_everywhere()

@@ -27,7 +27,8 @@ def _received(lab: Any, tmp: Path) -> tuple[dict[str, list[dict[str, str]]], dic
 def test_bmv2_and_kernel_deliver_the_same_bytes(tmp_path: Path) -> None:
     from mininet_labs.backends import nodes_for
     from mininet_labs.kernel.nodes import prerequisites as kernel_missing
-    from mininet_labs.lab import Lab, default_topology, prerequisites
+    from mininet_labs.lab import Lab
+    from mininet_labs.labstate import default_topology, prerequisites
 
     why = prerequisites() or kernel_missing()
     if why:

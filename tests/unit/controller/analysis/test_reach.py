@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from controller.analysis.design import KINDS, Design
 from controller.analysis.reach import ControllerReach, Down, failures
-from controller.failover import HostPortDown, LinkDown, SwitchDown
+from controller.model.failures import HostPortDown, LinkDown, SwitchDown
 from controller.model.topology import Topology
 
 SMALL = [Design(1, 2, 2, 2), Design(2, 2, 2, 2), Design(2, 1, 3, 1), Design(3, 2, 2, 1), Design(2, 3, 2, 2)]

@@ -16,12 +16,12 @@ import yaml
 from click.testing import CliRunner, Result
 
 from controller.model import congestion
-from controller import ops
+from controller import fabricops
 from fabricctl import options
 from fabricctl.main import cli
 from controller.plan.entries import TableEntry
 from controller.plan.fabricplan import plan
-from controller.runtime.reconcile import diff, with_resets
+from controller.plan.delta import diff, with_resets
 from controller.routes import DEFAULT_RESETS, SET_THRESHOLDS, SPRAY, THRESHOLDS
 from controller.model.topology import TopologyError, build, from_dict, to_dict
 from tests.unit.usage import says
@@ -66,11 +66,11 @@ def test_the_topology_key_puts_the_thresholds_on_every_switch_and_round_trips() 
     topo = from_dict({**to_dict(TOPO), "congestion": {"ecn_qdepth": 20, "trim_qdepth": 48, "trim_dscp": 10}})
     assert topo.congestion == congestion.Thresholds(20, 48, 10)
     assert from_dict(to_dict(topo)).congestion == topo.congestion
-    p = plan(ops.fabric(topo, SPRAY))
+    p = plan(fabricops.fabric(topo, SPRAY))
     assert all([e for e in p[s.name] if isinstance(e, TableEntry) and e.table == THRESHOLDS] == [thresholds(20, 48, 10)]
                for s in topo.switches)
     assert "congestion" not in to_dict(TOPO)
-    assert not any(isinstance(e, TableEntry) and e.table == THRESHOLDS for es in plan(ops.fabric(TOPO, SPRAY)).values()
+    assert not any(isinstance(e, TableEntry) and e.table == THRESHOLDS for es in plan(fabricops.fabric(TOPO, SPRAY)).values()
                    for e in es)
 
 

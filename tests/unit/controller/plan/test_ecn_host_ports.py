@@ -12,12 +12,14 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from controller.failover import HostPortDown, delta, with_failures
+from controller.failover import delta, with_failures
+from controller.model.failures import HostPortDown
 from controller.model.topology import TopologyError, build, from_dict, to_dict
 from controller.plan.entries import Exact, TableEntry
 from controller.plan.fabricplan import count_entities, diff_plans, plan
-from controller.routes import EECMP, SET_HOST_PORT_THRESHOLDS, SET_THRESHOLDS, SPRAY, THRESHOLDS, Fabric, Options
-from controller.runtime.reconcile import diff
+from controller.routes import SET_HOST_PORT_THRESHOLDS, SET_THRESHOLDS, SPRAY, THRESHOLDS, Fabric, Options
+from controller.plan.p4names import EECMP
+from controller.plan.delta import diff
 from fabricctl import options
 from fabricctl.main import cli
 from tests.paths import UNIT_DATA

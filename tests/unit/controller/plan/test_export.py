@@ -11,9 +11,11 @@ import yaml
 
 from controller.model import topology, yamlload
 from controller.files.atomic import open_atomic
-from controller.failover import LinkDown, SwitchDown, with_failures
+from controller.failover import with_failures
+from controller.model.failures import LinkDown, SwitchDown
 from controller.plan.fabricplan import FORMAT, Plan, entity_to_json, plan
-from controller.routes import EECMP, Fabric, Options
+from controller.routes import Fabric, Options
+from controller.plan.p4names import EECMP
 from controller.model.topology import build, load, to_dict
 from tests.require import needs
 

@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import pytest
 
-from controller import ops
+from controller import fabricops
 from controller.plan.entries import Exact, TableEntry
-from controller.failover import HostPortDown, delta, with_failures
+from controller.failover import delta, with_failures
+from controller.model.failures import HostPortDown
 from controller.plan.fabricplan import count_entities, diff_plans, plan
 from controller.routes import (
-    EECMP, FIRST_USID_ALLOWED, HOST_FIRST_USID, HOST_POLICY, HOST_SOURCE_ROUTING, SPRAY, SR_BOUNDARY, SET_THRESHOLDS,
-    THRESHOLDS, Fabric, Options,
+    FIRST_USID_ALLOWED,
+    HOST_FIRST_USID,
+    HOST_POLICY,
+    HOST_SOURCE_ROUTING,
+    SPRAY,
+    SR_BOUNDARY,
+    SET_THRESHOLDS,
+    THRESHOLDS,
+    Fabric,
+    Options,
 )
+from controller.plan.p4names import EECMP
 from controller.model.sids import SidPlan, fmt_v6
 from controller.model.topology import TopologyError, build, from_dict, to_dict
 
@@ -90,9 +100,9 @@ def test_the_topology_key_turns_endpoint_mode_on_for_the_cli_plans() -> None:
     assert "host_source_routing" not in doc
     on = from_dict({**doc, "host_source_routing": True})
     assert on.host_source_routing and to_dict(on)["host_source_routing"] is True
-    assert ops.fabric(on, SPRAY).options.host_source_routing
-    assert not ops.fabric(TOPO, SPRAY).options.host_source_routing
-    assert ops.fabric(TOPO, SPRAY, options=Options(host_source_routing=True)).options.host_source_routing
+    assert fabricops.fabric(on, SPRAY).options.host_source_routing
+    assert not fabricops.fabric(TOPO, SPRAY).options.host_source_routing
+    assert fabricops.fabric(TOPO, SPRAY, options=Options(host_source_routing=True)).options.host_source_routing
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None, [True]])

@@ -13,9 +13,12 @@ from collections import Counter
 
 import pytest
 
-from controller.failover import Failure, HostPortDown, LinkDown, SwitchDown, with_failures
+from controller.failover import with_failures
+from controller.model.failures import Failure, HostPortDown, LinkDown, SwitchDown
 from controller.plan.fabricplan import Plan, plan
-from controller.routes import EECMP, QP, FLOW, Fabric, HostPin, Options, Pin
+from controller.routes import Fabric, Options
+from controller.plan.p4names import EECMP, QP, FLOW
+from controller.plan.options import HostPin, Pin
 from controller.model.topology import build, load
 from tests.paths import REPO, UNIT_DATA
 

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.failover import HostPortDown, LinkDown, SwitchDown, Unreachable, health, unreachable, with_failures
+from controller.failover import health, unreachable, with_failures
+from controller.model.failures import HostPortDown, LinkDown, SwitchDown, Unreachable
 from controller.plan.reachability import Reach
 from controller.routes import Fabric
 from controller.model.topology import Topology, build

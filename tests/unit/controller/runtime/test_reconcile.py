@@ -12,7 +12,8 @@ from controller.plan.entries import ActionProfileGroup, ActionProfileMember, Lpm
 from controller.runtime.fabric_client import FabricClient
 from controller.runtime.p4info import P4Info
 from controller.runtime.p4rt import P4RuntimeError, SwitchConnection, WriteError
-from controller.runtime.reconcile import Delta, Update, UpdateType, apply, diff, ordered_updates
+from controller.runtime.reconcile import apply
+from controller.plan.delta import Delta, Update, UpdateType, diff, ordered_updates
 from controller.runtime.proto import p4runtime_pb2, code_pb2
 from tests.unit.p4rt_servicer import RecordingServicer, serve, socket_dir
 

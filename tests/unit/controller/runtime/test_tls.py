@@ -14,13 +14,14 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from controller import ops
+from controller import fabricops
 from controller.runtime import tls
 from controller.model import topology
 from fabricctl.main import cli
-from controller.runtime.tls import TlsConfig
+from controller.model.tlsconfig import TlsConfig
 from tests.paths import UNIT_DATA
 from tests.require import need
+from controller.model.tlsconfig import TlsError, override, resolve
 
 DATA = UNIT_DATA
 LAB = DATA / "two_plane_lab.yaml"
@@ -80,7 +81,7 @@ def test_fabric_wide_and_per_switch_settings_with_paths_relative_to_the_topology
     assert got[OTHER] is None
     assert got["p1-t0-0"] == TlsConfig(pki.ca, fabric.cert, fabric.key)
     assert {got[n] for n in got if n not in (LEAF, OTHER, "p1-t0-0")} == {fabric}
-    assert ops.check_topology(path)[0] == topo
+    assert fabricops.check_topology(path)[0] == topo
     # the document form names every switch's own setting, absolute, and reads back the same
     assert {s.name: s.tls for s in topology.from_dict(topology.to_dict(topo)).switches} == got
     assert run("--topology", str(path), "topo", "validate").exit_code == 0
@@ -113,11 +114,11 @@ def test_malformed_tls_settings_are_topology_problems(tmp_path: Path, fabric: ob
 
 def test_resolve_and_override_field_by_field() -> None:
     a, b = TlsConfig(Path("/a/ca"), Path("/a/c"), Path("/a/k")), TlsConfig(Path("/b/ca"))
-    assert tls.override(a, b) == TlsConfig(Path("/b/ca"), Path("/a/c"), Path("/a/k"))
-    assert tls.override(b, a) == a
-    assert tls.override(None, b) == b and tls.override(a, None) == a
-    assert tls.resolve(a, False) is None and tls.resolve(a, None) == a and tls.resolve(None, True) == TlsConfig()
-    with pytest.raises(tls.TlsError, match="a TLS client certificate needs its key too"):
+    assert override(a, b) == TlsConfig(Path("/b/ca"), Path("/a/c"), Path("/a/k"))
+    assert override(b, a) == a
+    assert override(None, b) == b and override(a, None) == a
+    assert resolve(a, False) is None and resolve(a, None) == a and resolve(None, True) == TlsConfig()
+    with pytest.raises(TlsError, match="a TLS client certificate needs its key too"):
         TlsConfig(cert=Path("/c"))
 
 

@@ -13,8 +13,10 @@ from controller.plan.delta import diff
 from controller.plan.entries import ActionProfileGroup
 from controller.plan.fabricplan import Plan, plan
 from controller.plan.p4names import ECMP_SELECTOR, SPRAY_SELECTOR
-from controller.routes import EECMP, Fabric, Options
-from controller.failover import LinkDown, with_failures
+from controller.routes import Fabric, Options
+from controller.plan.p4names import EECMP
+from controller.failover import with_failures
+from controller.model.failures import LinkDown
 from controller.runtime import wire
 from controller.runtime.codec import canonical, decode_entity, encode_entity
 from controller.runtime.p4info import P4Info
@@ -92,16 +94,16 @@ def test_every_leaf_group_member_watches_its_uplink_in_both_programs_when_asked(
 
 def test_watch_ports_are_off_unless_the_options_or_the_topology_file_turn_them_on() -> None:
     """Stock bmv2 dies (SIGFPE) when every member of a group is down: watching is asked for, never a default."""
-    from controller import ops
+    from controller import fabricops
     from controller.model.topology import from_dict, to_dict
 
     topo = load(LAB)
     assert not topo.watch_ports
-    assert all(not g.watch_ports for s in topo.switches for g in _groups(plan(ops.fabric(topo, "srv6_spray")), s.name))
+    assert all(not g.watch_ports for s in topo.switches for g in _groups(plan(fabricops.fabric(topo, "srv6_spray")), s.name))
     on = from_dict({**to_dict(topo), "watch_ports": True})
     assert on.watch_ports and to_dict(on)["watch_ports"] is True
     leaf = on.t0(0, 0)
-    assert _groups(plan(ops.fabric(on, "srv6_spray")), leaf.name)[0].watch_ports == ((1, leaf.uplinks[0]),
+    assert _groups(plan(fabricops.fabric(on, "srv6_spray")), leaf.name)[0].watch_ports == ((1, leaf.uplinks[0]),
                                                                                       (2, leaf.uplinks[1]))
     with pytest.raises(ValueError, match="watch_ports must be true or false, got 'yes'"):
         from_dict({**to_dict(topo), "watch_ports": "yes"})
@@ -228,7 +230,7 @@ def test_a_stock_pi_group_without_watch_ports_gets_them_one_member_at_a_time() -
 
 
 def test_a_group_is_shown_with_each_members_watch_port() -> None:
-    from fabricctl.common import show_entity
+    from controller.southbound.p4runtime import show_entity
 
     line = show_entity(ActionProfileGroup(SPRAY_SELECTOR, 1, (1, 2, 3), 3, ((1, 3), (3, 5))))
     assert line.endswith(": members 1 (watch port 3), 2, 3 (watch port 5)")

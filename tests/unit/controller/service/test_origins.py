@@ -16,8 +16,9 @@ from click.testing import CliRunner, Result
 
 from controller.state import statefile
 from fabricctl.main import cli
-from controller.ops import failure_change
-from controller.failover import HostPortDown, LinkDown, SwitchDown, load_origins, load_state, save_state
+from controller.fabricops import failure_change
+from controller.failover import load_origins, load_state, save_state
+from controller.model.failures import HostPortDown, LinkDown, SwitchDown
 from controller.southbound.base import PlanChange
 from controller.service import handoff
 from controller.service.healer import Healer

@@ -19,8 +19,8 @@ from controller.plan.probes import (PROBE_ETHERTYPE, PROBE_SIZE, Probe, advertis
 from controller.service import events as ev
 from controller.service import status as st
 from controller.service.metrics import Metrics, drop_reason_names
-from controller.failover import HostPortDown
-from controller.ops import sid_plan as sids_of
+from controller.model.failures import HostPortDown
+from controller.fabricops import sid_plan as sids_of
 from controller.service.prober import directions
 from controller.model.topology import load
 from tests.paths import UNIT_DATA

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from controller.failover import LinkDown, load_origins, save_state
+from controller.failover import load_origins, save_state
+from controller.model.failures import LinkDown
 from controller.model.topology import load
 from controller.service.detect import Change, Thresholds
 from controller.service.healer import Healer

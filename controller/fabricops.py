@@ -15,7 +15,7 @@ from controller.runtime.codec import canonical
 from controller.plan.delta import Changes
 from controller.plan.entries import Entity
 from controller.runtime.fabric_client import FabricClient
-from controller.failover import Failure, FailoverError, HostPortDown, LinkDown, SwitchDown
+from controller.model.failures import Failure, FailoverError, HostPortDown, LinkDown, SwitchDown
 from controller.runtime.p4info import P4Info, pipeline_differences
 from controller.runtime.p4rt import (
     NotPrimaryError,
@@ -26,12 +26,15 @@ from controller.runtime.p4rt import (
     describe,
     election_int,
 )
-from controller.runtime.reconcile import apply, diff
+from controller.runtime.reconcile import apply
+from controller.plan.delta import diff
 from controller.files.safefile import UnsafeFile
-from controller.routes import Fabric, Options, Program
+from controller.routes import Fabric, Options
+from controller.plan.p4names import Program
 from controller.model.sids import SidError, SidPlan
 from controller.state.statefile import Origin
-from controller.runtime.tls import TlsConfig, TlsError, check_all, override
+from controller.runtime.tls import check_all
+from controller.model.tlsconfig import TlsConfig, TlsError, override
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import Switch, Topology, TopologyError, from_dict
 

@@ -18,18 +18,18 @@ import click
 from controller.state.backends import open_store
 from controller.state.store import Store, StoreError, StoreUnavailable
 from controller.model import congestion
-from controller import ops
+from controller import fabricops
 from fabricctl import options
 from controller.runtime import tls
-from controller.failover import Failure, failure_to_json
-from controller.ops import OpError, Outcome
+from controller.model.failures import Failure, failure_to_json
+from controller.fabricops import OpError, Outcome
 from controller.runtime.p4info import P4Info, P4InfoError
 from controller.plan import p4names
 from controller.plan.fabricplan import Plan, plan as make_plan
 from controller.southbound.fleet import Fleet, Prepared
-from controller.southbound.p4runtime import show_entity  # noqa: F401  (its earlier home; tests import it here)
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import Topology
+from controller.model.tlsconfig import TlsConfig
 
 FABRIC_PROGRAMS = p4names.FABRIC_PROGRAMS
 
@@ -61,7 +61,7 @@ class FabricGroup(click.Group):
             sys.exit(e.exit_code)
         except StoreError as e:  # the record's store: one line; exit 1 when it is unavailable
             click.echo(f"error: {e}", err=True)
-            sys.exit(ops.SWITCH_ERROR if isinstance(e, StoreUnavailable) else ops.BAD_INPUT)
+            sys.exit(fabricops.SWITCH_ERROR if isinstance(e, StoreUnavailable) else fabricops.BAD_INPUT)
         except OpError as e:
             click.echo(f"error: {e}", err=True)
             if e.detail:
@@ -108,7 +108,7 @@ class Env:
     state_file: Path | None
     election_id: int
     timeout: float
-    tls: tls.TlsConfig | None = None  # the --tls-* options, over the topology's TLS settings
+    tls: TlsConfig | None = None  # the --tls-* options, over the topology's TLS settings
     thresholds: dict[str, int | None] = field(default_factory=dict)  # --ecn-qdepth etc., over the topology's
     store_url: str | None = None  # --store etcd://...; None: the state file
     _store: Store | None = field(default=None, repr=False)
@@ -123,23 +123,23 @@ class Env:
     def topo(self) -> Topology:
         if self._topo is None:
             path = self.topology_path()
-            topo, problems = ops.check_topology(path)
+            topo, problems = fabricops.check_topology(path)
             if topo is None:
                 n = len(problems) - 1
                 more = f" (+{n} more; 'fabricctl topo validate' lists them)" if n else ""
-                raise OpError(f"topology {path} is invalid: {problems[0]}{more}", ops.BAD_TOPOLOGY)
-            topo = ops.with_tls(topo, self.tls)
+                raise OpError(f"topology {path} is invalid: {problems[0]}{more}", fabricops.BAD_TOPOLOGY)
+            topo = fabricops.with_tls(topo, self.tls)
             if any(v is not None for v in self.thresholds.values()):
                 topo = dataclasses.replace(topo, congestion=congestion.override(topo.congestion, self.thresholds))
             self._topo = topo
         return self._topo
 
     def state_path(self) -> Path:
-        return self.state_file if self.state_file is not None else self.topology_path().parent / ops.STATE_NAME
+        return self.state_file if self.state_file is not None else self.topology_path().parent / fabricops.STATE_NAME
 
     def failures(self) -> frozenset[Failure]:
         if not self.store_url:
-            return ops.load_failures(self.topo(), self.state_path())
+            return fabricops.load_failures(self.topo(), self.state_path())
         return frozenset(self.store().recorded(self.topo()))
 
     def store(self) -> Store:
@@ -159,10 +159,10 @@ class Env:
             try:
                 self._p4info = P4Info.load(path)
             except P4InfoError as e:
-                raise OpError(f"the P4Info {e} (run 'fabricctl p4 compile')", ops.TOOLCHAIN) from None
+                raise OpError(f"the P4Info {e} (run 'fabricctl p4 compile')", fabricops.TOOLCHAIN) from None
             except OSError as e:
                 raise OpError(f"cannot read the P4Info {path}: {e.strerror or e} (run 'fabricctl p4 compile')",
-                              ops.TOOLCHAIN) from None
+                              fabricops.TOOLCHAIN) from None
         return self._p4info
 
     def fleet(self) -> Fleet:
@@ -171,7 +171,7 @@ class Env:
                      p4info=lambda: (self.artifacts(), self.p4info()))
 
     def plan(self, failures: Iterable[Failure]) -> Plan:
-        return make_plan(ops.fabric(self.topo(), self.program, failures))
+        return make_plan(fabricops.fabric(self.topo(), self.program, failures))
 
 
 class ElectionId(click.ParamType):
@@ -214,7 +214,7 @@ def _table(rows: Sequence[Sequence[str]], right: Iterable[int] = ()) -> None:
 def _failures_json(t: Topology, failures: Iterable[Failure], origins: Mapping[Failure, str] | None = None
                    ) -> list[dict[str, Any]]:
     """Each failure's JSON and text; with `origins`, who recorded it ("by": operator or detector)."""
-    return [{**failure_to_json(f), "text": ops.describe_failure(t, f), **({"by": origins[f]} if origins else {})}
+    return [{**failure_to_json(f), "text": fabricops.describe_failure(t, f), **({"by": origins[f]} if origins else {})}
             for f in _sorted(failures)]
 
 
@@ -222,7 +222,7 @@ def _sorted(failures: Iterable[Failure]) -> list[Failure]:
     return sorted(failures, key=lambda f: (type(f).__name__, str(f)))
 
 
-def _sync(prepared: Prepared, *, dry_run: bool, push: ops.Push, label: str, show: bool) -> list[Outcome]:
+def _sync(prepared: Prepared, *, dry_run: bool, push: fabricops.Push, label: str, show: bool) -> list[Outcome]:
     with _progress(label, len(prepared.names), show) as tick:
         return prepared.run(dry_run=dry_run, push=push, progress=tick)
 
@@ -244,7 +244,7 @@ def _report(verb: str, outcomes: Sequence[Outcome], prepared: Prepared, *, dry_r
     """Print each switch's result (errors on stderr) and the summary; exit with the outcomes' code."""
     good = [o for o in outcomes if o.ok]
     bad = [o for o in outcomes if not o.ok]
-    code = ops.exit_code(outcomes)
+    code = fabricops.exit_code(outcomes)
     if as_json:
         _print_json({**(extra or {}), "dry_run": dry_run,
                      "switches": {o.name: _outcome_json(o, prepared, dry_run) for o in outcomes},
