@@ -187,6 +187,7 @@ COLLECTIVE_EXAMPLES = """\\b
 Examples:
   fabricctl --topology examples/two_plane_lab.yaml analyze collective --size 1M --qps 2
   fabricctl analyze collective --design 1x8x16x8 --placement spread --qps 4 --sport 49152 --schemes ecmp,eecmp,pin
+  fabricctl analyze collective --design 2x2x2x4 --size 128K --placement h0,h4,h1,h5 --qps 8 --strategy split --sport-rule ev --schemes ecmp,eecmp
   fabricctl analyze collective --design 8x256x512x256 --schemes host_spray   # MRC scale, 131,072 ranks
   fabricctl analyze collective --design 2x4x8x4 --failures 2 --draws 200 --png slow.png
   fabricctl analyze collective --design 8x16x32x16 --collective alltoall --ranks 64 --json
@@ -213,6 +214,13 @@ Examples:
 @click.option("--sport", type=click.IntRange(0, 0xFFFF), default=None,
               help="One UDP source port for every QP (a NIC that does not spread QPs over ports) "
                    "[default: 0xC000 | QP number, one per QP].")
+@click.option("--sport-rule", type=click.Choice(["qp", "ev", "qp-crc"]), default="qp", show_default=True,
+              help="How each QP's UDP source port is chosen: qp (0xC000 | QP number); ev (the lab's leaf "
+                   "schemes: the port of the plane's EV, one per host pair and plane); qp-crc (the lab's per-QP "
+                   "port on the kernel: 0xC000 | crc32 of the QP number).")
+@click.option("--hash-key", type=click.IntRange(0, (1 << 63) - 1), default=None, metavar="N",
+              help="Hash ecmp and eecmp with a random hash keyed with N instead of bmv2's crc32: Linux's multipath "
+                   "hash (the kernel lab) is keyed at random at boot; vary N for its distribution.")
 @click.option("--schemes", "schemes_text", default=",".join(("ecmp", "eecmp", "pin", "leaf_spray", "host_spray",
                                                              "ethereal")), show_default=True,
               help="Path selection schemes to compare.")
@@ -229,7 +237,7 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 @click.pass_context
 def collective(ctx: click.Context, design_text: str | None, kind: str, size_text: str, ranks: int | None,
-               placement: str, qps: int, strategy: str, sport: int | None, schemes_text: str, failures: int,
+               placement: str, qps: int, strategy: str, sport: int | None, sport_rule: str, hash_key: int | None, schemes_text: str, failures: int,
                failure_kind: str, draws: int, seed: int, host_rate: str, link_rate: str, png_file: Path | None,
                as_json: bool) -> None:
     """What a hash, a spray policy or failures cost a training collective, at any fabric size.
@@ -258,7 +266,8 @@ def collective(ctx: click.Context, design_text: str | None, kind: str, size_text
         workload = Workload(kind, parse_size(size_text), qps=qps, strategy=strategy, sport=sport)  # type: ignore[arg-type]
         settings = Settings(design, workload, placement.strip(), ranks, parse_schemes(schemes_text), failures,
                             failure_kind, draws, seed, parse_rate_gbps(host_rate, "--host-rate"),
-                            parse_rate_gbps(link_rate, "--link-rate"))
+                            parse_rate_gbps(link_rate, "--link-rate"), sport_rule,
+                            hash_key)
         check(settings)
         if png_file is not None:
             from controller.analysis.plot import PlotError, check_path, require

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from controller.analysis.design import Design
-from controller.analysis.fabricload import MAX_PARTS, SCHEME_NAMES, SCHEMES, Fabric, Failed, LoadError, Scheme, draw, \
-    iteration, per_qp, variants
+from controller.analysis.fabricload import MAX_PARTS, SCHEME_NAMES, SCHEMES, SPORT_RULES, Fabric, Failed, LoadError, \
+    Scheme, draw, iteration, per_qp, variants, with_hash_key, with_sports
 from controller.workload import NAMES, CollectiveError, Placement, PlacementError, Rates, Workload, bus_factor, grid, \
     ideal_time
 
@@ -38,6 +38,15 @@ class Settings:
     seed: int = 1
     host_bps: float = 100e9
     link_bps: float = 100e9
+    sport_rule: str = "qp"  # fabricload.lab_sport: how a part's UDP source port follows its QP and plane
+    hash_key: int | None = None  # ecmp/eecmp hash: None, bmv2's crc32; else a random hash with this key (Linux's)
+
+    def sport_text(self) -> str:
+        w = self.workload
+        if w.sport is not None:
+            return str(w.sport)
+        return {"qp": "per QP", "ev": "per plane (the lab's leaf EV)", "qp-crc": "per QP (crc32, the lab's kernel)"}[
+            self.sport_rule]
 
     def fabric(self) -> Fabric:
         d = self.design
@@ -87,7 +96,8 @@ class Result:
         s, w = self.settings, self.settings.workload
         return {"design": s.design.spec, "collective": w.collective, "name": NAMES[w.collective], "ranks": self.placement.size,
                 "placement": s.placement, "size": w.size, "qps": w.qps, "strategy": w.strategy,
-                "sport": "per QP" if w.sport is None else w.sport, "host_gbps": s.host_bps / 1e9,
+                "sport": s.sport_text() if w.sport is None else w.sport,
+                "hash": "crc32 (bmv2)" if s.hash_key is None else f"random, key {s.hash_key}", "host_gbps": s.host_bps / 1e9,
                 "link_gbps": s.link_bps / 1e9, "ideal_s": self.ideal,
                 "failures": {"count": s.failures, "kind": s.kind, "draws": s.draws, "seed": s.seed} if s.failures else None,
                 "peak_rss_mb": round(self.peak_rss_mb, 1), "schemes": [r.to_json() for r in self.schemes]}
@@ -103,6 +113,11 @@ def place(settings: Settings) -> Placement:
 
 def check(settings: Settings) -> Placement:
     """The placement, or LoadError with one line on anything the analysis cannot take."""
+    if settings.sport_rule not in SPORT_RULES:
+        raise LoadError(f"UDP source port rule {settings.sport_rule!r} is not one of {', '.join(SPORT_RULES)}")
+    if settings.sport_rule != "qp" and settings.workload.sport is not None:
+        raise LoadError(f"a fixed UDP source port ({settings.workload.sport}) and the port rule "
+                        f"{settings.sport_rule!r} exclude each other")
     if settings.kind not in FAILURE_KINDS:
         raise LoadError(f"failure kind {settings.kind!r} is not one of {', '.join(FAILURE_KINDS)}")
     for s in settings.schemes:
@@ -145,6 +160,10 @@ def analyze(settings: Settings, tick: Tick = lambda n: None) -> Result:
     try:
         ideal = ideal_time(w, placement, fab.spines, Rates(fab.host_bps, fab.link_bps))
         cache = {q: variants(w, placement, fab, q) for q in {per_qp(s) for s in settings.schemes}}
+        if settings.sport_rule != "qp" and w.sport is None:
+            cache = {q: with_sports(vs, settings.sport_rule) for q, vs in cache.items()}
+        if settings.hash_key is not None:
+            cache = {q: with_hash_key(vs, settings.hash_key) for q, vs in cache.items()}
     except CollectiveError as e:
         raise LoadError(str(e)) from None
     leaves = np.unique(np.asarray(placement.leaves))
@@ -176,7 +195,7 @@ def render(result: Result) -> str:
              f"{s.design.spec} (planes x T1 x T0 x hosts), {s.host_bps / 1e9:g} Gb/s host ports, "
              f"{s.link_bps / 1e9:g} Gb/s leaf-spine links",
              f"QPs per connection: {w.qps} ({w.strategy}), UDP source port "
-             f"{'per QP' if w.sport is None else w.sport}; ideal (perfect split): {_fmt_t(result.ideal)}"]
+             f"{s.sport_text()}; ECMP hash {'crc32 (bmv2)' if s.hash_key is None else f'random, key {s.hash_key}'}; ideal (perfect split): {_fmt_t(result.ideal)}"]
     head = f"  {'scheme':<22} {'time':>10} {'slowdown':>9} {'busbw GB/s':>11} {'link max/mean':>14}"
     if s.failures:
         head += f"   {s.failures} {s.kind} failures x {s.draws}: {'median':>7} {'p99':>7} {'max':>7} {'cut':>4}"

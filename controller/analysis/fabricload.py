@@ -24,13 +24,15 @@ is its index mod the planes, as the lab's senders do). Schemes:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import zlib
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 
 from controller.analysis import bmv2hash
 from controller.model.sids import SidPlan
+from controller.plan.evs import LEAF_CHOICE, SPINE_BITS
 from controller.workload import Placement, Workload, patterns
 
 Scheme = Literal["ecmp", "eecmp", "pin", "leaf_spray", "host_spray", "ethereal"]
@@ -130,6 +132,7 @@ class Variant:
     bytes: np.ndarray
     repeat: int
     hashes: dict[str, np.ndarray] = field(default_factory=dict)
+    hash_key: int | None = None  # ecmp/eecmp: None for bmv2's crc32; else a random hash keyed with it
 
 
 def variants(workload: Workload, placement: Placement, fabric: Fabric, per_qp: bool) -> list[Variant]:
@@ -162,6 +165,57 @@ def variants(workload: Workload, placement: Placement, fabric: Fabric, per_qp: b
                 if count:
                     out.append(_variant(host, leaf, slot, p.src, p.dst, nbytes, q, workload, fabric, count))
     return out
+
+
+SPORT_RULES = ("qp", "ev", "qp-crc")
+
+
+def lab_sport(plane: np.ndarray, qpn: np.ndarray, rule: str) -> np.ndarray:
+    """The RoCEv2 UDP source port of each part by the rule a sender follows:
+    'qp': 0xC000 | (QP number & 0x3FFF) (the workload's own);
+    'ev': the lab's leaf schemes (endpoint.collective, Transport sport 'ev'): the port of the EV the
+          part rides, one EV per plane without a carrier (id plane << 10 | the leaf's choice), so every
+          QP of every host pair in a plane has one port;
+    'qp-crc': the lab's per-QP port on the kernel (rank.qp_sport): 0xC000 | (crc32 of the QP number's
+          4 bytes & 0x3FFF)."""
+    if rule == "qp":
+        return 0xC000 | (qpn & 0x3FFF)
+    if rule == "ev":
+        return 0xC000 | (((plane << SPINE_BITS) | LEAF_CHOICE) & 0x3FFF)  # plan.evs.ev_id(plane, LEAF_CHOICE)
+    if rule == "qp-crc":
+        return np.asarray([0xC000 | (zlib.crc32(int(q).to_bytes(4, "big")) & 0x3FFF) for q in qpn.ravel()],
+                          dtype=np.int64).reshape(qpn.shape)
+    raise LoadError(f"UDP source port rule {rule!r} is not one of {', '.join(SPORT_RULES)}")
+
+
+def with_sports(vs: list[Variant], rule: str) -> list[Variant]:
+    """The variants with every part's UDP source port set by `rule` (lab_sport); hashes recomputed."""
+    return [replace(v, sport=lab_sport(v.plane, v.qp, rule), hashes={}) for v in vs]
+
+
+def with_hash_key(vs: list[Variant], key: int | None) -> list[Variant]:
+    """The variants hashed, under ecmp and eecmp, by a random hash keyed with `key` instead of bmv2's crc32:
+    Linux's multipath hash (the kernel lab's leaves) is a jhash keyed at random once per boot, so only its
+    distribution over keys can be predicted, not which flows collide."""
+    return [replace(v, hashes={}, hash_key=key) for v in vs]
+
+
+_MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0xD6E8FEB86659FD93, 0xA0761D6478BD642F)
+
+
+def keyed_hash(key: int, *fields: np.ndarray) -> np.ndarray:
+    """A 31-bit hash of each row's fields keyed with `key` (splitmix64's finalizer over a keyed mix): as
+    good as uniform over the keys, like a jhash with a random seed."""
+    x = np.full(np.broadcast(*fields).shape, (key * _MIX[0]) & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64)
+    for i, f in enumerate(fields):
+        x = (x ^ np.asarray(f, dtype=np.uint64)) * np.uint64(_MIX[1 + i % 4])
+        x ^= x >> np.uint64(31)
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(_MIX[1])
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(_MIX[2])
+    x ^= x >> np.uint64(31)
+    return (x >> np.uint64(33)).astype(np.int64)
 
 
 def _variant(host: np.ndarray, leaf: np.ndarray, slot: np.ndarray, src: np.ndarray, dst: np.ndarray,
@@ -254,6 +308,9 @@ def scheme_hash(v: Variant, scheme: Scheme, fabric: Fabric) -> np.ndarray:
     if h is None:
         if scheme == "pin":
             h = v.slot_b
+        elif v.hash_key is not None:
+            fields = (v.src, v.dst, v.plane, v.sport) + ((v.qp,) if scheme == "eecmp" else ())
+            h = keyed_hash(v.hash_key, *fields)
         else:
             src = addresses(fabric, v.src, v.plane)
             dst = addresses(fabric, v.dst, v.plane)

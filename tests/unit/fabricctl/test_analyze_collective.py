@@ -89,3 +89,25 @@ def test_bad_input_is_one_error_line(args: list[str], message: str, tmp_path: Pa
     assert r.exit_code == 2, r.output
     assert r.output.startswith(message) and r.output.count("\n") == 1, r.output
     assert png.read_bytes() == b"keep"
+
+
+def test_the_lab_runs_port_rule_and_hash_key() -> None:
+    base = ["analyze", "collective", "--design", "2x2x2x4", "--size", "128K", "--placement", "h0,h4,h1,h5", "--qps",
+            "8", "--strategy", "split", "--schemes", "ecmp,eecmp", "--json"]
+    r = run(*base, "--sport-rule", "ev")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert (doc["sport"], doc["hash"]) == ("per plane (the lab's leaf EV)", "crc32 (bmv2)")
+    assert {s["scheme"]: s["slowdown"] for s in doc["schemes"]} == pytest.approx({"ecmp": 2.0, "eecmp": 1.0})
+    keyed = [json.loads(run(*base, "--sport-rule", "qp-crc", "--hash-key", k).output) for k in ("3", "3", "4")]
+    assert keyed[0]["hash"] == "random, key 3" and keyed[0]["sport"] == "per QP (crc32, the lab's kernel)"
+    assert keyed[0]["schemes"] == [dict(s, compute_s=keyed[0]["schemes"][i]["compute_s"])
+                                   for i, s in enumerate(keyed[1]["schemes"])]  # one key, one answer
+    table = run(*base[:-1], "--sport-rule", "ev", "--hash-key", "3")
+    assert "UDP source port per plane (the lab's leaf EV); ECMP hash random, key 3" in table.output
+
+
+def test_a_port_rule_with_a_fixed_port_is_one_error_line() -> None:
+    r = run("analyze", "collective", "--design", "2x2x2x4", "--sport", "49152", "--sport-rule", "qp-crc")
+    assert r.exit_code == 2, r.output
+    assert r.output == "error: a fixed UDP source port (49152) and the port rule 'qp-crc' exclude each other\n"
