@@ -224,6 +224,9 @@ Examples:
 @click.option("--schemes", "schemes_text", default=",".join(("ecmp", "eecmp", "pin", "leaf_spray", "host_spray",
                                                              "ethereal")), show_default=True,
               help="Path selection schemes to compare.")
+@click.option("--dead-link", "dead_links", multiple=True, metavar="PLANE,LEAF,SPINE",
+              help="A leaf-spine link down from the start (both ways), e.g. 0,0,0; repeat for more. Slowdowns stay "
+                   "against the healthy fabric's ideal.")
 @click.option("--failures", type=click.IntRange(0, 1 << 20), default=0, show_default=True,
               help="Random failures per draw (0: none).")
 @click.option("--kind", "failure_kind", type=click.Choice(["link", "t1"]), default="link", show_default=True,
@@ -237,7 +240,7 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 @click.pass_context
 def collective(ctx: click.Context, design_text: str | None, kind: str, size_text: str, ranks: int | None,
-               placement: str, qps: int, strategy: str, sport: int | None, sport_rule: str, hash_key: int | None, schemes_text: str, failures: int,
+               placement: str, qps: int, strategy: str, sport: int | None, sport_rule: str, hash_key: int | None, schemes_text: str, dead_links: tuple[str, ...], failures: int,
                failure_kind: str, draws: int, seed: int, host_rate: str, link_rate: str, png_file: Path | None,
                as_json: bool) -> None:
     """What a hash, a spray policy or failures cost a training collective, at any fabric size.
@@ -253,8 +256,8 @@ def collective(ctx: click.Context, design_text: str | None, kind: str, size_text
     on the least-loaded paths. With --failures, the same over --draws random draws (median, p99, max;
     'cut' counts draws that left some flow no path). docs/collectives.md defines every number.
     """
-    from controller.analysis.collective import Settings, analyze as run, check, parse_rate_gbps, parse_schemes, \
-        parse_size, plot, render, units
+    from controller.analysis.collective import Settings, analyze as run, check, parse_link, parse_rate_gbps, \
+        parse_schemes, parse_size, plot, render, units
     from controller.analysis.fabricload import LoadError
     from controller.workload import CollectiveError, Workload
 
@@ -267,7 +270,7 @@ def collective(ctx: click.Context, design_text: str | None, kind: str, size_text
         settings = Settings(design, workload, placement.strip(), ranks, parse_schemes(schemes_text), failures,
                             failure_kind, draws, seed, parse_rate_gbps(host_rate, "--host-rate"),
                             parse_rate_gbps(link_rate, "--link-rate"), sport_rule,
-                            hash_key)
+                            hash_key, tuple(parse_link(t) for t in dead_links))
         check(settings)
         if png_file is not None:
             from controller.analysis.plot import PlotError, check_path, require

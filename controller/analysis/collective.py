@@ -40,6 +40,14 @@ class Settings:
     link_bps: float = 100e9
     sport_rule: str = "qp"  # fabricload.lab_sport: how a part's UDP source port follows its QP and plane
     hash_key: int | None = None  # ecmp/eecmp hash: None, bmv2's crc32; else a random hash with this key (Linux's)
+    dead_links: tuple[tuple[int, int, int], ...] = ()  # (plane, leaf, spine) links down from the start, both ways
+
+    def base_failed(self) -> Failed:
+        """The fabric with `dead_links` down (the healthy fabric without any)."""
+        f = Failed.healthy(self.fabric())
+        for p, leaf, spine in self.dead_links:
+            f.alive[p, leaf, spine] = False
+        return f
 
     def sport_text(self) -> str:
         w = self.workload
@@ -97,7 +105,8 @@ class Result:
         return {"design": s.design.spec, "collective": w.collective, "name": NAMES[w.collective], "ranks": self.placement.size,
                 "placement": s.placement, "size": w.size, "qps": w.qps, "strategy": w.strategy,
                 "sport": s.sport_text() if w.sport is None else w.sport,
-                "hash": "crc32 (bmv2)" if s.hash_key is None else f"random, key {s.hash_key}", "host_gbps": s.host_bps / 1e9,
+                "hash": "crc32 (bmv2)" if s.hash_key is None else f"random, key {s.hash_key}",
+                "dead_links": [list(x) for x in s.dead_links], "host_gbps": s.host_bps / 1e9,
                 "link_gbps": s.link_bps / 1e9, "ideal_s": self.ideal,
                 "failures": {"count": s.failures, "kind": s.kind, "draws": s.draws, "seed": s.seed} if s.failures else None,
                 "peak_rss_mb": round(self.peak_rss_mb, 1), "schemes": [r.to_json() for r in self.schemes]}
@@ -118,6 +127,11 @@ def check(settings: Settings) -> Placement:
     if settings.sport_rule != "qp" and settings.workload.sport is not None:
         raise LoadError(f"a fixed UDP source port ({settings.workload.sport}) and the port rule "
                         f"{settings.sport_rule!r} exclude each other")
+    d = settings.design
+    for plane, leaf, spine in settings.dead_links:
+        if not (0 <= plane < d.planes and 0 <= leaf < d.t0 and 0 <= spine < d.t1):
+            raise LoadError(f"dead link plane {plane}, leaf {leaf}, spine {spine} is not a leaf-spine link of "
+                            f"{d.spec} (planes 0..{d.planes - 1}, leaves 0..{d.t0 - 1}, spines 0..{d.t1 - 1})")
     if settings.kind not in FAILURE_KINDS:
         raise LoadError(f"failure kind {settings.kind!r} is not one of {', '.join(FAILURE_KINDS)}")
     for s in settings.schemes:
@@ -171,7 +185,8 @@ def analyze(settings: Settings, tick: Tick = lambda n: None) -> Result:
     for scheme in settings.schemes:
         t0 = time.perf_counter()
         vs = cache[per_qp(scheme)]
-        it = iteration(vs, scheme, fab, Failed.healthy(fab))
+        base = settings.base_failed()
+        it = iteration(vs, scheme, fab, base)
         tick(1)
         loads = np.concatenate([it.loads.up[leaves].ravel(), it.loads.down[leaves].ravel()])
         mean = float(loads.mean()) if loads.size else 0.0
@@ -180,6 +195,7 @@ def analyze(settings: Settings, tick: Tick = lambda n: None) -> Result:
         rng = np.random.default_rng(settings.seed)  # the same draws for every scheme, one at a time in memory
         for _ in range(settings.draws if settings.failures else 0):
             failed = draw(fab, rng, settings.kind, settings.failures, leaves)
+            failed.alive &= base.alive
             res.failed_slowdowns.append(iteration(vs, scheme, fab, failed).time / ideal)
             tick(1)
         res.seconds = time.perf_counter() - t0
@@ -196,6 +212,8 @@ def render(result: Result) -> str:
              f"{s.link_bps / 1e9:g} Gb/s leaf-spine links",
              f"QPs per connection: {w.qps} ({w.strategy}), UDP source port "
              f"{s.sport_text()}; ECMP hash {'crc32 (bmv2)' if s.hash_key is None else f'random, key {s.hash_key}'}; ideal (perfect split): {_fmt_t(result.ideal)}"]
+    if s.dead_links:
+        lines.append("dead from the start (plane, leaf, spine): " + ", ".join(f"{p},{a},{j}" for p, a, j in s.dead_links))
     head = f"  {'scheme':<22} {'time':>10} {'slowdown':>9} {'busbw GB/s':>11} {'link max/mean':>14}"
     if s.failures:
         head += f"   {s.failures} {s.kind} failures x {s.draws}: {'median':>7} {'p99':>7} {'max':>7} {'cut':>4}"
@@ -294,3 +312,12 @@ def parse_rate_gbps(text: str, what: str) -> float:
     if not 0 < v <= 1e6:
         raise LoadError(f"{what} must be above 0 and at most 1e6 Gb/s, got {text}")
     return v * 1e9
+
+
+def parse_link(text: str) -> tuple[int, int, int]:
+    """'0,1,0' -> (plane 0, leaf 1, spine 0)."""
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        raise LoadError(f"--dead-link {text!r}: give PLANE,LEAF,SPINE, e.g. 0,0,0")
+    p, leaf, spine = (int(x) for x in parts)
+    return p, leaf, spine

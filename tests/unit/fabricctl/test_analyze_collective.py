@@ -111,3 +111,22 @@ def test_a_port_rule_with_a_fixed_port_is_one_error_line() -> None:
     r = run("analyze", "collective", "--design", "2x2x2x4", "--sport", "49152", "--sport-rule", "qp-crc")
     assert r.exit_code == 2, r.output
     assert r.output == "error: a fixed UDP source port (49152) and the port rule 'qp-crc' exclude each other\n"
+
+
+@pytest.mark.parametrize("link, message", [
+    ("0,2,0", "error: dead link plane 0, leaf 2, spine 0 is not a leaf-spine link of 2x2x2x4 (planes 0..1, leaves "
+              "0..1, spines 0..1)\n"),
+    ("0,2", "error: --dead-link '0,2': give PLANE,LEAF,SPINE, e.g. 0,0,0\n"),
+])
+def test_a_bad_dead_link_is_one_error_line(link: str, message: str) -> None:
+    r = run("analyze", "collective", "--design", "2x2x2x4", "--dead-link", link)
+    assert r.exit_code == 2 and r.output == message, r.output
+
+
+def test_a_dead_link_is_in_the_table_and_json() -> None:
+    args = ["analyze", "collective", "--design", "2x2x2x4", "--collective", "alltoall", "--size", "128K",
+            "--placement", "spread", "--ranks", "4", "--qps", "2", "--strategy", "split", "--schemes", "leaf_spray",
+            "--dead-link", "0,0,0"]
+    assert "dead from the start (plane, leaf, spine): 0,0,0" in run(*args).output
+    doc = json.loads(run(*args, "--json").output)
+    assert doc["dead_links"] == [[0, 0, 0]] and doc["schemes"][0]["slowdown"] == pytest.approx(4 / 3)

@@ -87,3 +87,19 @@ def test_a_fixed_port_and_a_port_rule_exclude_each_other() -> None:
     s = Settings(LAB, Workload("allreduce", 1 << 17, qps=2, sport=49152), "spread", 4, sport_rule="ev")
     with pytest.raises(LoadError, match=r"^a fixed UDP source port \(49152\) and the port rule 'ev' exclude each other$"):
         check(s)
+
+
+def test_a_dead_link_from_the_start_by_hand() -> None:
+    # all-to-all over h0,h4,h1,h5, 2 QPs split: each rank sends one chunk (32 KiB) to each peer, two of
+    # them across the leaves. Ideal: a host's 3 chunks over its 2 NIC ports, 1.5 chunks a port (leaf 0's 4
+    # crossing chunks over 4 uplinks is 1 each). With plane 0's leaf 0 - spine 0 link dead:
+    s = Settings(LAB, Workload("alltoall", 1 << 17, qps=2, strategy="split"), "spread", 4,
+                 schemes=("host_spray", "leaf_spray"), dead_links=((0, 0, 0),))
+    by = {r.scheme: r for r in analyze(s).schemes}
+    # leaf spraying: QP 0 rides plane 0, so half of leaf 0's 4 crossing chunks take spine 1 alone: 2 chunks
+    assert by["leaf_spray"].slowdown == pytest.approx(2 / 1.5)
+    # host spraying: crossing bytes in proportion to live paths (plane 0 one, plane 1 two), the local
+    # chunk half and half: h0's plane-1 port carries 2 x 2/3 + 1/2 chunks
+    assert by["host_spray"].slowdown == pytest.approx((2 * 2 / 3 + 0.5) / 1.5)
+    healthy = analyze(Settings(**{**s.__dict__, "dead_links": ()}))
+    assert [r.slowdown for r in healthy.schemes] == pytest.approx([1.0, 1.0])
