@@ -90,7 +90,8 @@ def _bar(label: str) -> Iterator[Callable[[int, int], None]]:
 @click.option("--fault-at", type=Finite(0), default=1.0, show_default=True, help="Seconds after the start.")
 @click.option("--repair-at", type=Finite(0), default=None, help="Seconds after the start (default: at the end).")
 @click.option("--controller", is_flag=True, help="Run the controller service (it detects and heals) meanwhile.")
-@click.option("--timeout", type=Finite(1), default=300.0, show_default=True, help="Seconds a scheme's run may take.")
+@click.option("--run-timeout", "timeout", type=Finite(1), default=300.0, show_default=True,
+              help="Seconds a scheme's run may take (--timeout is the global switch timeout).")
 @click.option("--png", "png_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Per-iteration bus bandwidth over time per scheme, the fault and repair marked.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
