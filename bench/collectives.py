@@ -184,12 +184,13 @@ def main() -> int:
 
     model = default_topology(2, 2, 2, 4, grpc_base_port=52001)
     if args.dataplane == "kernel":
-        from mininet_labs.kernel.lab import KernelLab
-
         import dataclasses
 
+        from mininet_labs.backends import nodes_for
+
         # endpoint mode's carriers pass a kernel leaf's SR boundary only when the topology says so at lab up
-        lab: Any = KernelLab(dataclasses.replace(model, host_source_routing=True), args.dir, name="benchcoll")
+        lab: Any = Lab(dataclasses.replace(model, host_source_routing=True), args.dir,
+                       nodes_for("kernel", name="benchcoll"))
     else:
         lab = Lab(model, args.dir, tag="bc")
     doc: dict[str, Any] = {"bench": "collectives", "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},

@@ -39,7 +39,7 @@ from mininet_labs.shaping import LinkRate, current
 @dataclass(frozen=True)
 class Fault:
     """A fault from the lab's fault library (mininet_labs.faults: kind, target, parameters); on the kernel
-    lab a 'blackhole' of a T0-T1 link is KernelLab.cut_link (both directions)."""
+    lab a 'blackhole' of a T0-T1 link is Lab.cut_link (both directions)."""
 
     kind: str
     target: tuple[str, ...]

@@ -32,11 +32,12 @@ def _job(lab: Any, collective: str, name: str, **kw: Any) -> Any:
 def hsr_lab(kernel_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A kernel lab whose topology sets host_source_routing: its leaves' SR boundary admits the carriers
     endpoint-mode hosts write (the boundary is set at lab up)."""
-    from mininet_labs.kernel.lab import KernelLab
+    from mininet_labs.backends import nodes_for
+    from mininet_labs.lab import Lab
     from mininet_labs.labstate import default_topology
 
-    running = KernelLab(dataclasses.replace(default_topology(), host_source_routing=True),
-                        tmp_path_factory.mktemp("kernel-hsr-lab"), name=f"h{os.getpid()}").up()
+    running = Lab(dataclasses.replace(default_topology(), host_source_routing=True),
+              tmp_path_factory.mktemp("kernel-hsr-lab"), nodes_for("kernel", name=f"h{os.getpid()}")).up()
     try:
         yield running
     finally:

@@ -21,11 +21,12 @@ TABLE = "sf_loops_stop"
 @pytest.fixture(scope="module")
 def endpoint_lab(kernel_ready: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The default lab in endpoint mode (the topology's host_source_routing: true)."""
-    from mininet_labs.kernel.lab import KernelLab
+    from mininet_labs.backends import nodes_for
+    from mininet_labs.lab import Lab
     from mininet_labs.labstate import default_topology
 
     model = from_dict({**to_dict(default_topology()), "host_source_routing": True})
-    running = KernelLab(model, tmp_path_factory.mktemp("kernel-loops"), name=f"l{os.getpid()}").up()
+    running = Lab(model, tmp_path_factory.mktemp("kernel-loops"), nodes_for("kernel", name=f"l{os.getpid()}")).up()
     try:
         yield running
     finally:

@@ -80,6 +80,13 @@ def sent(report: Any) -> int:
     return sum(p.sent for p in report.pairs())
 
 
+
+def set_link(lab: Any, end: Any, how: str) -> None:
+    """`ip link set` on one switch end of a link ("down": the far end loses carrier), through the lab's backend."""
+    from mininet_labs.nodes import Port
+
+    lab.nodes.set_link([Port(end.switch, end.intf)], how)
+
 def test_a_leaf_leaves_out_the_uplink_that_lost_carrier_by_itself_and_uses_it_again(lab: Any):
     binary = find_binary("simple_switch_grpc")
     if pcap_nonblocking(binary) is False:
@@ -98,7 +105,7 @@ def test_a_leaf_leaves_out_the_uplink_that_lost_carrier_by_itself_and_uses_it_ag
     report, grown = run(lab)
     assert report.problems() == [] and sum(grown) == sent(report) and min(grown) > 0  # both uplinks in use
 
-    lab._ip_link(leaf_end.intf, "down")
+    set_link(lab, leaf_end, "down")
     try:
         assert (carrier(leaf_end.intf), carrier(spine_end.intf)) == (None, "0")
         # no controller: nobody writes. Once bmv2 has polled the port (every 200 ms), every packet of every
@@ -110,7 +117,7 @@ def test_a_leaf_leaves_out_the_uplink_that_lost_carrier_by_itself_and_uses_it_ag
         with lab.reader() as r:  # the member is deactivated by the switch, not removed: the group as it was
             assert r.switches[LEAF].read_groups(SPRAY_SELECTOR) == [group]
     finally:
-        lab._ip_link(leaf_end.intf, "up")
+        set_link(lab, leaf_end, "up")
     end = time.monotonic() + WITHIN
     while carrier(leaf_end.intf) != "1":
         assert time.monotonic() < end, "carrier not back on the uplink"
@@ -140,7 +147,7 @@ def test_a_leaf_that_lost_every_uplink_keeps_forwarding_between_its_hosts_and_co
     pid = lab.state.switches[LEAF]["pid"]
     local = [("h0", "h1"), ("h1", "h0")]
     for leaf_end, _ in ends:
-        lab._ip_link(leaf_end.intf, "down")
+        set_link(lab, leaf_end, "down")
     try:
         assert [carrier(spine_end.intf) for _, spine_end in ends] == ["0"] * len(ends)
         # towards the other leaf: nowhere to go. The first run takes seconds, many port polls: during the second
@@ -153,7 +160,7 @@ def test_a_leaf_that_lost_every_uplink_keeps_forwarding_between_its_hosts_and_co
         assert alive(pid)  # the packets towards the other leaf met a group with no active member
         assert report.problems() == [] and sent(report) > 0  # and its own hosts still reach each other
     finally:
-        lab._ip_link(ends[1][0].intf, "up")  # one uplink back
+        set_link(lab, ends[1][0], "up")  # one uplink back
     end = time.monotonic() + WITHIN
     while carrier(ends[1][0].intf) != "1":
         assert time.monotonic() < end, "carrier not back on the uplink"
@@ -164,4 +171,4 @@ def test_a_leaf_that_lost_every_uplink_keeps_forwarding_between_its_hosts_and_co
               lambda rep, g: rep.problems() == [] and g[0] == 0 and g[1] == sent(rep))
         assert alive(pid)
     finally:
-        lab._ip_link(ends[0][0].intf, "up")
+        set_link(lab, ends[0][0], "up")

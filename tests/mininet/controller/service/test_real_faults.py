@@ -18,6 +18,13 @@ def switch_event(kind: str, name: str):
     return lambda e: e["kind"] == kind and e.get("switch") == name
 
 
+
+def set_link(lab: Any, end: Any, how: str) -> None:
+    """`ip link set` on one switch end of a link ("down": the far end loses carrier), through the lab's backend."""
+    from mininet_labs.nodes import Port
+
+    lab.nodes.set_link([Port(end.switch, end.intf)], how)
+
 def test_a_hung_spine_is_recorded_failed_traffic_passes_and_it_comes_back(lab: Any, controller):  # noqa: F811
     c = controller()
     c.primary_everywhere()
@@ -65,13 +72,13 @@ def test_a_lost_carrier_leaves_the_leafs_other_ports_forwarding(lab: Any):
     leaf_end, spine_end = link_ends(lab.model, LEAF, SPINE, lab.tag)
     pairs = [("h0", "h1"), ("h1", "h0"), ("h0", "h2"), ("h2", "h0"), ("h1", "h3"), ("h3", "h1")]
     lab.fail(LinkDown(LEAF, SPINE))
-    lab._ip_link(leaf_end.intf, "down")
+    set_link(lab, leaf_end, "down")
     try:
         assert (lab_carrier(spine_end.intf), lab_carrier(leaf_end.intf)) == ("0", None)  # the far end lost carrier
         report = lab.traffic(pairs, qps=4, messages=8, planes=[0], timeout=90)
         assert report.problems() == []
     finally:
-        lab._ip_link(leaf_end.intf, "up")
+        set_link(lab, leaf_end, "up")
         lab.restore(LinkDown(LEAF, SPINE))
     wait_until(lambda: lab_carrier(leaf_end.intf) == "1", "carrier back on the uplink")
     port = leaf_end.port
@@ -116,7 +123,7 @@ def test_a_lost_carrier_reaches_the_tables_by_port_status_and_the_probes_restore
     leaf_end, spine_end = link_ends(lab.model, LEAF, SPINE, lab.tag)
     n = len(c.all_events())
     try:
-        lab._ip_link(leaf_end.intf, "down")
+        set_link(lab, leaf_end, "down")
         carrier = c.wait(lambda e: e["kind"] == "carrier" and e["up"] is False, "the carrier event", after=n)
         assert (carrier["switch"], carrier["port"]) in {(LEAF, leaf_end.port), (SPINE, spine_end.port)}
         down = c.wait(lambda e: e["kind"] == "link_down" and e["link"] == [LEAF, SPINE], "link_down", after=n)
@@ -128,7 +135,7 @@ def test_a_lost_carrier_reaches_the_tables_by_port_status_and_the_probes_restore
         report = lab.traffic([("h0", "h2"), ("h2", "h0"), ("h0", "h1")], qps=4, messages=4, planes=[0], timeout=90)
         assert report.problems() == []
     finally:
-        lab._ip_link(leaf_end.intf, "up")
+        set_link(lab, leaf_end, "up")
         watcher.terminate()
         said = watcher.communicate(timeout=30)[1]
     assert f"{LEAF}:{leaf_end.port} carrier lost" in said and f"{LEAF}:{leaf_end.port} carrier up" in said, said
