@@ -239,7 +239,7 @@ def down(lab_dir: Path, as_json: bool) -> None:
 def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> None:
     """The lab's processes, hosts and (with --check) whether each switch holds its plan.
 
-    Exit 1 if a switch or host process is gone.
+    Exit 1 if a switch or host process is gone, or (with --check) a switch does not hold its plan.
 
     \b
     Examples:

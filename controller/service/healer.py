@@ -95,10 +95,16 @@ class Healer:
             if failures != self.applied:  # the file moved on: the loop writes the deltas to the others
                 self._wake.set()
             target = self.applied
-        # a switch coming back is silent to the deadline layer until it answers: this call may reach it
-        err = self._full_reconciles([session], target, reach_silent=True).get(session.name)
-        if err is not None:
-            raise err
+        for _ in range(3):
+            # a switch coming back is silent to the deadline layer until it answers: this call may reach it
+            err = self._full_reconciles([session], target, reach_silent=True).get(session.name)
+            if err is not None:
+                raise err
+            with self._io:  # the loop writes its deltas and moves `applied` under this lock
+                if self.applied == target:
+                    return  # any later delta of the loop reaches this switch too
+                target = self.applied  # the loop moved on while this switch was written: again, to where it is
+        self.emit("reconcile_behind", switch=session.name)  # the record still moving after three passes: said
 
     # --- the loop ------------------------------------------------------------------------------
     def start(self) -> None:
