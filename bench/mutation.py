@@ -176,7 +176,7 @@ def preload(tests: list[str]) -> None:
             continue
         try:
             importlib.import_module(m)
-        except BaseException:
+        except BaseException:  # a preload only (fork speed): a module that fails here is imported by the test itself
             pass
     import pytest  # noqa: F401
 

@@ -300,7 +300,7 @@ def _done(run_dir: Path, hosts: Sequence[str]) -> int:
     for h in hosts:
         try:
             n += int((run_dir / f"{h}.json.progress").read_text() or 0)
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # not written yet, or caught mid-write: the progress bar's next poll reads it
             pass
     return n
 
