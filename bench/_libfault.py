@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller import fabricops
+from controller.model import lookup
 from controller.model.failures import Failure
 from controller.plan.evs import SPINE_BITS
 from mininet_labs import faults
@@ -37,8 +37,8 @@ class LibFault:
 
     @property
     def failure(self) -> Failure:
-        return fabricops.switch_failure(self.lab.model, self.t1) if self.kind == "freeze" else \
-            fabricops.link(self.lab.model, self.t0, self.t1)
+        return lookup.switch_failure(self.lab.model, self.t1) if self.kind == "freeze" else \
+            lookup.link(self.lab.model, self.t0, self.t1)
 
     @property
     def plane(self) -> int:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controller import failover, fabricops  # noqa: E402
+from controller import failover, planning  # noqa: E402
 from controller.analysis import montecarlo as mc  # noqa: E402
 from controller.analysis.design import Design, Rates  # noqa: E402
 from controller.analysis.reach import ControllerReach, Down, failures  # noqa: E402
@@ -42,7 +42,7 @@ def scale(name: str, d: Design, k: int, n: int, repeats: int, gpus: int) -> dict
     u = mc.everything(d)
     sets = [mc.random_down(u, rng, k, Rates()) for _ in range(n)]
     t = time.perf_counter()
-    base = fabricops.fabric(d.topology(), "srv6_spray")
+    base = planning.fabric(d.topology(), "srv6_spray")
     build_s = time.perf_counter() - t
     named = {id(s): failures(s) for s in sets}
     hosts = range(d.hosts)

@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller import fabricops
+from controller import exitcodes
+from controller.model import lookup
 from controller.model.failures import LinkDown
 from mininet_labs import faults as library
 from mininet_labs.lab import Lab, LabError
@@ -46,8 +47,8 @@ class Fault:
         if self.kind not in KINDS:
             raise LabError(f"unknown fault '{self.kind}' (known: {', '.join(KINDS)})")
         try:
-            fabricops.link(self.lab.model, self.t0, self.t1)
-        except fabricops.OpError as e:
+            lookup.link(self.lab.model, self.t0, self.t1)
+        except exitcodes.OpError as e:
             raise LabError(str(e)) from None
         if self.kind == "slow":
             kbit(self.rate)
@@ -55,7 +56,7 @@ class Fault:
     @property
     def failure(self) -> LinkDown:
         """What the controller is told when the fault is announced."""
-        return fabricops.link(self.lab.model, self.t0, self.t1)
+        return lookup.link(self.lab.model, self.t0, self.t1)
 
     def crosses(self, ev: Any) -> bool:
         """Whether an EV (controller.plan.evs.Ev) goes over this link."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller import fabricops
+from controller import planning
 from controller.files.atomic import write_atomic
 from controller.plan.evs import export, leaf_spray
 from controller.routes import Options
@@ -73,7 +73,7 @@ def enable(lab: Lab) -> None:
 def export_evs(lab: Lab, path: Path, mode: str = "host") -> Path:
     """Every host's EVs from the lab's healthy plan (hosts route around failures themselves); mode
     "leaf": one EV per plane without a carrier, the baseline where the leaves spray."""
-    doc = export(fabricops.fabric(lab.model, "srv6_spray"))
+    doc = export(planning.fabric(lab.model, "srv6_spray"))
     write_atomic(path, json.dumps(leaf_spray(doc) if mode == "leaf" else doc, indent=1) + "\n")
     return path
 

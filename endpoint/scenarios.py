@@ -1,4 +1,4 @@
-"""Side by side under one fault: leaf spraying + the controller told (ops.failure_change) against host EV spraying.
+"""Side by side under one fault: leaf spraying + the controller told (planning.failure_change) against host EV spraying.
 
     result = compare(lab, "cut", "p0-t0-0", "p0-t1-1", modes=("leaf", "host"))
     print(json.dumps(result.to_json(), indent=1))
@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from controller import fabricops
+from controller import planning
 from controller.plan.evs import host_evs
 from endpoint.ev import EvConfig
 from endpoint.faults import Fault
@@ -166,7 +166,7 @@ def summarize(lab: Lab, fault: Fault | Bottleneck, mode: str, report: EndpointRe
     """Per-QP losses and windows, goodput, reordering and marks of one mode's run."""
     how, policy, announce = spec or MODES[mode]
     t0 = report.started_ns / 1e9
-    fabric = fabricops.fabric(lab.model, "srv6_spray")
+    fabric = planning.fabric(lab.model, "srv6_spray")
     qps, windows = [], []
     for s, doc in report.senders.items():
         for q in doc["qps"]:

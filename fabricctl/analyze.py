@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from controller import fabricops
+from controller import exitcodes
 from controller.analysis.design import KINDS, Design, DesignError, Kind, Rates, from_topology, parse_design, parse_rate
-from controller.fabricops import OpError
+from controller.exitcodes import OpError
 from fabricctl.options import Finite
 
 EXAMPLES = """\b
@@ -133,14 +133,14 @@ def analyze(ctx: click.Context, designs: tuple[str, ...], gpus: int | None, samp
             for d in chosen:
                 results.append(run(d, settings, tick))
     except DesignError as e:
-        raise OpError(str(e), fabricops.BAD_INPUT) from None
+        raise OpError(str(e), exitcodes.BAD_INPUT) from None
     if plot_file is not None:
         from controller.analysis.plot import PlotError, plot_results
 
         try:
             plot_file = plot_results(results, plot_file)
         except PlotError as e:
-            raise OpError(str(e), fabricops.BAD_INPUT) from None
+            raise OpError(str(e), exitcodes.BAD_INPUT) from None
     if as_json:
         doc: dict[str, Any] = {"settings": {"samples": samples, "seed": seed, "kind": kind or "mix",
                                             "engine": engine, "repair_events": repair_events},
@@ -179,7 +179,7 @@ def topo_draw(ctx: click.Context, out_file: Path, no_hosts: bool, healthy: bool)
     try:
         path = draw(topo, failures, out_file, hosts=not no_hosts)
     except DrawError as e:
-        raise OpError(str(e), fabricops.BAD_INPUT) from None
+        raise OpError(str(e), exitcodes.BAD_INPUT) from None
     click.echo(f"drew {topo.name}: {len(topo.switches)} switches, {len(failures)} failures marked -> {path}")
 
 
@@ -283,7 +283,7 @@ def collective(ctx: click.Context, design_text: str | None, kind: str, size_text
         with _bar(units(settings), "analyze collective") as tick:
             result = run(settings, tick)
     except (DesignError, LoadError, CollectiveError) as e:
-        raise OpError(str(e), fabricops.BAD_INPUT) from None
+        raise OpError(str(e), exitcodes.BAD_INPUT) from None
     if png_file is not None:
         plot(result, png_file)
     if as_json:

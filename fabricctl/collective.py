@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from controller import fabricops
-from controller.fabricops import OpError
+from controller import exitcodes
+from controller.exitcodes import OpError
 from fabricctl.options import Finite
 
 DEFAULT_DIR = "/tmp/srv6-fabric-lab"
@@ -148,7 +148,7 @@ def collective(lab_dir: Path, collective: str, size: int, iterations: int, warmu
                                    fault_at=fault_at if fault else None, repair_at=repair_at, timeout=timeout,
                                    controller=controller, progress=tick))
     except LabError as e:
-        raise OpError(str(e), fabricops.SWITCH_ERROR) from None
+        raise OpError(str(e), exitcodes.SWITCH_ERROR) from None
     if png_path is not None:
         from controller.plotting import PlotUnavailable
 
@@ -165,7 +165,7 @@ def collective(lab_dir: Path, collective: str, size: int, iterations: int, warmu
         for r in reports:
             for p in r.problems[:5]:
                 click.echo(f"error: {r.scheme.name}: {p}", err=True)
-        raise click.exceptions.Exit(fabricops.SWITCH_ERROR)
+        raise click.exceptions.Exit(exitcodes.SWITCH_ERROR)
 
 
 @click.command("shape")
@@ -195,4 +195,4 @@ def shape_cmd(lab_dir: Path, rate: float | None, off: bool) -> None:
             now = current(running.dir)
             click.echo(f"{now.mbit:g} Mbit/s on every link" if now else "unshaped")
     except LabError as e:
-        raise OpError(str(e), fabricops.SWITCH_ERROR) from None
+        raise OpError(str(e), exitcodes.SWITCH_ERROR) from None

@@ -18,11 +18,13 @@ import click
 from controller.state.backends import open_store
 from controller.state.store import Store, StoreError, StoreUnavailable
 from controller.model import congestion
-from controller import fabricops
+from controller import exitcodes, failurerecord, planning, topofile
+from controller.model import lookup
+from controller.southbound.base import Outcome, Push, exit_code
 from fabricctl import options
 from controller.runtime import tls
 from controller.model.failures import Failure, failure_to_json
-from controller.fabricops import OpError, Outcome
+from controller.exitcodes import OpError
 from controller.runtime.p4info import P4Info, P4InfoError
 from controller.plan import p4names
 from controller.plan.fabricplan import Plan, plan as make_plan
@@ -61,7 +63,7 @@ class FabricGroup(click.Group):
             sys.exit(e.exit_code)
         except StoreError as e:  # the record's store: one line; exit 1 when it is unavailable
             click.echo(f"error: {e}", err=True)
-            sys.exit(fabricops.SWITCH_ERROR if isinstance(e, StoreUnavailable) else fabricops.BAD_INPUT)
+            sys.exit(exitcodes.SWITCH_ERROR if isinstance(e, StoreUnavailable) else exitcodes.BAD_INPUT)
         except OpError as e:
             click.echo(f"error: {e}", err=True)
             if e.detail:
@@ -123,23 +125,23 @@ class Env:
     def topo(self) -> Topology:
         if self._topo is None:
             path = self.topology_path()
-            topo, problems = fabricops.check_topology(path)
+            topo, problems = topofile.check_topology(path)
             if topo is None:
                 n = len(problems) - 1
                 more = f" (+{n} more; 'fabricctl topo validate' lists them)" if n else ""
-                raise OpError(f"topology {path} is invalid: {problems[0]}{more}", fabricops.BAD_TOPOLOGY)
-            topo = fabricops.with_tls(topo, self.tls)
+                raise OpError(f"topology {path} is invalid: {problems[0]}{more}", exitcodes.BAD_TOPOLOGY)
+            topo = topofile.with_tls(topo, self.tls)
             if any(v is not None for v in self.thresholds.values()):
                 topo = dataclasses.replace(topo, congestion=congestion.override(topo.congestion, self.thresholds))
             self._topo = topo
         return self._topo
 
     def state_path(self) -> Path:
-        return self.state_file if self.state_file is not None else self.topology_path().parent / fabricops.STATE_NAME
+        return self.state_file if self.state_file is not None else self.topology_path().parent / failurerecord.STATE_NAME
 
     def failures(self) -> frozenset[Failure]:
         if not self.store_url:
-            return fabricops.load_failures(self.topo(), self.state_path())
+            return failurerecord.load_failures(self.topo(), self.state_path())
         return frozenset(self.store().recorded(self.topo()))
 
     def store(self) -> Store:
@@ -159,10 +161,10 @@ class Env:
             try:
                 self._p4info = P4Info.load(path)
             except P4InfoError as e:
-                raise OpError(f"the P4Info {e} (run 'fabricctl p4 compile')", fabricops.TOOLCHAIN) from None
+                raise OpError(f"the P4Info {e} (run 'fabricctl p4 compile')", exitcodes.TOOLCHAIN) from None
             except OSError as e:
                 raise OpError(f"cannot read the P4Info {path}: {e.strerror or e} (run 'fabricctl p4 compile')",
-                              fabricops.TOOLCHAIN) from None
+                              exitcodes.TOOLCHAIN) from None
         return self._p4info
 
     def fleet(self) -> Fleet:
@@ -171,7 +173,7 @@ class Env:
                      p4info=lambda: (self.artifacts(), self.p4info()))
 
     def plan(self, failures: Iterable[Failure]) -> Plan:
-        return make_plan(fabricops.fabric(self.topo(), self.program, failures))
+        return make_plan(planning.fabric(self.topo(), self.program, failures))
 
 
 class ElectionId(click.ParamType):
@@ -214,7 +216,7 @@ def _table(rows: Sequence[Sequence[str]], right: Iterable[int] = ()) -> None:
 def _failures_json(t: Topology, failures: Iterable[Failure], origins: Mapping[Failure, str] | None = None
                    ) -> list[dict[str, Any]]:
     """Each failure's JSON and text; with `origins`, who recorded it ("by": operator or detector)."""
-    return [{**failure_to_json(f), "text": fabricops.describe_failure(t, f), **({"by": origins[f]} if origins else {})}
+    return [{**failure_to_json(f), "text": lookup.describe_failure(t, f), **({"by": origins[f]} if origins else {})}
             for f in _sorted(failures)]
 
 
@@ -222,7 +224,7 @@ def _sorted(failures: Iterable[Failure]) -> list[Failure]:
     return sorted(failures, key=lambda f: (type(f).__name__, str(f)))
 
 
-def _sync(prepared: Prepared, *, dry_run: bool, push: fabricops.Push, label: str, show: bool) -> list[Outcome]:
+def _sync(prepared: Prepared, *, dry_run: bool, push: Push, label: str, show: bool) -> list[Outcome]:
     with _progress(label, len(prepared.names), show) as tick:
         return prepared.run(dry_run=dry_run, push=push, progress=tick)
 
@@ -244,7 +246,7 @@ def _report(verb: str, outcomes: Sequence[Outcome], prepared: Prepared, *, dry_r
     """Print each switch's result (errors on stderr) and the summary; exit with the outcomes' code."""
     good = [o for o in outcomes if o.ok]
     bad = [o for o in outcomes if not o.ok]
-    code = fabricops.exit_code(outcomes)
+    code = exit_code(outcomes)
     if as_json:
         _print_json({**(extra or {}), "dry_run": dry_run,
                      "switches": {o.name: _outcome_json(o, prepared, dry_run) for o in outcomes},

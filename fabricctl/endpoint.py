@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from controller import fabricops
-from controller.fabricops import OpError
+from controller import exitcodes
+from controller.exitcodes import OpError
 from fabricctl.options import MAX_SECONDS, Finite
 
 FAULTS = ("cut", "blackhole", "gray", "slow", "incast")
@@ -114,7 +114,7 @@ def compare_cmd(fault: str, where: tuple[str, ...], modes: str | None, percent: 
         try:
             _pyplot()
         except PlotUnavailable as e:
-            raise OpError(str(e), fabricops.TOOLCHAIN) from None
+            raise OpError(str(e), exitcodes.TOOLCHAIN) from None
     try:
         lab = Lab.attach(lab_dir)
         sch = scenarios.Schedule(seconds=seconds, fault_at=fault_at, repair_at=repair_at, rate=rate,
@@ -135,7 +135,7 @@ def compare_cmd(fault: str, where: tuple[str, ...], modes: str | None, percent: 
             result = scenarios.compare(lab, fault, *where, modes=chosen, schedule=sch, percent=percent,
                                        rate=rate_limit)
     except LabError as e:
-        raise OpError(str(e), fabricops.SWITCH_ERROR) from None
+        raise OpError(str(e), exitcodes.SWITCH_ERROR) from None
     doc = result.to_json()
     if png is not None:
         from endpoint.plot import comparison
@@ -252,7 +252,7 @@ def _ask(lab_dir: Path, run_dir: Path | None, host: str, req: dict[str, Any]) ->
     try:
         answer = request(path, req)
     except ControlError as e:
-        raise OpError(str(e), fabricops.SWITCH_ERROR) from None
+        raise OpError(str(e), exitcodes.SWITCH_ERROR) from None
     if "error" in answer:
         raise OpError(f"{host}: {answer['error']}")
     return answer

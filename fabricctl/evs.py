@@ -8,10 +8,11 @@ from typing import Any
 
 import click
 
-from controller import fabricops
+from controller import planning
+from controller.model import lookup
 from controller.files.atomic import write_atomic
 from controller.plan.evs import export as export_evs, profiles
-from controller.fabricops import OpError
+from controller.exitcodes import OpError
 
 
 @click.command("evs")
@@ -40,8 +41,8 @@ def evs(env: Any, host_names: tuple[str, ...], export: str | None, healthy: bool
     t = env.topo()
     unknown = [h for h in host_names if h not in t.hosts]
     if unknown:
-        raise fabricops.unknown("host", unknown[0], sorted(t.hosts))
-    fabric = fabricops.fabric(t, "srv6_spray", () if healthy else env.failures())
+        raise lookup.unknown("host", unknown[0], sorted(t.hosts))
+    fabric = planning.fabric(t, "srv6_spray", () if healthy else env.failures())
     if profile:
         if export is not None:
             raise OpError("--profile and --export do not go together (the export is what `python3 -m endpoint` reads)")

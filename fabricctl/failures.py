@@ -7,9 +7,10 @@ from typing import Any
 
 import click
 
-from controller import failover, fabricops
+from controller import failover, planning
+from controller.model import lookup
 from controller.model.failures import Failure, failure_to_json
-from controller.fabricops import OpError
+from controller.exitcodes import OpError
 from controller.service import handoff
 from controller.state.statefile import DETECTOR, OPERATOR
 from controller.state.statelock import StateLocked
@@ -78,7 +79,7 @@ def _failure_commands(group: click.Group, adding: bool) -> None:
     @_apply_options
     @click.pass_obj
     def link_cmd(env: Env, a: str, b: str, no_apply: bool, as_json: bool) -> None:
-        _change(env, fabricops.link(env.topo(), a, b), adding, no_apply, as_json)
+        _change(env, lookup.link(env.topo(), a, b), adding, no_apply, as_json)
 
     @group.command("switch", help=f"""{record} a whole switch ({'down: all its links and host ports are down' if adding else 'back up'}).
 
@@ -90,7 +91,7 @@ def _failure_commands(group: click.Group, adding: bool) -> None:
     @_apply_options
     @click.pass_obj
     def switch_cmd(env: Env, name: str, no_apply: bool, as_json: bool) -> None:
-        _change(env, fabricops.switch_failure(env.topo(), name), adding, no_apply, as_json)
+        _change(env, lookup.switch_failure(env.topo(), name), adding, no_apply, as_json)
 
     @group.command("port", help=f"""{record} a host port of a t0, named by its host slot or host.
 
@@ -107,7 +108,7 @@ def _failure_commands(group: click.Group, adding: bool) -> None:
     @_apply_options
     @click.pass_obj
     def port_cmd(env: Env, leaf: str, slot: str, no_apply: bool, as_json: bool) -> None:
-        _change(env, fabricops.host_port(env.topo(), leaf, slot), adding, no_apply, as_json)
+        _change(env, lookup.host_port(env.topo(), leaf, slot), adding, no_apply, as_json)
 
 
 _failure_commands(fail, True)
@@ -173,7 +174,7 @@ def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool
     new: frozenset[Failure] = frozenset()
     if failure is not None:
         new = old | {failure} if adding else old - {failure}
-    what = fabricops.describe_failure(t, failure) if failure is not None else "all failures"
+    what = lookup.describe_failure(t, failure) if failure is not None else "all failures"
     base = {"state": str(store), "change": f"{'fail' if adding else 'restore'} {what}"}
     if dropped:
         base["dropped"] = [failure_to_json(f) for f in dropped]
@@ -184,7 +185,7 @@ def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool
         elif failure is None:
             click.echo("nothing to do: no failure recorded")
         else:
-            recorded = ", ".join(fabricops.describe_failure(t, f) for f in _sorted(old)) or "none"
+            recorded = ", ".join(lookup.describe_failure(t, f) for f in _sorted(old)) or "none"
             click.echo(f"nothing to do: {what} is {'already' if adding else 'not'} recorded as down "
                        f"(recorded: {recorded})")
         return None
@@ -193,7 +194,7 @@ def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool
         click.echo(f"warning: election id {env.election_id} is above the running controller's ({controller}): "
                    "this command writes the switches itself, deposing it there until it ends", err=True)
         controller = None
-    change = fabricops.failure_change(t, env.program, old, new)
+    change = planning.failure_change(t, env.program, old, new)
     new_fabric, touched = change.fabric, change.touched
     prepared = None
     if not no_apply and touched and controller is None:  # every plan checked before the record changes
@@ -204,14 +205,14 @@ def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool
     doc = {**base, "changed": True, "failures": _failures_json(t, new), "touched": touched, "unreachable": lost}
     if not as_json:
         for f in dropped:
-            click.echo(f"dropped: {fabricops.describe_failure(t, f)} (not in the topology {env.topology_path()})")
+            click.echo(f"dropped: {lookup.describe_failure(t, f)} (not in the topology {env.topology_path()})")
         click.echo(f"recorded: {'fail' if adding else 'restore'} {what}; {_n(len(new), 'failure')} in {store}"
                    + ("; held by the operator now (the controller had detected it)" if claimed else ""))
         click.echo(f"unreachable: {len(lost)}" + "".join(f"\n  {u}" for u in lost[:10])
                    + (f"\n  (+{len(lost) - 10} more: fabricctl status --offline)" if len(lost) > 10 else ""))
     if controller is not None and not no_apply:
         return handoff.Handoff(env.state_path() if not env.store_url else None, controller, saved_ns, new - old,
-                               old - new, lambda f: fabricops.describe_failure(t, f),
+                               old - new, lambda f: lookup.describe_failure(t, f),
                                read=store.read_view if env.store_url else None, saved_rev=saved_rev), doc
     if no_apply or prepared is None:
         if as_json:

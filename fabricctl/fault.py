@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from controller import fabricops
-from controller.fabricops import OpError
+from controller import exitcodes
+from controller.exitcodes import OpError
 
 DEFAULT_DIR = "/tmp/srv6-fabric-lab"
 
@@ -35,7 +35,7 @@ def _attach(lab_dir: Path) -> Any:
     try:
         return Lab.attach(lab_dir)
     except LabError as e:
-        raise OpError(str(e), fabricops.SWITCH_ERROR) from None
+        raise OpError(str(e), exitcodes.SWITCH_ERROR) from None
 
 
 def _apply(lab_dir: Path, kind: str, target: list[str], undo: bool, as_json: bool, **params: Any) -> None:
@@ -45,7 +45,7 @@ def _apply(lab_dir: Path, kind: str, target: list[str], undo: bool, as_json: boo
     try:
         f = faults.undo(running, kind, target) if undo else faults.inject(running, kind, target, **params)
     except faults.FaultError as e:
-        raise OpError(str(e), fabricops.BAD_INPUT) from None
+        raise OpError(str(e), exitcodes.BAD_INPUT) from None
     if as_json:
         click.echo(json.dumps({"undone" if undo else "injected": f.describe(), "kind": f.kind, "target": f.target,
                                "params": f.params}))
@@ -187,7 +187,7 @@ def clear_cmd(lab_dir: Path, as_json: bool) -> None:
     try:
         done = faults.clear(running)
     except faults.FaultError as e:
-        raise OpError(str(e), fabricops.SWITCH_ERROR) from None
+        raise OpError(str(e), exitcodes.SWITCH_ERROR) from None
     if as_json:
         click.echo(json.dumps({"undone": [f.describe() for f in done]}))
     else:
@@ -219,7 +219,7 @@ def carrier_watch(socket_path: Path, lab_dir: Path) -> None:
     try:
         watcher = CarrierWatcher(running.carrier(), socket_path, on_change=show)
     except LabError as e:
-        raise OpError(str(e), fabricops.SWITCH_ERROR) from None
+        raise OpError(str(e), exitcodes.SWITCH_ERROR) from None
     click.echo(f"watching the carrier of {len(watcher.source.carrier)} switch ports; port status to {socket_path}",
                err=True)
     signal.signal(signal.SIGTERM, lambda *_: watcher._stop.set())

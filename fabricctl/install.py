@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import click
 
-from controller import fabricops
-from controller.fabricops import OpError
+from controller import planning
+from controller.model import lookup
+from controller.exitcodes import OpError
 from fabricctl.context import Env, _json_option, _sync, _report
 
 
@@ -37,16 +38,16 @@ def install(env: Env, switch_names: tuple[str, ...], dry_run: bool, force_pipeli
     """
     t = env.topo()
     failures = env.failures()
-    down = fabricops.down_switches(failures)
+    down = planning.down_switches(failures)
     if switch_names:
-        names = [s.name for s in fabricops.switches(t, switch_names)]
+        names = [s.name for s in lookup.switches(t, switch_names)]
         skipped = [n for n in names if n in down]
         if skipped:
             raise OpError(f"{skipped[0]} is recorded down; restore it first ('fabricctl restore switch {skipped[0]}')")
     else:
         names = [s.name for s in t.switches if s.name not in down]
         skipped = [s.name for s in t.switches if s.name in down]
-    prepared = env.fleet().prepare(fabricops.fabric(t, env.program, failures), names)
+    prepared = env.fleet().prepare(planning.fabric(t, env.program, failures), names)
     outcomes = _sync(prepared, dry_run=dry_run, push="force" if force_pipeline else "missing",
                      label="install", show=not as_json)
     _report("install", outcomes, prepared, dry_run=dry_run, as_json=as_json, skipped=skipped)

@@ -14,9 +14,9 @@ from typing import Any
 import click
 
 from controller.model import limits
-from controller import fabricops
+from controller import exitcodes, topofile
 from fabricctl.options import Finite
-from controller.fabricops import OpError
+from controller.exitcodes import OpError
 from controller.model.topology import TopologyError
 from controller.programs.toolchain import find_binary
 
@@ -44,7 +44,7 @@ def _lab_error(e: Exception, nodes: Any = None) -> OpError:
     from mininet_labs.backends import nodes_for
 
     why = (nodes if nodes is not None else nodes_for("bmv2")).why_not()
-    return OpError(str(e), fabricops.TOOLCHAIN if why else fabricops.SWITCH_ERROR)
+    return OpError(str(e), exitcodes.TOOLCHAIN if why else exitcodes.SWITCH_ERROR)
 
 
 @click.group()
@@ -121,14 +121,14 @@ def up(ctx: click.Context, topology_file: Path | None, planes: int, t1: int, t0:
     from mininet_labs.labstate import default_topology
 
     if topology_file is not None:
-        model, problems = fabricops.check_topology(topology_file)
+        model, problems = topofile.check_topology(topology_file)
         if model is None:
-            raise OpError(f"topology {topology_file} is invalid: {problems[0]}", fabricops.BAD_TOPOLOGY)
+            raise OpError(f"topology {topology_file} is invalid: {problems[0]}", exitcodes.BAD_TOPOLOGY)
     else:
         try:
             model = default_topology(planes, t1, t0, hosts, grpc_base_port=grpc_base_port)
         except TopologyError as e:
-            raise OpError(f"no such fabric: {e.problems[0]}", fabricops.BAD_TOPOLOGY) from None
+            raise OpError(f"no such fabric: {e.problems[0]}", exitcodes.BAD_TOPOLOGY) from None
     kind, why = choose(dataplane)
     try:
         nodes = nodes_for(kind, pcap=pcap, log_level=log_level, tls=tls, cli=run_cli)  # refuses what it cannot carry
@@ -228,7 +228,7 @@ def down(lab_dir: Path, as_json: bool) -> None:
     if not report.clean:
         raise OpError(f"lab down left {len(report.leftover_pids)} processes ({report.leftover_pids[:5]}) and "
                       f"{len(report.leftover_intfs)} {report.what} ({report.leftover_intfs[:5]})",
-                      fabricops.SWITCH_ERROR)
+                      exitcodes.SWITCH_ERROR)
 
 
 @lab.command("status")
@@ -273,7 +273,7 @@ def status(ctx: click.Context, lab_dir: Path, check: bool, as_json: bool) -> Non
         for what in doc.get("faults", []):
             click.echo(f"  fault: {what}")
     if dead or any("error" in p or not p.get("in_sync") for p in doc.get("plan", {}).values()):
-        raise click.exceptions.Exit(fabricops.SWITCH_ERROR)
+        raise click.exceptions.Exit(exitcodes.SWITCH_ERROR)
 
 
 def _switch_fault(lab_dir: Path, act: Any) -> Any:
@@ -363,7 +363,7 @@ def traffic(lab_dir: Path, pairs: tuple[tuple[str, str], ...], qps: int, message
                                  verb=verb, plane_mode=plane_mode,
                                  planes=None if not planes else [int(p) for p in planes.split(",")], rate=rate)
     except LabError as e:
-        raise OpError(str(e), fabricops.SWITCH_ERROR) from None
+        raise OpError(str(e), exitcodes.SWITCH_ERROR) from None
     except ValueError as e:
         raise OpError(str(e)) from None
     if as_json:
@@ -378,7 +378,7 @@ def traffic(lab_dir: Path, pairs: tuple[tuple[str, str], ...], qps: int, message
         for line in report.problems():
             click.echo(f"error: {line}", err=True)
     if not report.ok:
-        raise click.exceptions.Exit(fabricops.SWITCH_ERROR)
+        raise click.exceptions.Exit(exitcodes.SWITCH_ERROR)
 
 
 def _attach(lab_dir: Path) -> Any:
@@ -388,7 +388,7 @@ def _attach(lab_dir: Path) -> Any:
     try:
         return _with_store(Lab.attach(lab_dir))
     except LabError as e:
-        raise OpError(str(e), fabricops.SWITCH_ERROR) from None
+        raise OpError(str(e), exitcodes.SWITCH_ERROR) from None
 
 
 def _with_store(running: Any) -> Any:

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from controller import fabricops
-from controller.fabricops import OpError
+from controller import exitcodes
+from controller.exitcodes import OpError
 from fabricctl.options import Finite
 
 DEMO_DIR = "/tmp/srv6-fabric-demo"
@@ -53,7 +53,7 @@ def demo(dataplane: str, lab_dir: Path, rate: float, seconds: float, png: Path |
         try:
             pyplot()
         except PlotUnavailable as e:
-            raise OpError(str(e), fabricops.TOOLCHAIN) from None
+            raise OpError(str(e), exitcodes.TOOLCHAIN) from None
         if not png.parent.is_dir():
             raise OpError(f"--png {png}: no folder {png.parent}")
     kind, why = choose(dataplane)
@@ -73,7 +73,7 @@ def demo(dataplane: str, lab_dir: Path, rate: float, seconds: float, png: Path |
         click.echo(f"  plot: {png}" if result.get("timeline", {}).get("planes") else
                    "  plot: none (the traffic did not run)")
     if not result["ok"]:
-        raise click.exceptions.Exit(fabricops.SWITCH_ERROR)
+        raise click.exceptions.Exit(exitcodes.SWITCH_ERROR)
 
 
 def plot_doc(result: dict[str, Any]) -> dict[str, Any]:

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from controller import fabricops
-from controller.fabricops import OpError
+from controller import exitcodes
+from controller.exitcodes import OpError
 from fabricctl.lab import _attach, _dir_option, _json_option
 from fabricctl.options import Finite
 from controller.plotting import PlotUnavailable
@@ -44,7 +44,7 @@ def _run_scenario(lab_dir: Path, run: Any, seconds: float, fault_at: float, repa
     try:
         result = run(running, schedule)
     except LabError as e:
-        raise OpError(str(e), fabricops.SWITCH_ERROR) from None
+        raise OpError(str(e), exitcodes.SWITCH_ERROR) from None
     doc = result.to_json()
     _plot("timeline", doc, png)
     click.echo(json.dumps(doc, indent=1) if as_json else "\n".join(scenarios.describe(result)))
@@ -52,7 +52,7 @@ def _run_scenario(lab_dir: Path, run: Any, seconds: float, fault_at: float, repa
         click.echo(f"  plot: {png}")
     s = result.summary()
     if s["lost_elsewhere"] or not s["tables_ok"] or s["uplink_recovered"] is False:
-        raise click.exceptions.Exit(fabricops.SWITCH_ERROR)
+        raise click.exceptions.Exit(exitcodes.SWITCH_ERROR)
 
 
 def _plot(kind: str, doc: dict[str, Any], png: Path | None) -> None:
@@ -63,7 +63,7 @@ def _plot(kind: str, doc: dict[str, Any], png: Path | None) -> None:
     try:
         getattr(plot, kind)(doc, png)
     except PlotUnavailable as e:
-        raise OpError(str(e), fabricops.TOOLCHAIN) from None
+        raise OpError(str(e), exitcodes.TOOLCHAIN) from None
 
 
 @click.group("fail-scenario")
@@ -170,7 +170,7 @@ def balance_cmd(lab_dir: Path, qps: int, messages: int, rate: float, sport: int,
     try:
         result = balance.balance(running, qps=qps, messages=messages, sport=sport, rate=rate)
     except LabError as e:
-        raise OpError(str(e), fabricops.SWITCH_ERROR) from None
+        raise OpError(str(e), exitcodes.SWITCH_ERROR) from None
     doc = result.to_json()
     _plot("balance", doc, png)
     click.echo(json.dumps(doc, indent=1) if as_json else "\n".join(result.table()))

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from controller.model import congestion
-from controller import fabricops
+from controller import failurerecord
 from fabricctl import options
 from controller.plan.p4names import Program
 from fabricctl.context import FABRIC_PROGRAMS, FabricGroup, Env, ElectionId
@@ -81,7 +81,7 @@ Environment, config file and completion:
               envvar="FABRIC_PROGRAM", help="The P4 pipeline whose plan is used (env FABRIC_PROGRAM).")
 @click.option("--state", "state_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               envvar="FABRIC_STATE",
-              help=f"Failure-set state file (env FABRIC_STATE) [default: {fabricops.STATE_NAME} next to the topology file].")
+              help=f"Failure-set state file (env FABRIC_STATE) [default: {failurerecord.STATE_NAME} next to the topology file].")
 @click.option("--store", "store_url", envvar="FABRIC_STORE", metavar="etcd://HOST:PORT[,HOST:PORT...]",
               help="Keep the recorded failures, the controller's view and its events in this etcd cluster "
                    "(one prefix per fabric; several controllers and machines share them) instead of the state "

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from controller import fabricops
-from controller.fabricops import OpError
+from controller import exitcodes
+from controller.exitcodes import OpError
 from controller.programs.toolchain import BUILD_DIR, PROGRAMS, P4Program
 from fabricctl.context import _json_option, _print_json
 
@@ -40,14 +40,14 @@ def p4_compile(programs: tuple[P4Program, ...], out_dir: Path, as_json: bool) ->
     from controller.programs.p4compile import CompileError, compile_program
 
     if out_dir.exists() and not out_dir.is_dir():  # click checks only what it can stat as a regular file
-        raise OpError(f"--out-dir: {out_dir} exists and is not a directory", fabricops.BAD_INPUT)
+        raise OpError(f"--out-dir: {out_dir} exists and is not a directory", exitcodes.BAD_INPUT)
     done = []
     for program in programs or PROGRAMS:
         try:
             result = compile_program(program, out_dir)
         except CompileError as e:
             first, _, rest = str(e).partition("\n")
-            raise OpError(first, fabricops.TOOLCHAIN, rest) from None
+            raise OpError(first, exitcodes.TOOLCHAIN, rest) from None
         done.append(result)
         if not as_json:
             click.echo(f"{program}: {result.artifacts.bmv2_json}, {result.artifacts.p4info}")

@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from controller.model import congestion
-from controller import fabricops
+from controller.model import lookup
 from controller.files.safefile import UnsafeFile, marked, open_atomic
-from controller.fabricops import OpError
+from controller.exitcodes import OpError
 from controller.plan.fabricplan import FORMAT as PLAN_FORMAT, Plan, count_switch, totals
 from fabricctl.context import _n, Env, _json_option, _print_json, _table, _failures_json
 
@@ -38,7 +38,7 @@ def plan_cmd(env: Env, switch_names: tuple[str, ...], export: str | None, health
     """
     t = env.topo()
     failures = frozenset() if healthy else env.failures()
-    chosen = [s.name for s in (fabricops.switches(t, switch_names) if switch_names else t.switches)]
+    chosen = [s.name for s in (lookup.switches(t, switch_names) if switch_names else t.switches)]
     p = env.plan(failures)
     assert p.fabric is not None
     counts = {n: count_switch(p.fabric, t.switch(n)) for n in chosen}

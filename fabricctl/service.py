@@ -11,7 +11,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from controller.fabricops import BAD_INPUT, SWITCH_ERROR, OpError
+from controller.exitcodes import BAD_INPUT, SWITCH_ERROR, OpError
 from controller.service.detect import Thresholds
 from controller.service.events import read
 from controller.service.portstatus import path_problem

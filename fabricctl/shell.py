@@ -7,10 +7,12 @@ import subprocess
 
 import click
 
-from controller import fabricops
+from controller import exitcodes
+from controller.model import lookup
+from controller.southbound import p4runtime
 from controller.southbound.fleet import require_p4runtime
 from controller.runtime import shellenv
-from controller.fabricops import OpError
+from controller.exitcodes import OpError
 from fabricctl.context import Env
 from controller.model.tlsconfig import TlsError
 
@@ -38,7 +40,7 @@ def shell(env: Env, name: str, push_pipeline: bool, print_command: bool) -> None
       fabricctl --program eecmp_qp_hash shell p0-t0-0 --push-pipeline
       fabricctl shell p0-t0-0 --print-command
     """
-    (sw,) = fabricops.switches(env.topo(), [name])
+    (sw,) = lookup.switches(env.topo(), [name])
     require_p4runtime(env.topo(), [sw.name], "the P4Runtime shell")
     art = env.artifacts()
     p4info = env.p4info()
@@ -50,19 +52,19 @@ def shell(env: Env, name: str, push_pipeline: bool, print_command: bool) -> None
                 shellenv.probe(python, want_tls=bool(tls_args))
         else:
             if not push_pipeline:
-                fabricops.check_device(sw, p4info, env.program, env.election_id, env.timeout)
+                p4runtime.check_device(sw, p4info, env.program, env.election_id, env.timeout)
             python = shellenv.find() or shellenv.make(say=lambda line: click.echo(line, err=True))
             shellenv.probe(python, want_tls=bool(tls_args))
     except TlsError as e:
         raise OpError(f"{sw.name}: {e}") from None
     except shellenv.ShellEnvError as e:
-        raise OpError(str(e), fabricops.TOOLCHAIN) from None
+        raise OpError(str(e), exitcodes.TOOLCHAIN) from None
     push = (art.p4info, art.bmv2_json) if push_pipeline else None
     argv = shellenv.command(python.python, sw.grpc_addr, sw.device_id, env.election_id, push, tls_args)
     if print_command:
         click.echo(shlex.join(argv))
         return
     code = subprocess.call(argv)
-    raise click.exceptions.Exit(0 if code == 0 else fabricops.SWITCH_ERROR)
+    raise click.exceptions.Exit(0 if code == 0 else exitcodes.SWITCH_ERROR)
 
 

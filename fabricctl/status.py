@@ -7,8 +7,9 @@ from typing import Any
 
 import click
 
-from controller import failover, fabricops
-from controller.fabricops import Outcome
+from controller import exitcodes, failover, failurerecord, planning
+from controller.model import lookup
+from controller.southbound.base import Outcome, exit_code
 from controller.plan.delta import Changes
 from controller.service import status as service_status
 from controller.state.statefile import DETECTOR
@@ -42,13 +43,13 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
         origins, problem, service = store_status(env.store(), t)
         where = str(env.store())
     else:
-        origins = fabricops.load_recorded(t, env.state_path())
+        origins = failurerecord.load_recorded(t, env.state_path())
         service = service_status.read_status(env.state_path())
         where = str(env.state_path())
     failures = frozenset(origins)
-    chosen = [s.name for s in (fabricops.switches(t, switch_names) if switch_names else t.switches)]
-    down = fabricops.down_switches(failures)
-    fab = fabricops.fabric(t, env.program, failures)
+    chosen = [s.name for s in (lookup.switches(t, switch_names) if switch_names else t.switches)]
+    down = planning.down_switches(failures)
+    fab = planning.fabric(t, env.program, failures)
     lost = failover.unreachable(fab)
     per_plane = {p: [str(u) for u in lost if u.plane == p] for p in range(t.planes)}
     outcomes: dict[str, Outcome] = {}
@@ -56,7 +57,7 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
         contact = [n for n in chosen if n not in down]
         prepared = env.fleet().prepare(fab, contact)
         outcomes = {o.name: o for o in _sync(prepared, dry_run=True, push="never", label="status", show=not as_json)}
-    code = fabricops.exit_code(outcomes.values())
+    code = exit_code(outcomes.values())
     if as_json:
         _print_json({"topology": t.name, "program": env.program, "state": where,
                      **({"store_problem": problem} if env.store_url else {}), "failures": _failures_json(t, failures, origins), "controller": service,
@@ -67,7 +68,7 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
     if problem:
         click.echo(f"store: {problem}")
     for f in _sorted(failures):
-        click.echo(f"  failed: {fabricops.describe_failure(t, f)} ({'detected' if origins[f] == DETECTOR else 'operator'})")
+        click.echo(f"  failed: {lookup.describe_failure(t, f)} ({'detected' if origins[f] == DETECTOR else 'operator'})")
     for line in service_status.lines(service):
         click.echo(line)
     for p, items in per_plane.items():
@@ -83,7 +84,7 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
             rows.append((n, "-", "-", "-", "recorded down"))
         elif not o.ok:
             click.echo(f"error: {o.error}", err=True)
-            rows.append((n, "-", "-", "-", "error" if o.code == fabricops.SWITCH_ERROR else "pipeline"))
+            rows.append((n, "-", "-", "-", "error" if o.code == exitcodes.SWITCH_ERROR else "pipeline"))
         else:
             assert o.delta is not None
             d = o.delta

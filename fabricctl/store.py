@@ -11,7 +11,7 @@ import click
 from controller import failover
 from controller.state import statefile
 from controller.model.failures import Failure
-from controller.fabricops import BAD_INPUT, OpError
+from controller.exitcodes import BAD_INPUT, OpError
 from controller.state.filestore import FileStore
 from controller.state.store import Record, Store
 from controller.model.topology import Topology

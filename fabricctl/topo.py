@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from controller import fabricops
+from controller import exitcodes, topofile
+from controller.model import lookup
 from controller.model.topology import Topology, to_dict
 from fabricctl.context import Env, _json_option, _print_json, _table
 
@@ -35,7 +36,7 @@ def topo_show(env: Env, switch_names: tuple[str, ...], as_json: bool) -> None:
       fabricctl topo show --json           # the topology document (as YAML reads it)
     """
     t = env.topo()
-    chosen = fabricops.switches(t, switch_names) if switch_names else list(t.switches)
+    chosen = lookup.switches(t, switch_names) if switch_names else list(t.switches)
     if as_json:
         doc = to_dict(t)
         names = {s.name for s in chosen}
@@ -83,9 +84,9 @@ def topo_validate(env: Env, as_json: bool) -> None:
       fabricctl --topology lab.yaml topo validate --json   # {"ok": ..., "problems": [...]}
     """
     path = env.topology_path()
-    t, problems = fabricops.check_topology(path)
+    t, problems = topofile.check_topology(path)
     if t is not None:
-        fabricops.with_tls(t, env.tls)  # the TLS files: an `error:` line and exit 2 if one cannot be used
+        topofile.with_tls(t, env.tls)  # the TLS files: an `error:` line and exit 2 if one cannot be used
     if as_json:
         _print_json({"topology": str(path), "ok": t is not None, "problems": problems,
                      **({"summary": _summary(t)} if t is not None else {})})
@@ -95,4 +96,4 @@ def topo_validate(env: Env, as_json: bool) -> None:
     else:
         click.echo(f"ok: {_summary(t)}")
     if t is None:
-        raise click.exceptions.Exit(fabricops.BAD_TOPOLOGY)
+        raise click.exceptions.Exit(exitcodes.BAD_TOPOLOGY)

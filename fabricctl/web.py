@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from controller.fabricops import BAD_INPUT, OpError
+from controller.exitcodes import BAD_INPUT, OpError
 from controller.service.web.server import ListenError, WebServer, parse_listen
 from controller.service.runner import EVENTS_NAME
 from controller.service.web.view import Sources

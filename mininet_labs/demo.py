@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller import fabricops
+from controller import planning
 from controller.model.failures import LinkDown
 from mininet_labs.headless import start
 from mininet_labs.lab import Lab, LabError
@@ -143,7 +143,7 @@ def _scenario(lab: Lab, check: Any, rate: float, seconds: float, timeline: dict[
                             timeline_ms=10.0, start_delay=0.5, timeout=seconds + 60)
     start = run.started_ns / 1e9
     failure = LinkDown(*LINK)
-    want = fabricops.failure_change(lab.model, lab.program, frozenset(), frozenset({failure}),  # type: ignore[arg-type]
+    want = planning.failure_change(lab.model, lab.program, frozenset(), frozenset({failure}),  # type: ignore[arg-type]
                               lab.options).touched  # (lab.program: a str the lab checked names a program)
     events: list[tuple[int, str]] = []  # (CLOCK_MONOTONIC ns, what) for the timeline
     try:

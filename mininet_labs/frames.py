@@ -10,7 +10,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Literal
 
-from controller import fabricops
+from controller import planning
 from controller.model.sids import fmt_v4, fmt_v6
 from controller.model.topology import Topology
 
@@ -86,7 +86,7 @@ def host_nics(topo: Topology, host: str) -> tuple[HostNic, ...]:
     if host not in topo.hosts:
         known = ", ".join(sorted(topo.hosts)[:8])
         raise ValueError(f"unknown host '{host}' (hosts: {known}{', ...' if len(topo.hosts) > 8 else ''})")
-    sids = fabricops.sid_plan(topo)
+    sids = planning.sid_plan(topo)
     out = []
     for nic in topo.hosts[host]:
         leaf = topo.t0(nic.plane, nic.t0)

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from controller import fabricops
+from controller import failurerecord
 from controller.runtime.p4info import P4Info
 from controller.routes import Options
 from controller.model.topology import Topology, load, to_dict
@@ -79,7 +79,7 @@ class Lab(FailoverMixin):
     @property
     def failure_state_path(self) -> Path:
         """Where fabricctl --topology <lab>/topology.yaml keeps the failure set."""
-        return self.dir / fabricops.STATE_NAME
+        return self.dir / failurerecord.STATE_NAME
 
     def _save(self) -> None:
         self.state.write(self.state_path)

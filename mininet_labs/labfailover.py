@@ -8,13 +8,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 
-from controller import fabricops
+from controller import failurerecord, planning
+from controller.model import lookup
+from controller.southbound import p4runtime
+from controller.southbound.base import Outcome, Push
 from controller.failover import save_state
 from controller.model.failures import Failure, FailoverError, failure_to_json
 from controller.state.statelock import state_lock
 from controller.state.store import Conflict, Store, StoreError
 from controller.runtime.fabric_client import FabricClient
-from controller.fabricops import Outcome
 from controller.runtime.p4info import P4Info
 from controller.routes import Fabric
 from controller.service import handoff
@@ -75,7 +77,7 @@ class FailoverMixin:
         """A FabricClient over every switch with the program's P4Info, each opened by `how` in parallel
         (None: left closed); LabError 'cannot <verb> the switches' naming those that failed."""
         p4info = self.p4info()
-        conns = [fabricops.connection(s, election_id, self.timeout) for s in self.model.switches]
+        conns = [p4runtime.connection(s, election_id, self.timeout) for s in self.model.switches]
         for conn in conns:
             conn.p4info = p4info
         client = FabricClient(conns)
@@ -100,19 +102,19 @@ class FailoverMixin:
                 return frozenset(self.store.recorded(self.model))
             except StoreError as e:
                 raise LabError(str(e)) from None
-        return fabricops.load_failures(self.model, self.failure_state_path)
+        return failurerecord.load_failures(self.model, self.failure_state_path)
 
-    def install(self, failures: Iterable[Failure] | None = None, *, push: fabricops.Push = "missing",
+    def install(self, failures: Iterable[Failure] | None = None, *, push: Push = "missing",
                 dry_run: bool = False) -> dict[str, Outcome]:
         """Reconcile every switch (but those recorded down) to the plan under `failures` (default:
         the lab's recorded failure set), pushing the pipeline where a switch has none."""
         failures = self.failures() if failures is None else frozenset(failures)
-        down = fabricops.down_switches(failures)
+        down = planning.down_switches(failures)
         names = [s.name for s in self.model.switches if s.name not in down]
-        return self._sync(fabricops.fabric(self.model, self.program, failures, self.options), names,  # type: ignore[arg-type]
+        return self._sync(planning.fabric(self.model, self.program, failures, self.options), names,  # type: ignore[arg-type]
                           push=push, dry_run=dry_run)
 
-    def _sync(self, fabric: Fabric, names: Sequence[str], *, push: fabricops.Push, dry_run: bool = False
+    def _sync(self, fabric: Fabric, names: Sequence[str], *, push: Push, dry_run: bool = False
               ) -> dict[str, Outcome]:
         """Reconcile the named switches to the plan of `fabric` through the lab's node backend."""
         return self.nodes.sync(self.model, fabric, names, program=self.program, p4info=self.p4info,
@@ -135,7 +137,7 @@ class FailoverMixin:
         passed: handoff.Handoff | None = None
         with state_lock(self.failure_state_path):  # the rule of fabricctl fail/restore: record, then apply
             old = self.failures()
-            change = fabricops.failure_change(self.model, self.program, old, compute(old), self.options)  # type: ignore[arg-type]
+            change = planning.failure_change(self.model, self.program, old, compute(old), self.options)  # type: ignore[arg-type]
             controller = handoff.running(self.failure_state_path)
             if controller is not None and self.election_id > controller.election_id:
                 controller = None  # the lab writes itself, deposing the controller there (a higher id wins)
@@ -145,7 +147,7 @@ class FailoverMixin:
                 raise LabError(str(e)) from None
             if controller is not None and change.new != old:
                 passed = handoff.Handoff(self.failure_state_path, controller, time.monotonic_ns(), change.new - old,
-                                         old - change.new, lambda f: fabricops.describe_failure(self.model, f))
+                                         old - change.new, lambda f: lookup.describe_failure(self.model, f))
             elif change.touched:
                 outcomes = self._sync(change.fabric, change.touched, push="never")
         return self._finish(change, outcomes, passed, t0)
@@ -160,7 +162,7 @@ class FailoverMixin:
             try:
                 record, rev = store.recorded_rev(self.model)
                 old = frozenset(record)
-                change = fabricops.failure_change(self.model, self.program, old, compute(old), self.options)  # type: ignore[arg-type]
+                change = planning.failure_change(self.model, self.program, old, compute(old), self.options)  # type: ignore[arg-type]
                 controller = handoff.primary_in(store.read_view())
                 if controller is not None and self.election_id > controller.election_id:
                     controller = None  # the lab writes itself, deposing the leader there (a higher id wins)
@@ -174,7 +176,7 @@ class FailoverMixin:
                 raise LabError(str(e)) from None
         if controller is not None and change.new != old:
             passed = handoff.Handoff(None, controller, time.monotonic_ns(), change.new - old, old - change.new,
-                                     lambda f: fabricops.describe_failure(self.model, f), read=store.read_view,
+                                     lambda f: lookup.describe_failure(self.model, f), read=store.read_view,
                                      saved_rev=saved_rev)
         elif controller is None and change.touched:
             outcomes = self._sync(change.fabric, change.touched, push="never")

@@ -21,8 +21,8 @@ from controller.model.topology import Topology
 from mininet_labs.labstate import LabError, LabState
 
 if TYPE_CHECKING:
-    from controller import fabricops
-    from controller.fabricops import Outcome
+    from controller.southbound.base import Push
+    from controller.southbound.base import Outcome
     from controller.routes import Fabric
     from mininet_labs.carrier import CarrierSource
     from mininet_labs.labhost import LabHost
@@ -95,7 +95,7 @@ class Nodes(Protocol):
         """The handle of a host the state records."""
 
     def sync(self, model: Topology, fabric: Fabric, names: Sequence[str], *, program: str,
-             p4info: Callable[[], Any], election_id: int, timeout: float, push: fabricops.Push,
+             p4info: Callable[[], Any], election_id: int, timeout: float, push: Push,
              dry_run: bool) -> dict[str, Outcome]:
         """Each named switch to its plan under `fabric` (read back, write the difference; dry: only find it)."""
 

@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from controller import fabricops
+from controller import planning
+from controller.model import lookup
+from controller.runtime import encoding
 from controller.plan.entries import entity_key
 from controller.runtime.fabric_client import FabricClient
 from controller.model.failures import Failure, HostPortDown, LinkDown, SwitchDown
@@ -177,11 +179,11 @@ def failed_segments(lab: Lab, failures: Sequence[Failure]) -> dict[str, list[Any
     """Per switch the failure touches, the canonical entities of the healthy plan that the failure plan
     deletes or changes: what the controller must pull out (and put back on restore)."""
     p4info = lab.p4info()
-    change = fabricops.failure_change(lab.model, lab.program, (), failures, lab.options)  # type: ignore[arg-type]
-    healthy = fabricops.fabric(lab.model, lab.program, (), lab.options)  # type: ignore[arg-type]
+    change = planning.failure_change(lab.model, lab.program, (), failures, lab.options)  # type: ignore[arg-type]
+    healthy = planning.fabric(lab.model, lab.program, (), lab.options)  # type: ignore[arg-type]
     names = change.touched
-    want = fabricops.encode(make_plan(healthy), names, p4info, "")
-    failed = fabricops.encode(make_plan(change.fabric), names, p4info, "")
+    want = encoding.encode(make_plan(healthy), names, p4info, "")
+    failed = encoding.encode(make_plan(change.fabric), names, p4info, "")
     out: dict[str, list[Any]] = {}
     for n in names:
         after = {entity_key(e): e for e in failed.desired[n]}
@@ -405,7 +407,7 @@ def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]]
     notes = []
     if on_failure is None:
         notes.append("QPs are hashed, not pinned: a QP counts as on the failure when it lost packets")
-    return ScenarioResult(kind, fabricops.describe_failure(lab.model, failure), lab.program,
+    return ScenarioResult(kind, lookup.describe_failure(lab.model, failure), lab.program,
                           "pinned (QP hash behind the pins)" if pinned else "hash", sch.rate, sch.qps, list(pairs),
                           events, qps, tables, uplink, merge_timelines(report, run.started_ns),
                           {"seconds": report.seconds, "totals": report.totals(), "problems": report.problems()}, notes)
@@ -413,7 +415,7 @@ def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]]
 
 def link_failure(lab: Lab, t0: str, t1: str, **kwargs: Any) -> ScenarioResult:
     """A T0-T1 link down mid-traffic, then restored (see run_failure for the keywords)."""
-    f = fabricops.link(lab.model, t0, t1)
+    f = lookup.link(lab.model, t0, t1)
     leaf, spine = lab.model.switch(f.t0), lab.model.switch(f.t1)
 
     def on(sender: str, dst: str, k: int, plane: int, si: int, di: int, pinned: int | None) -> bool:
@@ -425,7 +427,7 @@ def link_failure(lab: Lab, t0: str, t1: str, **kwargs: Any) -> ScenarioResult:
 
 def switch_failure(lab: Lab, name: str, **kwargs: Any) -> ScenarioResult:
     """Every link of a T1 down mid-traffic (fabricctl fail switch), then restored."""
-    f = fabricops.switch_failure(lab.model, name)
+    f = lookup.switch_failure(lab.model, name)
     spine = lab.model.switch(f.name)
     if spine.role != "t1":
         raise LabError(f"{name} is a t0: the switch scenario fails a t1 (a t0 takes its hosts with it)")

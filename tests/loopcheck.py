@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller import fabricops
+from controller import planning
 from controller.plan.evs import ev_id, host_evs
 from endpoint import lab as ep
 from mininet_labs.processes import with_repo_path
@@ -49,7 +49,7 @@ def t1_mapped_out_by_every_host(lab: Any, stop: Callable[[], None], restart: Cal
     run_dir = lab.dir / "loops" / str(os.getpid())
     run_dir.mkdir(parents=True)
     evs = ep.export_evs(lab, run_dir / "evs.json")
-    fabric = fabricops.fabric(lab.model, "srv6_spray")
+    fabric = planning.fabric(lab.model, "srv6_spray")
     procs: dict[str, subprocess.Popen[Any]] = {}
     env = with_repo_path(os.environ)
     try:

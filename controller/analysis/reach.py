@@ -238,15 +238,15 @@ def failures(down: Down) -> list[Failure]:
 
 class ControllerReach:
     """Host-pair reachability as the controller computes it: the fabric of the design's topology
-    with these failures (ops.fabric, failover.with_failures), read through failover.unreachable
+    with these failures (planning.fabric, failover.with_failures), read through failover.unreachable
     (and Health for pairs on one T0, which the T0 switches locally)."""
 
     def __init__(self, design: Design) -> None:
-        from controller import fabricops
+        from controller import planning
 
         self.design = design
         self.topo = design.topology()
-        self.base = fabricops.fabric(self.topo, "srv6_spray")
+        self.base = planning.fabric(self.topo, "srv6_spray")
 
     def cut_pairs(self, down: Down, hosts: Iterable[int]) -> set[tuple[int, int]]:
         """Every pair (a < b) of these hosts with no live path in any plane."""

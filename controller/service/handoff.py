@@ -144,7 +144,7 @@ def report(h: Handoff, doc: dict[str, Any], timeout: float, as_json: bool) -> No
     JSON document); OpError, exit 1, if the controller did not apply the change in time."""
     import click
 
-    from controller.fabricops import SWITCH_ERROR, OpError
+    from controller.exitcodes import SWITCH_ERROR, OpError
 
     out = h.wait(timeout)
     via = {"pid": h.controller.pid, "election_id": h.controller.election_id, **out.to_json()}

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from typing import Any
 
-from controller import fabricops
+from controller import exitcodes, planning
+from controller.model import lookup
 from controller.model.failures import Failure, LinkDown
 from controller.routes import Fabric, Options
 from controller.plan.p4names import Program
@@ -125,7 +126,7 @@ class Healer:
                 return
             try:
                 self.tick()
-            except (StateLocked, fabricops.OpError, StoreError) as e:
+            except (StateLocked, exitcodes.OpError, StoreError) as e:
                 if str(e) != self._last_error:
                     self.emit("heal_error", error=str(e))
                 self._last_error = str(e)
@@ -169,7 +170,7 @@ class Healer:
                           count=len(new))
             for f in m.held:
                 what = {"link": [f.t0, f.t1]} if isinstance(f, LinkDown) else {"port": [f.t0, f.port]}  # type: ignore[union-attr]
-                self.emit("restore_held", **what, failure=fabricops.describe_failure(self.topo, f), by="operator",
+                self.emit("restore_held", **what, failure=lookup.describe_failure(self.topo, f), by="operator",
                           why="probes came back, but an operator recorded this failure: it stays until 'fabricctl restore'")
             changed = m.record != self.recorded
             self.recorded = m.record
@@ -203,7 +204,7 @@ class Healer:
         return sorted(self._full)
 
     def _described(self, failures: Mapping[Failure, Origin]) -> dict[str, Origin]:
-        return {fabricops.describe_failure(self.topo, f): o for f, o in sorted(failures.items(), key=str)}
+        return {lookup.describe_failure(self.topo, f): o for f, o in sorted(failures.items(), key=str)}
 
     # --- writing -------------------------------------------------------------------------------
     def _fabric(self, failures: frozenset[Failure]) -> Fabric:
@@ -211,7 +212,7 @@ class Healer:
         if f is None:
             if len(self._fabrics) > 64:
                 self._fabrics.clear()
-            f = self._fabrics[failures] = fabricops.fabric(self.topo, self.program, failures, self.options)
+            f = self._fabrics[failures] = planning.fabric(self.topo, self.program, failures, self.options)
         return f
 
     def _write_deltas(self, old: frozenset[Failure], new: frozenset[Failure]) -> None:
@@ -220,9 +221,9 @@ class Healer:
         in full later."""
         t0 = time.monotonic()
         change = PlanChange(self._fabric(old), self._fabric(new))
-        down = fabricops.down_switches(new)
+        down = planning.down_switches(new)
         # a switch back from a recorded failure holds whatever it held when it failed: all of it is compared
-        self._full |= fabricops.down_switches(old) - down
+        self._full |= planning.down_switches(old) - down
         written: dict[str, int] = {}
         jobs: dict[str, Any] = {}
         for name, s in sorted(self.sessions.items()):
@@ -230,7 +231,7 @@ class Healer:
                 continue
             try:
                 delta = s.plan_delta(change)
-            except (ValueError, LookupError, fabricops.OpError) as e:  # a plan this switch cannot hold
+            except (ValueError, LookupError, exitcodes.OpError) as e:  # a plan this switch cannot hold
                 self.emit("delta_failed", switch=name, error=str(e))
                 self._full.add(name)
                 continue
@@ -268,7 +269,7 @@ class Healer:
                          reach_silent: bool = False) -> dict[str, Exception]:
         """Read back and write the difference on each switch (not one recorded down: the one-shot commands leave it
         alone too), all at once under one deadline; the errors, per switch (each stays for a full reconcile)."""
-        down = fabricops.down_switches(failures)
+        down = planning.down_switches(failures)
         fabric = self._fabric(failures)
         jobs = {h.name: (lambda t, h=h: (time.monotonic(), h.reconcile(fabric, t))) for h in handles if h.name not in down}
         errors: dict[str, Exception] = {}

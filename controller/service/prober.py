@@ -12,7 +12,7 @@ from concurrent.futures import Future, wait
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from controller import fabricops
+from controller import planning
 from controller.model.failures import Failure, HostPortDown, LinkDown
 from controller.plan.probes import PROBE_SLOTS, advertised_target, parse_probe, probed_host_ports
 from controller.southbound.base import HostAnswer, ProbeError, ProbeIn
@@ -63,7 +63,7 @@ def directions(topo: Topology, hosts: bool = False) -> list[Direction]:
                 out.append(Direction(link, n, 0, leaf.name, leaf.uplinks[j], spine.name, spine.downlinks[leaf.index]))
                 out.append(Direction(link, n, 1, spine.name, spine.downlinks[leaf.index], leaf.name, leaf.uplinks[j]))
     if hosts:
-        sids = fabricops.sid_plan(topo)
+        sids = planning.sid_plan(topo)
         n = len(out) // 2
         for p in range(topo.planes):
             for leaf in topo.t0s(p):

@@ -14,7 +14,8 @@ from pathlib import Path
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from controller import fabricops
+from controller import planning
+from controller.model import lookup
 from controller.model.failures import HostPortDown, LinkDown
 from controller.runtime.p4info import P4Info
 from controller.model.failures import SwitchDown
@@ -125,7 +126,7 @@ class FabricService:
             from controller.southbound.netlink import NetlinkSouthbound
 
             NetlinkSouthbound(lambda n: str(topo.switch(n).netns)).prepare(
-                fabricops.fabric(topo, program, (), options), kernel)
+                planning.fabric(topo, program, (), options), kernel)
         try:
             for sw in topo.switches:
                 self.sessions[sw.name] = self._handle(sw)
@@ -397,7 +398,7 @@ class FabricService:
         members are the same under any failure set; only the groups change)."""
         if self.p4info is None or PATH_COUNTER not in {c.name for c in self.p4info.counters}:
             return {}
-        return path_labels(self.topo, fabricops.sid_plan(self.topo), make_plan(fabricops.fabric(self.topo, self.program, (), self.healer.options)))
+        return path_labels(self.topo, planning.sid_plan(self.topo), make_plan(planning.fabric(self.topo, self.program, (), self.healer.options)))
 
     def view(self) -> dict[str, Any]:
         """What `fabricctl status` shows: sessions, per-link health and last probe, recorded failures."""
@@ -422,7 +423,7 @@ class FabricService:
                              for n, s in self.sessions.items()},
                 "primary": all(s.role_name == "primary" for s in self.sessions.values()),
                 "links": links, "link_changes": dict(self.link_changes),
-                "applied_failures": None if applied is None else [fabricops.describe_failure(self.topo, f) for f in sorted(applied, key=str)],
+                "applied_failures": None if applied is None else [lookup.describe_failure(self.topo, f) for f in sorted(applied, key=str)],
                 "applied": None if applied is None else [failure_to_json(f) for f in sorted(applied, key=str)],
                 "recorded": [{**failure_to_json(f), "by": by} for f, by in sorted(recorded.items(), key=str)],
                 "read_mono_ns": self.healer.read_mono_ns, "pending": self.healer.pending,

@@ -2,16 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
-from controller.fabricops import Outcome, Push
+from controller.exitcodes import OK, PIPELINE, SWITCH_ERROR
+from controller.plan.delta import Changes
 from controller.routes import Fabric
 from controller.model.topology import Switch
 
 # Called once per switch as it finishes: (switch name, its result or None, its error or None).
 Progress = Callable[[str, Any, BaseException | None], None]
+
+# How a pipeline that is not the program's is met: never pushed, pushed where a device has none, always replaced.
+Push = Literal["never", "missing", "force"]
+
+
+@dataclass
+class Outcome:
+    """What happened on one switch: the delta (applied, or only found) and pipeline action, or an error."""
+
+    name: str
+    delta: Changes[Any] | None = None  # a P4Runtime Delta (entities) or the kernel's RouteDelta (routes)
+    pipeline: str = "kept"  # kept | pushed | would push
+    primary: bool = True
+    error: str | None = None
+    code: int = OK
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def exit_code(outcomes: Iterable[Outcome]) -> int:
+    """PIPELINE if any switch failed on its pipeline or primary role, else SWITCH_ERROR if any failed."""
+    codes = {o.code for o in outcomes if not o.ok}
+    return PIPELINE if PIPELINE in codes else SWITCH_ERROR if codes else OK
 
 
 @dataclass
@@ -74,7 +100,7 @@ class Southbound(Protocol):
         ...
 
     def prepare(self, fabric: Fabric, switches: Sequence[Switch]) -> Batch:
-        """The switches' plans under `fabric`, checked before any switch is contacted: controller.fabricops.OpError (one
+        """The switches' plans under `fabric`, checked before any switch is contacted: controller.exitcodes.OpError (one
         line naming the switch and what its data plane cannot do) when one cannot hold its plan."""
         ...
 

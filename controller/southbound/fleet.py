@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from controller import fabricops
+from controller import exitcodes
+from controller.southbound.base import Batch, Outcome, Progress, Push, Southbound
 from controller.model.topology import Switch, Topology
 from controller.programs.toolchain import Artifacts
 from controller.routes import Fabric
 from controller.runtime.p4info import P4Info
-from controller.southbound.base import Batch, Progress, Southbound
 
 Kind = Literal["netlink", "p4runtime"]
 
@@ -41,8 +41,8 @@ def require_p4runtime(topo: Topology, names: Iterable[str], what: str) -> None:
     for name in names:
         sw = topo.switch(name)
         if kind_of(sw) != "p4runtime":
-            raise fabricops.OpError(f"{what} needs P4Runtime switches: {sw.name} is on the kernel data plane "
-                              f"(network namespace {sw.netns}), programmed over netlink (docs/kernel.md)", fabricops.BAD_INPUT)
+            raise exitcodes.OpError(f"{what} needs P4Runtime switches: {sw.name} is on the kernel data plane "
+                              f"(network namespace {sw.netns}), programmed over netlink (docs/kernel.md)", exitcodes.BAD_INPUT)
 
 
 @dataclass
@@ -56,9 +56,9 @@ class Prepared:
     def __post_init__(self) -> None:
         self._of = {n: b for b in self.batches for n in b.names}
 
-    def run(self, *, dry_run: bool, push: fabricops.Push, progress: Progress | None = None) -> list[fabricops.Outcome]:
+    def run(self, *, dry_run: bool, push: Push, progress: Progress | None = None) -> list[Outcome]:
         """Every switch read back and reconciled (dry_run: only compared) by its southbound; in the order given."""
-        out: dict[str, fabricops.Outcome] = {}
+        out: dict[str, Outcome] = {}
         for batch in self.batches:
             out.update(batch.run(dry_run=dry_run, push=push, progress=progress))
         return [out[n] for n in self.names]

@@ -23,11 +23,11 @@ from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REPLACE,
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl import RTM_DELROUTE, RTM_GETROUTE, RTM_NEWROUTE
 
-from controller import fabricops
+from controller import exitcodes
+from controller.southbound.base import DataPlaneError, Outcome, Progress, Push, SwitchSync
 from controller.routes import Fabric
 from controller.model.sids import fmt_v6
 from controller.southbound import seg6nl
-from controller.southbound.base import DataPlaneError, Progress, SwitchSync
 from controller.southbound.kroutes import (
     MAIN_TABLE,
     Behaviour,
@@ -222,14 +222,14 @@ class NetlinkBatch:
     switches: list[Switch]
     routes: dict[str, list[Route]]
 
-    def run(self, *, dry_run: bool, push: fabricops.Push = "never", progress: Progress | None = None
-            ) -> dict[str, fabricops.Outcome]:
+    def run(self, *, dry_run: bool, push: Push = "never", progress: Progress | None = None
+            ) -> dict[str, Outcome]:
         """`push` is P4Runtime's (a pipeline): a namespace has none, so it is ignored."""
-        out: dict[str, fabricops.Outcome] = {}
+        out: dict[str, Outcome] = {}
         for sw in self.switches:
             sync = self.southbound._sync(sw, lambda: self.routes[sw.name], dry_run)
-            out[sw.name] = (fabricops.Outcome(sw.name, sync.detail["delta"]) if sync.ok
-                            else fabricops.Outcome(sw.name, error=sync.error, code=fabricops.SWITCH_ERROR))
+            out[sw.name] = (Outcome(sw.name, sync.detail["delta"]) if sync.ok
+                            else Outcome(sw.name, error=sync.error, code=exitcodes.SWITCH_ERROR))
             if progress is not None:
                 progress(sw.name, out[sw.name], None)
         return out
@@ -274,8 +274,8 @@ class NetlinkSouthbound:
             try:
                 routes[sw.name] = switch_routes(fabric, sw)
             except KernelPlanError as e:
-                raise fabricops.OpError(f"{sw.name} is on the kernel data plane (namespace {self.netns_of(sw.name)}): {e}",
-                                  fabricops.BAD_INPUT) from None
+                raise exitcodes.OpError(f"{sw.name} is on the kernel data plane (namespace {self.netns_of(sw.name)}): {e}",
+                                  exitcodes.BAD_INPUT) from None
         return NetlinkBatch(self, [s.name for s in switches], list(switches), routes)
 
     def install(self, fabric: Fabric, sw: Switch, *, dry_run: bool = False) -> SwitchSync:

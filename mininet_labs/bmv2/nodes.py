@@ -2,7 +2,7 @@
 hosts as Mininet hosts, switch ports as root-namespace veths named `<tag><switch>-eth<port>` (mininet_labs.topo).
 
 Mininet's object lives in the process that ran `start`, so a lab of these nodes needs a holder process
-(`holder`: mininet_labs.headless runs it in the background). Pipelines and plans go over P4Runtime (controller.fabricops).
+(`holder`: mininet_labs.headless runs it in the background). Pipelines and plans go over P4Runtime (controller.southbound.p4runtime).
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from controller import fabricops
+from controller import topofile
+from controller.runtime import encoding
+from controller.southbound import p4runtime
+from controller.southbound.base import Outcome, Push
 from controller.model.topology import Topology
-from controller.fabricops import Outcome
 from controller.programs.toolchain import Artifacts
 from controller.plan.fabricplan import plan as make_plan
 from controller.routes import Fabric
@@ -82,7 +84,7 @@ class Bmv2Nodes:
                 raise LabError(str(e)) from None
             self._server_tls = ServerTls(pki.server_cert, pki.server_key, client_ca=pki.ca)
             client = TlsConfig(pki.ca, pki.client_cert, pki.client_key)
-        return fabricops.replace_tls(model, lambda s: client)
+        return topofile.replace_tls(model, lambda s: client)
 
     def running(self, state: LabState) -> bool:
         return alive(state.pid) and state.pid != os.getpid()
@@ -163,12 +165,12 @@ class Bmv2Nodes:
 
     # --- the southbound ----------------------------------------------------------------------------
     def sync(self, model: Topology, fabric: Fabric, names: Sequence[str], *, program: str,
-             p4info: Callable[[], Any], election_id: int, timeout: float, push: fabricops.Push,
+             p4info: Callable[[], Any], election_id: int, timeout: float, push: Push,
              dry_run: bool) -> dict[str, Outcome]:
-        """The plan of `fabric` encoded for the program (ops.encode), then ops.sync on the named switches."""
+        """The plan of `fabric` encoded for the program (encoding.encode), then p4runtime.sync on the named switches."""
         artifacts, info = Artifacts.of(program), p4info()
-        encoded = fabricops.encode(make_plan(fabric), names, info, str(artifacts.p4info))
-        return fabricops.sync(model, encoded, artifacts, info, election_id=election_id, timeout=timeout,
+        encoded = encoding.encode(make_plan(fabric), names, info, str(artifacts.p4info))
+        return p4runtime.sync(model, encoded, artifacts, info, election_id=election_id, timeout=timeout,
                         dry_run=dry_run, push=push)
 
     def routes(self, model: Topology, name: str) -> list[Any]:

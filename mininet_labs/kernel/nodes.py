@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from controller import fabricops
+from controller import exitcodes, planning
+from controller.southbound.base import Outcome, Push
 from controller.model.topology import Topology
-from controller.fabricops import Outcome
 from controller.routes import Fabric
 from controller.southbound.kroutes import LOCAL_DEV, intf, link_local
 from mininet_labs import traffic as tr
@@ -163,7 +163,7 @@ class NetnsNodes:
                                                                       dict[str, str]]:
         """Per switch namespace: sysctls and an `ip -batch` text (MACs, MTUs, links up, permanent neighbours: no
         ND in the fabric), and the SR-domain boundary's nft rules at each leaf's host ports (boundary.py)."""
-        sids = fabricops.sid_plan(model)
+        sids = planning.sid_plan(model)
         scripts: dict[str, tuple[Sequence[str], str]] = {}
         rules: dict[str, str] = {}
         for p in range(model.planes):
@@ -216,7 +216,7 @@ class NetnsNodes:
 
     # --- the southbound ----------------------------------------------------------------------------
     def sync(self, model: Topology, fabric: Fabric, names: Sequence[str], *, program: str,
-             p4info: Callable[[], Any], election_id: int, timeout: float, push: fabricops.Push,
+             p4info: Callable[[], Any], election_id: int, timeout: float, push: Push,
              dry_run: bool) -> dict[str, Outcome]:
         """Each named switch to its routes under `fabric` over netlink (the switch's record names its namespace)."""
         southbound = self.southbound(model, timeout)
@@ -224,7 +224,7 @@ class NetnsNodes:
         for name in names:
             sync = southbound.install(fabric, model.switch(name), dry_run=dry_run)
             out[name] = (Outcome(name, sync.detail["delta"]) if sync.ok
-                         else Outcome(name, error=sync.error, code=fabricops.SWITCH_ERROR))
+                         else Outcome(name, error=sync.error, code=exitcodes.SWITCH_ERROR))
         return out
 
     @staticmethod

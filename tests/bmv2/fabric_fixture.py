@@ -20,7 +20,8 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner, Result
 
-from controller import fabricops
+from controller import failurerecord, planning, topofile
+from controller.runtime import encoding
 from controller.model import topology
 from controller.southbound.p4runtime import show_entity
 from fabricctl.main import cli
@@ -61,7 +62,7 @@ class FabricLab:
 
     @property
     def state_path(self) -> Path:
-        return self.path.parent / fabricops.STATE_NAME
+        return self.path.parent / failurerecord.STATE_NAME
 
     def connection(self, name: str, election_id: int = READER_ELECTION_ID) -> SwitchConnection:
         """A connected session to one switch (the caller closes it), with our P4Info loaded."""
@@ -108,10 +109,10 @@ class FabricLab:
         self._each(one)
         self.state_path.unlink(missing_ok=True)
 
-    def encoded(self, failures: Iterable[Failure] = ()) -> fabricops.Encoded:
+    def encoded(self, failures: Iterable[Failure] = ()) -> encoding.Encoded:
         """The plan under these failures, encoded for every switch as fabricctl does it."""
-        fab = fabricops.fabric(self.topo, self.artifacts.program, failures)  # type: ignore[arg-type]
-        return fabricops.encode(make_plan(fab), self.names, self.p4info, str(self.artifacts.p4info))
+        fab = planning.fabric(self.topo, self.artifacts.program, failures)  # type: ignore[arg-type]
+        return encoding.encode(make_plan(fab), self.names, self.p4info, str(self.artifacts.p4info))
 
     def desired(self, failures: Iterable[Failure] = ()) -> dict[str, list[Entity]]:
         """Each switch's plan under these failures, in the canonical form a read returns."""
@@ -153,7 +154,7 @@ def start_lab(workdir: Path, topo: Topology, program: str = "srv6_spray", *, tag
             rec["grpc"] = switches[rec["name"]].grpc_address
         path = workdir / "fabric.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        loaded, problems = fabricops.check_topology(path)
+        loaded, problems = topofile.check_topology(path)
         assert loaded is not None, problems
         artifacts = Artifacts.of(program)
         yield FabricLab(loaded, path, switches, artifacts, P4Info.load(artifacts.p4info))

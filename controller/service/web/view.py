@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller import failover, fabricops
+from controller import failover, planning
+from controller.model import lookup
 from controller.model.failures import Failure, HostPortDown, LinkDown, SwitchDown
 from controller.plan.p4names import Program
 from controller.service.status import status_path
@@ -130,7 +131,7 @@ class Snapshots:
         self.sources = sources
         self.store = sources.open()
         self.layout = layout(sources.topo)
-        self._base = fabricops.fabric(sources.topo, sources.program)
+        self._base = planning.fabric(sources.topo, sources.program)
         self._unreachable: dict[frozenset[Failure], dict[str, list[str]]] = {}
         self._rates = PathRates()
         self._lock = threading.Lock()
@@ -211,7 +212,7 @@ class Snapshots:
             "time": now, "topology": topo.name, "program": src.program, "state_file": str(store),
             "state_error": state_error, "store_problem": store_problem, "events_file": events,
             "controller": _controller(status, now),
-            "failures": [{"what": fabricops.describe_failure(topo, f),
+            "failures": [{"what": lookup.describe_failure(topo, f),
                           "by": "detector" if by == DETECTOR else "operator"} for f, by in sorted(recorded.items(), key=str)],
             "links": links, "host_ports": ports, "switches": switches,
             "unreachable": self.unreachable(frozenset(recorded)) if state_error is None else {},

@@ -20,7 +20,9 @@ from ipaddress import IPv6Address
 import grpc
 import pytest
 
-from controller import failover, fabricops
+from controller import exitcodes, failover, failurerecord, planning
+from controller.southbound import p4runtime
+from controller.southbound.base import Outcome
 from controller.model import topology
 from controller.runtime.codec import canonical, encode_entity
 from controller.southbound.p4runtime import show_entity
@@ -46,11 +48,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FabricLab]:
     yield from start_lab(tmp_path_factory.mktemp("fabric"), topology.build(2, 2, 2, 2, name="ctl_lab"))
 
 
-def install(lab: FabricLab, election_id: int = 1) -> dict[str, fabricops.Outcome]:
+def install(lab: FabricLab, election_id: int = 1) -> dict[str, Outcome]:
     """What `fabricctl install` does: encode the plan under the recorded failures, then sync
     every switch (push the pipeline where there is none, reconcile to the plan)."""
-    encoded = lab.encoded(fabricops.load_failures(lab.topo, lab.state_path))
-    return fabricops.sync(lab.topo, encoded, lab.artifacts, lab.p4info, election_id=election_id, timeout=10,
+    encoded = lab.encoded(failurerecord.load_failures(lab.topo, lab.state_path))
+    return p4runtime.sync(lab.topo, encoded, lab.artifacts, lab.p4info, election_id=election_id, timeout=10,
                     dry_run=False, push="missing")
 
 
@@ -71,8 +73,8 @@ def canonical_delta(lab: FabricLab, d: Delta) -> Delta:
 def planned_delta(lab: FabricLab, old: frozenset, new: frozenset) -> dict[str, Delta]:
     """failover.delta between two failure sets, per switch, in read-back form."""
     program = lab.artifacts.program  # a checked program name
-    moved = failover.delta(fabricops.fabric(lab.topo, program, old),  # type: ignore[arg-type]
-                           fabricops.fabric(lab.topo, program, new))  # type: ignore[arg-type]
+    moved = failover.delta(planning.fabric(lab.topo, program, old),  # type: ignore[arg-type]
+                           planning.fabric(lab.topo, program, new))  # type: ignore[arg-type]
     return {n: canonical_delta(lab, d) for n, d in moved.items()}
 
 
@@ -288,7 +290,7 @@ def test_a_lower_election_id_cannot_write_while_the_primary_is_connected(lab: Fa
         # fabricctl with a lower id (not 5: two controllers with one id is another error): exit 4
         # naming the switch and the option, nothing written
         result = lab.cli("--election-id", "4", "install", LEAF)
-        assert result.exit_code == fabricops.PIPELINE, result.stderr
+        assert result.exit_code == exitcodes.PIPELINE, result.stderr
         assert result.stderr.splitlines()[0] == (
             f"error: {LEAF}: not primary for device {sw.device_id} on {sw.grpc_addr}: another controller holds "
             "an election id above 4 (see --election-id)")

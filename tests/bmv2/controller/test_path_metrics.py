@@ -11,7 +11,7 @@ from collections import Counter
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
-from controller import fabricops
+from controller import planning
 from controller.plan.fabricplan import plan
 from controller.runtime.reconcile import apply
 from controller.service.metrics import Metrics
@@ -30,8 +30,8 @@ def free_port() -> int:
 
 def test_path_packets_are_exported_per_path_with_the_counts_the_uplinks_carried(spray):
     topo = default_topology()
-    sids = fabricops.sid_plan(topo)
-    whole = plan(fabricops.fabric(topo, "srv6_spray"))
+    sids = planning.sid_plan(topo)
+    whole = plan(planning.fabric(topo, "srv6_spray"))
     labels = path_labels(topo, sids, whole)[LEAF]
     assert labels == {0: PathLabel(0, "p0-t1-0", "fcbb:bb00:1::/48+dst"), 1: PathLabel(0, "p0-t1-1", "fcbb:bb00:2::/48+dst")}
     apply(spray.conn, whole[LEAF])
@@ -65,8 +65,8 @@ def test_path_packets_are_exported_per_path_with_the_counts_the_uplinks_carried(
 
 def test_a_path_never_used_is_exported_as_zero(spray):
     topo = default_topology()
-    whole = plan(fabricops.fabric(topo, "srv6_spray"))
-    labels = path_labels(topo, fabricops.sid_plan(topo), whole)["p1-t0-1"]
+    whole = plan(planning.fabric(topo, "srv6_spray"))
+    labels = path_labels(topo, planning.sid_plan(topo), whole)["p1-t0-1"]
     apply(spray.conn, whole["p1-t0-1"])
     cells = spray.conn.read_counter_cells(PATH_COUNTER, labels)
     assert [(c.index, c.packets, c.bytes) for c in cells] == [(0, 0, 0), (1, 0, 0)]

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller import fabricops
+from controller import planning
+from controller.runtime import encoding
 from controller.model import topology
 from controller.plan.entries import Entity
 from controller.model.failures import LinkDown
@@ -81,7 +82,7 @@ def leaf_plan() -> tuple[P4Info, list[Entity]]:
     """What a leaf of a small fabric holds: routes, members, groups (in read-back form)."""
     p4info = P4Info.load(ARTIFACTS.p4info)
     topo = topology.build(1, 2, 1, 2)
-    encoded = fabricops.encode(make_plan(fabricops.fabric(topo, "srv6_spray")), [LEAF], p4info, "srv6_spray")
+    encoded = encoding.encode(make_plan(planning.fabric(topo, "srv6_spray")), [LEAF], p4info, "srv6_spray")
     return p4info, encoded.desired[LEAF]
 
 
@@ -303,7 +304,7 @@ def test_fabricctl_and_shell_over_tcp_with_mutual_tls(tmp_path: Path, pki: Pki) 
         assert command.stdout.split()[-7:] == ["--ssl", "--cacert", str(pki.ca), "--cert", str(pki.client_cert),
                                                "--private-key", str(pki.client_key)]
         routes = "IngressPipe.routing.routes_v6"
-        want = sum(1 for e in fabricops.encode(make_plan(fabricops.fabric(topo, "srv6_spray")), [LEAF],
+        want = sum(1 for e in encoding.encode(make_plan(planning.fabric(topo, "srv6_spray")), [LEAF],
                                          P4Info.load(ARTIFACTS.p4info), "").desired[LEAF]
                    if getattr(e, "table", None) == routes)
         shell = fabricctl("shell", LEAF, stdin=f"print('ROUTES', len(list(TableEntry('{routes}').read())))\n")

@@ -315,7 +315,7 @@ def test_the_services_full_reconcile_also_turns_off_thresholds_the_plan_does_not
     """`fabricctl run` reconciles a switch in full when its session becomes primary (a restart, a
     takeover): like `install`, with the resets, so thresholds left on the switch go back to off."""
 
-    from controller.fabricops import fabric
+    from controller.planning import fabric
     from controller.service.sessions import Session
     from controller.plan.fabricplan import plan
     from controller.runtime.reconcile import apply

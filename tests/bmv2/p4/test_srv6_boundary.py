@@ -160,7 +160,7 @@ def test_a_host_packet_whose_hop_limit_would_expire_at_the_leaf_is_dropped(spray
 
 def _leaf_plan(host_source_routing: bool):
     """The controller's plan of leaf p0-t0-0 of the default lab (host ports 1, 2; uplinks 3, 4)."""
-    from controller.fabricops import fabric, sid_plan
+    from controller.planning import fabric, sid_plan
     from controller.plan.fabricplan import plan
     from controller.routes import Options
     from mininet_labs.labstate import default_topology

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from typing import Any
 
-from controller import fabricops
+from controller import planning
 from controller.failover import load_origins
 from controller.model.failures import LinkDown
 from controller.southbound.kroutes import Nexthop, intf, link_local, pulled_nexthops, switch_routes
@@ -36,7 +36,7 @@ IN_SYNC = {"missing": 0, "extra": 0, "differing": 0, "in_sync": True}
 
 
 def test_install_is_idempotent_and_status_compares_routes_read_back(lab: Any) -> None:
-    plan = {s.name: switch_routes(fabricops.fabric(lab.model, "srv6_spray"), s) for s in lab.model.switches}
+    plan = {s.name: switch_routes(planning.fabric(lab.model, "srv6_spray"), s) for s in lab.model.switches}
     for _ in range(2):
         out = fabricctl(lab, "install")
         assert out.returncode == 0, out.stderr

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller import fabricops
+from controller import planning
 from controller.plan.evs import host_evs
 from endpoint import lab as ep
 from endpoint.scenarios import Schedule, compare
@@ -21,7 +21,7 @@ PORT_TX = "FabricEgress.port_tx"
 
 
 def faulty(lab: Any, src: str, dst: str, t0: str, t1: str) -> set[int]:
-    evs = host_evs(fabricops.fabric(lab.model, "srv6_spray"), src, [dst])[dst]
+    evs = host_evs(planning.fabric(lab.model, "srv6_spray"), src, [dst])[dst]
     return {e.id for e in evs if e.spine_name == t1 and t0 in (e.src_leaf, e.dst_leaf)}
 
 

@@ -23,7 +23,7 @@ import time
 from collections import Counter, defaultdict
 
 from controller.programs.drops import DROP_REASONS_COUNTER, DropReason
-from controller.fabricops import sid_plan
+from controller.planning import sid_plan
 from mininet_labs import malformed, netns
 from mininet_labs.labstate import CUT_MTU
 from mininet_labs.topo import port_intf

@@ -172,10 +172,10 @@ def _check_failure_result(r, lab):
 
 
 def test_link_failure_pulls_the_segments_and_spares_the_other_qps(lab, traffic_meets):
-    from controller import fabricops
+    from controller.model import lookup
     from mininet_labs.scenarios import link_failure
 
-    met = traffic_meets(fabricops.link(lab.model, "p0-t0-0", "p0-t1-1"))
+    met = traffic_meets(lookup.link(lab.model, "p0-t0-0", "p0-t1-1"))
     r = link_failure(lab, "p0-t0-0", "p0-t1-1", schedule=_schedule())
     assert met["sent_into_cut"] >= 1 and r.summary()["lost_on_failure"] >= met["sent_into_cut"], _told(r)
     assert set(r.tables["segments"]) == {"p0-t0-0", "p0-t0-1", "p0-t1-1"}
@@ -186,10 +186,10 @@ def test_link_failure_pulls_the_segments_and_spares_the_other_qps(lab, traffic_m
 
 
 def test_switch_failure_takes_every_link_of_the_t1(lab, traffic_meets):
-    from controller import fabricops
+    from controller.model import lookup
     from mininet_labs.scenarios import switch_failure
 
-    met = traffic_meets(fabricops.switch_failure(lab.model, "p0-t1-1"))
+    met = traffic_meets(lookup.switch_failure(lab.model, "p0-t1-1"))
     r = switch_failure(lab, "p0-t1-1", schedule=_schedule())
     # Every packet a leaf sent into the cut spine is lost: the QPs on the failure lost at least those.
     assert met["sent_into_cut"] >= 1 and r.summary()["lost_on_failure"] >= met["sent_into_cut"], _told(r)

@@ -17,7 +17,8 @@ from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
-from controller import fabricops
+from controller import planning
+from controller.model import lookup
 from fabricctl.main import cli
 from controller.plan.evs import Ev, export, host_evs, load_export
 from controller.plan.fabricplan import plan
@@ -77,7 +78,7 @@ def plan_carriers(f: Fabric, src_host: str, dst_host: str) -> set[int]:
 @pytest.mark.parametrize("failures", [(), (("p0-t0-0", "p0-t1-1"),), (("p1-t0-1", "p1-t1-0"), ("p0-t0-1", "p0-t1-0"))])
 def test_ev_carriers_are_the_plans_carriers(failures):
     topo = load(LAB)
-    f = fabricops.fabric(topo, "srv6_spray", [fabricops.link(topo, a, b) for a, b in failures])
+    f = planning.fabric(topo, "srv6_spray", [lookup.link(topo, a, b) for a, b in failures])
     for src, dst in (("h0", "h2"), ("h3", "h1"), ("h1", "h2")):
         evs = host_evs(f, src, [dst])[dst]
         got = {int(ipaddress.IPv6Address(e.carrier)) for e in evs}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from controller import fabricops
+from controller import planning
 from controller.model.sids import fmt_v6
 from controller.model.topology import from_dict, to_dict
 from mininet_labs import frames, roce
@@ -56,7 +56,7 @@ def _marked(got: dict[str, list[dict[str, str]]]) -> list[bytes]:
 def test_a_host_sends_nothing_for_the_sr_domain_and_only_from_its_own_address(lab: Any, tmp_path: Path) -> None:
     from scapy.layers.inet6 import IPv6ExtHdrSegmentRouting
 
-    fabric = fabricops.fabric(lab.model, "srv6_spray")
+    fabric = planning.fabric(lab.model, "srv6_spray")
     me, peer = lab.host("h0").nic(0), lab.host("h2").nic(0)
     carrier = fmt_v6(fabric.sids.carrier((fabric.sids.t1_usid(0, 1), fabric.sids.t0_usid(0, 1), fabric.sids.dt6_usid(0))))
     plain = roce.roce_v6(me.v6, peer.v6, 0x333, 0, sport=50600, smac=me.mac, dmac=me.gateway_mac,
@@ -91,7 +91,7 @@ def test_endpoint_mode_host_written_carriers_reach_the_host(endpoint_lab: Any, t
     from controller.plan import evs
 
     lab = endpoint_lab
-    fabric = fabricops.fabric(lab.model, "srv6_spray")
+    fabric = planning.fabric(lab.model, "srv6_spray")
     ev = evs.host_evs(fabric, "h0", ["h2"])["h2"][1]  # plane 0, spine 1
     assert (ev.plane, ev.spine) == (0, 1)
     sids = fabric.sids

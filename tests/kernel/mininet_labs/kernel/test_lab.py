@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from controller import fabricops
+from controller import planning
 from controller.model.failures import LinkDown
 from controller.southbound.kroutes import Nexthop, intf, link_local, switch_routes
 from mininet_labs import roce
@@ -105,7 +105,7 @@ def test_flows_are_sprayed_over_both_spines(lab: Any, tmp_path: Path) -> None:
 
 
 def test_routes_read_back_equal_the_plan(lab: Any) -> None:
-    fabric = fabricops.fabric(lab.model, "srv6_spray")
+    fabric = planning.fabric(lab.model, "srv6_spray")
     for sw in lab.model.switches:
         assert lab.routes(sw.name) == switch_routes(fabric, sw), sw.name
     outcomes = lab.install(dry_run=True)
@@ -178,8 +178,8 @@ def test_down_removes_its_namespaces_and_only_those(kernel_ready: None, tmp_path
 
 
 def test_southbound_failure_delta_pulls_the_segments_without_reading_first(lab: Any) -> None:
-    healthy = fabricops.fabric(lab.model, "srv6_spray")
-    failed = fabricops.fabric(lab.model, "srv6_spray", [LinkDown("p0-t0-0", "p0-t1-1")])
+    healthy = planning.fabric(lab.model, "srv6_spray")
+    failed = planning.fabric(lab.model, "srv6_spray", [LinkDown("p0-t0-0", "p0-t1-1")])
     leaf1 = lab.model.switch("p0-t0-1")
     out = lab.nodes.southbound(lab.model).apply_failure(healthy, failed, leaf1)
     assert out.ok and (out.inserts, out.modifies, out.deletes) == (0, 1, 0)

@@ -16,7 +16,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from controller.model import congestion
-from controller import fabricops
+from controller import planning
 from fabricctl import options
 from fabricctl.main import cli
 from controller.plan.entries import TableEntry
@@ -66,11 +66,11 @@ def test_the_topology_key_puts_the_thresholds_on_every_switch_and_round_trips() 
     topo = from_dict({**to_dict(TOPO), "congestion": {"ecn_qdepth": 20, "trim_qdepth": 48, "trim_dscp": 10}})
     assert topo.congestion == congestion.Thresholds(20, 48, 10)
     assert from_dict(to_dict(topo)).congestion == topo.congestion
-    p = plan(fabricops.fabric(topo, SPRAY))
+    p = plan(planning.fabric(topo, SPRAY))
     assert all([e for e in p[s.name] if isinstance(e, TableEntry) and e.table == THRESHOLDS] == [thresholds(20, 48, 10)]
                for s in topo.switches)
     assert "congestion" not in to_dict(TOPO)
-    assert not any(isinstance(e, TableEntry) and e.table == THRESHOLDS for es in plan(fabricops.fabric(TOPO, SPRAY)).values()
+    assert not any(isinstance(e, TableEntry) and e.table == THRESHOLDS for es in plan(planning.fabric(TOPO, SPRAY)).values()
                    for e in es)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller import fabricops
+from controller import planning
 from controller.plan.entries import Exact, TableEntry
 from controller.failover import delta, with_failures
 from controller.model.failures import HostPortDown
@@ -100,9 +100,9 @@ def test_the_topology_key_turns_endpoint_mode_on_for_the_cli_plans() -> None:
     assert "host_source_routing" not in doc
     on = from_dict({**doc, "host_source_routing": True})
     assert on.host_source_routing and to_dict(on)["host_source_routing"] is True
-    assert fabricops.fabric(on, SPRAY).options.host_source_routing
-    assert not fabricops.fabric(TOPO, SPRAY).options.host_source_routing
-    assert fabricops.fabric(TOPO, SPRAY, options=Options(host_source_routing=True)).options.host_source_routing
+    assert planning.fabric(on, SPRAY).options.host_source_routing
+    assert not planning.fabric(TOPO, SPRAY).options.host_source_routing
+    assert planning.fabric(TOPO, SPRAY, options=Options(host_source_routing=True)).options.host_source_routing
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None, [True]])

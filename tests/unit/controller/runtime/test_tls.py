@@ -14,7 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from controller import fabricops
+from controller import topofile
 from controller.runtime import tls
 from controller.model import topology
 from fabricctl.main import cli
@@ -81,7 +81,7 @@ def test_fabric_wide_and_per_switch_settings_with_paths_relative_to_the_topology
     assert got[OTHER] is None
     assert got["p1-t0-0"] == TlsConfig(pki.ca, fabric.cert, fabric.key)
     assert {got[n] for n in got if n not in (LEAF, OTHER, "p1-t0-0")} == {fabric}
-    assert fabricops.check_topology(path)[0] == topo
+    assert topofile.check_topology(path)[0] == topo
     # the document form names every switch's own setting, absolute, and reads back the same
     assert {s.name: s.tls for s in topology.from_dict(topology.to_dict(topo)).switches} == got
     assert run("--topology", str(path), "topo", "validate").exit_code == 0

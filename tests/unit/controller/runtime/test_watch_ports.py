@@ -94,16 +94,16 @@ def test_every_leaf_group_member_watches_its_uplink_in_both_programs_when_asked(
 
 def test_watch_ports_are_off_unless_the_options_or_the_topology_file_turn_them_on() -> None:
     """Stock bmv2 dies (SIGFPE) when every member of a group is down: watching is asked for, never a default."""
-    from controller import fabricops
+    from controller import planning
     from controller.model.topology import from_dict, to_dict
 
     topo = load(LAB)
     assert not topo.watch_ports
-    assert all(not g.watch_ports for s in topo.switches for g in _groups(plan(fabricops.fabric(topo, "srv6_spray")), s.name))
+    assert all(not g.watch_ports for s in topo.switches for g in _groups(plan(planning.fabric(topo, "srv6_spray")), s.name))
     on = from_dict({**to_dict(topo), "watch_ports": True})
     assert on.watch_ports and to_dict(on)["watch_ports"] is True
     leaf = on.t0(0, 0)
-    assert _groups(plan(fabricops.fabric(on, "srv6_spray")), leaf.name)[0].watch_ports == ((1, leaf.uplinks[0]),
+    assert _groups(plan(planning.fabric(on, "srv6_spray")), leaf.name)[0].watch_ports == ((1, leaf.uplinks[0]),
                                                                                       (2, leaf.uplinks[1]))
     with pytest.raises(ValueError, match="watch_ports must be true or false, got 'yes'"):
         from_dict({**to_dict(topo), "watch_ports": "yes"})

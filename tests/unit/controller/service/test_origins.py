@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from controller.state import statefile
 from fabricctl.main import cli
-from controller.fabricops import failure_change
+from controller.planning import failure_change
 from controller.failover import load_origins, load_state, save_state
 from controller.model.failures import HostPortDown, LinkDown, SwitchDown
 from controller.southbound.base import PlanChange

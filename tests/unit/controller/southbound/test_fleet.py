@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller import fabricops
+from controller import exitcodes, planning
 from controller.model.topology import TopologyError, from_dict, load, to_dict
 from controller.model.congestion import Thresholds
 from controller.southbound import fleet
@@ -82,7 +82,7 @@ def test_two_switches_in_one_namespace_are_refused() -> None:
 def test_prepare_groups_switches_by_southbound_and_loads_the_p4info_only_for_p4runtime_ones() -> None:
     topo = from_dict(_doc(ALL_NS))
     f = fleet.Fleet(topo, "srv6_spray", election_id=1, timeout=1.0, p4info=_no_p4info)
-    fabric = fabricops.fabric(topo, "srv6_spray")
+    fabric = planning.fabric(topo, "srv6_spray")
     ready = f.prepare(fabric, ["p0-t0-0", "p0-t1-1"])  # all netlink: no P4Info needed
     assert ready.names == ["p0-t0-0", "p0-t1-1"]
     (batch,) = ready.batches
@@ -94,9 +94,9 @@ def test_prepare_groups_switches_by_southbound_and_loads_the_p4info_only_for_p4r
     mixed = from_dict(_doc({"p0-t0-0": "sf-t-p0-t0-0"}))
     g = fleet.Fleet(mixed, "srv6_spray", election_id=1, timeout=1.0, p4info=_no_p4info)
     assert fleet.kind_of(mixed.switch("p0-t0-0")) == "netlink"
-    g.prepare(fabricops.fabric(mixed, "srv6_spray"), ["p0-t0-0"])  # the netlink one alone: fine
+    g.prepare(planning.fabric(mixed, "srv6_spray"), ["p0-t0-0"])  # the netlink one alone: fine
     with pytest.raises(Unloadable):  # a P4Runtime switch among them: its southbound loads the P4Info
-        g.prepare(fabricops.fabric(mixed, "srv6_spray"), ["p0-t0-0", "p0-t0-1"])
+        g.prepare(planning.fabric(mixed, "srv6_spray"), ["p0-t0-0", "p0-t0-1"])
 
 
 def test_what_the_kernel_cannot_do_is_refused_naming_the_switch_before_any_contact() -> None:
@@ -105,13 +105,13 @@ def test_what_the_kernel_cannot_do_is_refused_naming_the_switch_before_any_conta
     import dataclasses
 
     ecn = dataclasses.replace(topo, congestion=Thresholds(ecn_qdepth=10))
-    with pytest.raises(fabricops.OpError) as e:
-        f.prepare(fabricops.fabric(ecn, "srv6_spray"), ["p0-t1-1"])
-    assert e.value.code == fabricops.BAD_INPUT
+    with pytest.raises(exitcodes.OpError) as e:
+        f.prepare(planning.fabric(ecn, "srv6_spray"), ["p0-t1-1"])
+    assert e.value.code == exitcodes.BAD_INPUT
     assert str(e.value) == ("p0-t1-1 is on the kernel data plane (namespace sf-t-p0-t1-1): ECN marking and trimming "
                             "thresholds are P4 egress features: the kernel data plane has neither")
-    with pytest.raises(fabricops.OpError) as e:
-        f.prepare(fabricops.fabric(topo, "eecmp_qp_hash"), ["p0-t0-0"])
+    with pytest.raises(exitcodes.OpError) as e:
+        f.prepare(planning.fabric(topo, "eecmp_qp_hash"), ["p0-t0-0"])
     assert str(e.value).startswith("p0-t0-0 is on the kernel data plane (namespace sf-t-p0-t0-0): the kernel data "
                                    "plane runs srv6_spray's plan, not eecmp_qp_hash")
 
@@ -119,11 +119,11 @@ def test_what_the_kernel_cannot_do_is_refused_naming_the_switch_before_any_conta
 def test_p4runtime_only_features_name_the_first_switch_in_a_namespace() -> None:
     topo = from_dict(_doc({"p0-t0-1": "sf-t-p0-t0-1"}))
     fleet.require_p4runtime(topo, ["p0-t0-0", "p1-t1-0"], "the shell")  # P4Runtime switches: nothing said
-    with pytest.raises(fabricops.OpError) as e:
+    with pytest.raises(exitcodes.OpError) as e:
         fleet.require_p4runtime(topo, [s.name for s in topo.switches], "the shell")
     assert str(e.value) == ("the shell needs P4Runtime switches: p0-t0-1 is on the kernel data plane (network "
                             "namespace sf-t-p0-t0-1), programmed over netlink (docs/kernel.md)")
-    assert e.value.code == fabricops.BAD_INPUT
+    assert e.value.code == exitcodes.BAD_INPUT
 
 
 def test_the_kernel_lab_names_every_switch_namespace_in_its_topology(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller import fabricops
+from controller import planning
 from controller.model.failures import LinkDown, SwitchDown
 from controller.routes import Options
 from controller.plan.options import Pin
@@ -20,7 +20,7 @@ def _texts(fabric, name):  # type: ignore[no-untyped-def]
 
 
 def test_leaf_routes_are_the_plan_carriers() -> None:
-    assert _texts(fabricops.fabric(TOPO, "srv6_spray"), "p1-t0-0") == [
+    assert _texts(planning.fabric(TOPO, "srv6_spray"), "p1-t0-0") == [
         "fcbb:bb00:1001::/48 via fe80::5f:1ff:fe01:0 dev eth3",
         "fcbb:bb00:1002::/48 via fe80::5f:1ff:fe01:1 dev eth4",
         "fcbb:bb00:1400:1c00::/64 encap seg6local action End.DX6 nh6 fd00:1::1 dev sr0",
@@ -36,7 +36,7 @@ def test_leaf_routes_are_the_plan_carriers() -> None:
 
 
 def test_spine_routes_shift_and_route_leaf_uns() -> None:
-    assert _texts(fabricops.fabric(TOPO, "srv6_spray"), "p0-t1-1") == [
+    assert _texts(planning.fabric(TOPO, "srv6_spray"), "p0-t1-1") == [
         "fcbb:bb00:2::/48 encap seg6local action End flavors next-csid lblen 32 nflen 16 dev sr0",
         "fcbb:bb00:400::/48 via fe80::5f:ff:fe00:0 dev eth1",
         "fcbb:bb00:401::/48 via fe80::5f:ff:fe00:1 dev eth2",
@@ -45,8 +45,8 @@ def test_spine_routes_shift_and_route_leaf_uns() -> None:
 
 
 def test_a_link_failure_pulls_its_nexthops_only() -> None:
-    healthy = fabricops.fabric(TOPO, "srv6_spray")
-    failed = fabricops.fabric(TOPO, "srv6_spray", [LinkDown("p0-t0-0", "p0-t1-1")])
+    healthy = planning.fabric(TOPO, "srv6_spray")
+    failed = planning.fabric(TOPO, "srv6_spray", [LinkDown("p0-t0-0", "p0-t1-1")])
     leaf1 = TOPO.switch("p0-t0-1")
     before, after = switch_routes(healthy, leaf1), switch_routes(failed, leaf1)
     assert pulled_nexthops(before, after) == {
@@ -60,7 +60,7 @@ def test_a_link_failure_pulls_its_nexthops_only() -> None:
 
 
 def test_a_dead_spine_leaves_one_nexthop_and_no_shift() -> None:
-    failed = fabricops.fabric(TOPO, "srv6_spray", [SwitchDown("p0-t1-0")])
+    failed = planning.fabric(TOPO, "srv6_spray", [SwitchDown("p0-t1-0")])
     routes = {r.prefix: r for r in switch_routes(failed, TOPO.switch("p0-t0-0"))}
     assert [h.carrier for h in routes["fd00:0:1::/64"].nexthops] == ["fcbb:bb00:2:401:fff::"]
     assert "fcbb:bb00:1::/48" not in routes
@@ -68,12 +68,12 @@ def test_a_dead_spine_leaves_one_nexthop_and_no_shift() -> None:
 
 def test_what_the_kernel_cannot_do_is_refused() -> None:
     with pytest.raises(KernelPlanError, match="pinned paths"):
-        switch_routes(fabricops.fabric(TOPO, "srv6_spray", options=Options(pins=(Pin(0, 0, 1, 0, 0x100, 1),))),
+        switch_routes(planning.fabric(TOPO, "srv6_spray", options=Options(pins=(Pin(0, 0, 1, 0, 0x100, 1),))),
                       TOPO.switches[0])
     with pytest.raises(KernelPlanError, match="E-ECMP"):
-        switch_routes(fabricops.fabric(TOPO, "eecmp_qp_hash"), TOPO.switches[0])
+        switch_routes(planning.fabric(TOPO, "eecmp_qp_hash"), TOPO.switches[0])
     with pytest.raises(KernelPlanError, match="trimming"):
-        switch_routes(fabricops.fabric(TOPO, "srv6_spray", options=Options(trim_qdepth=10)), TOPO.switches[0])
+        switch_routes(planning.fabric(TOPO, "srv6_spray", options=Options(trim_qdepth=10)), TOPO.switches[0])
 
 
 def test_link_local_is_eui64() -> None:
@@ -107,10 +107,10 @@ def test_both_southbounds_have_the_interface_and_an_unreachable_switch_is_one_er
                                                     for s in TOPO.switches), _by_name={}, _t0=(), _t1=())
     p4rt = P4RuntimeSouthbound(dead, timeout=1.0)
     assert isinstance(netlink, Southbound) and isinstance(p4rt, Southbound)
-    fabric = fabricops.fabric(TOPO, "srv6_spray")
+    fabric = planning.fabric(TOPO, "srv6_spray")
     out = netlink.check(fabric, leaf)
     assert not out.ok and out.error == "p0-t0-0: cannot open namespace sf-no-such-lab-p0-t0-0: No such file or directory"
-    out = p4rt.check(fabricops.fabric(dead, "srv6_spray"), dead.switch("p0-t0-0"))
+    out = p4rt.check(planning.fabric(dead, "srv6_spray"), dead.switch("p0-t0-0"))
     assert not out.ok and out.error.startswith("p0-t0-0: ") and "\n" not in out.error
 
 

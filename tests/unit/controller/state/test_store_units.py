@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from controller import fabricops
+from controller import exitcodes, failurerecord
 from controller.failover import save_state
 from controller.model.failures import LinkDown, SwitchDown
 from controller.state.filestore import FileStore
@@ -45,12 +45,12 @@ def test_the_file_store_is_the_default_and_reads_what_ops_reads(tmp_path: Path) 
     store = open_store(None, state, "ignored")
     assert isinstance(store, FileStore) and store.load_rev() == ({}, 0)
     store.save({LinkDown("p0-t0-0", "p0-t1-1")}, None, expect=0)
-    assert store.recorded(topo) == fabricops.load_recorded(topo, state)
+    assert store.recorded(topo) == failurerecord.load_recorded(topo, state)
     save_state(state, [SwitchDown("p9-t1-9")])  # names what the topology lacks
     with pytest.raises(StoreError) as mine:
         store.recorded(topo)
-    with pytest.raises(fabricops.OpError) as theirs:
-        fabricops.load_recorded(topo, state)
+    with pytest.raises(exitcodes.OpError) as theirs:
+        failurerecord.load_recorded(topo, state)
     assert str(mine.value) == str(theirs.value)
     known, dropped, _ = store.known_rev(topo)
     assert (known, dropped) == (frozenset(), [SwitchDown("p9-t1-9")])
