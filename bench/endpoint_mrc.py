@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from endpoint.scenarios import Schedule, compare, compare_incast  # noqa: E402
+from endpoint.scenarios import EndpointSchedule, compare, compare_incast  # noqa: E402
 from mininet_labs.lab import Lab  # noqa: E402
 from mininet_labs.labstate import default_topology, prerequisites
 
@@ -60,7 +60,7 @@ def digest(mode: dict[str, Any]) -> dict[str, Any]:
             "windows_ms": [q["loss_window_ms"] for q in mode["qps"] if q["loss_window_ms"] is not None]}
 
 
-INCAST_SCHEDULE = Schedule(seconds=4.0, fault_at=1.0, repair_at=3.0, rate=300.0, min_rto_ms=25.0)
+INCAST_SCHEDULE = EndpointSchedule(seconds=4.0, fault_at=1.0, repair_at=3.0, rate=300.0, min_rto_ms=25.0)
 
 
 def incast_digest(mode: dict[str, Any]) -> dict[str, Any]:
@@ -146,7 +146,7 @@ def main() -> int:
     if why:
         print(json.dumps({"error": why}))
         return 2
-    sch = Schedule(rate=args.rate, min_rto_ms=args.min_rto_ms)
+    sch = EndpointSchedule(seconds=4.0, fault_at=1.0, repair_at=2.5, rate=args.rate, min_rto_ms=args.min_rto_ms)
     out: dict[str, list[dict[str, Any]]] = {}
 
     def run(name: str, kind: str, modes: tuple[str, ...], lab: Lab, **kw: Any) -> None:

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _libfault import KINDS, LibFault  # noqa: E402
 from _stats import spread  # noqa: E402
 from endpoint.lab import enable  # noqa: E402
-from endpoint.scenarios import ModeResult, Schedule, default_pairs, run_mode, unattended  # noqa: E402
+from endpoint.scenarios import EndpointSchedule, ModeResult, default_pairs, run_mode, unattended  # noqa: E402
 from endpoint.unattended import Probing  # noqa: E402
 from mininet_labs.lab import Lab  # noqa: E402
 from mininet_labs.labstate import default_topology, prerequisites
@@ -61,10 +61,10 @@ NOT_APPLICABLE = {
 SERVICE_DOWN = ("link_down", "switch_down")
 
 
-def schedule(args: argparse.Namespace, kind: str) -> Schedule:
+def schedule(args: argparse.Namespace, kind: str) -> EndpointSchedule:
     """Traffic from 0 s; the fault at 1 s, lasting --fault-seconds (--gray-seconds for gray: found later)."""
     held = args.gray_seconds if kind == "gray" else args.fault_seconds
-    return Schedule(seconds=held + 2.0, fault_at=1.0, repair_at=1.0 + held, rate=args.rate, evs_per_qp=2,
+    return EndpointSchedule(seconds=held + 2.0, fault_at=1.0, repair_at=1.0 + held, rate=args.rate, evs_per_qp=2,
                     leaf_evs_per_qp=1)
 
 
@@ -108,7 +108,7 @@ def digest(fault: LibFault, mode: str, r: ModeResult) -> dict[str, Any]:
     return row
 
 
-def one(lab: Lab, fault: LibFault, mode: str, pairs: list[tuple[str, str]], sch: Schedule, sock: Path,
+def one(lab: Lab, fault: LibFault, mode: str, pairs: list[tuple[str, str]], sch: EndpointSchedule, sock: Path,
         probing: Probing) -> dict[str, Any]:
     if mode == "announced":
         return digest(fault, mode, run_mode(lab, fault, "leaf", pairs, sch))  # type: ignore[arg-type]

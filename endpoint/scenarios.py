@@ -30,6 +30,7 @@ from endpoint.faults import Fault
 from endpoint.incast import MODES as INCAST_MODES, Bottleneck, default_senders, same_leaf, set_thresholds
 from endpoint.lab import EndpointReport, Workload, enable, start
 from endpoint.unattended import Probing, service, timeline
+from mininet_labs.faults import Schedule
 from mininet_labs.lab import Lab, LabError
 
 # mode -> (how packets find their path, EV policy, is the controller told)
@@ -44,23 +45,16 @@ MODES: dict[str, tuple[str, str, bool]] = {
 
 
 @dataclass
-class Schedule:
-    """Traffic for `seconds` at `rate` packets/s per sender; the fault at `fault_at`, the repair at
-    `repair_at` (seconds after the senders start)."""
+class EndpointSchedule(Schedule):
+    """The fault library's Schedule (traffic for `seconds` at `rate` packets/s per sender, the fault at `fault_at`,
+    its repair at `repair_at`, goodput binned every `timeline_ms`) with how the endpoint's senders run."""
 
-    seconds: float = 4.0
-    fault_at: float = 1.0
-    repair_at: float = 2.5
-    rate: float = 500.0
-    qps: int = 4
     window: int = 16
     per_message: int = 4
     min_rto_ms: float = 25.0
     probe_ms: float = 20.0
     evs_per_qp: int = 0
     leaf_evs_per_qp: int = 0  # leaf modes: 1 pins each QP to one plane (its own leaf-spray EV), so some avoid the fault
-    bin_ms: float = 20.0
-    start_delay: float = 2.5  # for the sender processes to come up on a busy machine: all start together
     cc: bool = False  # the senders' DCTCP congestion window (endpoint.cc); the incast turns it on
     recover_probes: int = EvConfig.recover_probes  # answered probes in a row that bring an ASSUMED_BAD EV back
 
@@ -82,7 +76,7 @@ class ModeResult:
 class Comparison:
     fault: str
     pairs: list[tuple[str, str]]
-    schedule: Schedule
+    schedule: EndpointSchedule
     modes: list[ModeResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -111,7 +105,7 @@ def _rel(started_ns: int, t_ns: int | None = None) -> float:
     return round(((t_ns or time.monotonic_ns()) - started_ns) / 1e9, 4)
 
 
-def run_mode(lab: Lab, fault: Fault | Bottleneck, mode: str, pairs: list[tuple[str, str]], sch: Schedule,
+def run_mode(lab: Lab, fault: Fault | Bottleneck, mode: str, pairs: list[tuple[str, str]], sch: EndpointSchedule,
              spec: tuple[str, str, bool] | None = None) -> ModeResult:
     """One mode under the fault (see the module docstring); `spec` (how, policy, announced) instead of MODES[mode]."""
     how, policy, announce = spec or MODES[mode]
@@ -121,7 +115,7 @@ def run_mode(lab: Lab, fault: Fault | Bottleneck, mode: str, pairs: list[tuple[s
     messages = max(sch.qps, int(sch.seconds * sch.rate / per_sender / sch.per_message) // sch.qps * sch.qps)
     work = Workload(policy=policy, mode=how, qps=sch.qps, messages=messages, per_message=sch.per_message,
                     window=sch.window, evs_per_qp=sch.evs_per_qp if how == "host" else sch.leaf_evs_per_qp, rate=sch.rate,
-                    min_rto_ms=sch.min_rto_ms, probe_ms=sch.probe_ms, duration=sch.seconds * 3 + 5, bin_ms=sch.bin_ms,
+                    min_rto_ms=sch.min_rto_ms, probe_ms=sch.probe_ms, duration=sch.seconds * 3 + 5, bin_ms=sch.timeline_ms,
                     cc=sch.cc, recover_probes=sch.recover_probes)
     run = start(lab, pairs, work, start_delay=sch.start_delay)
     events: list[dict[str, Any]] = []
@@ -161,7 +155,7 @@ def run_mode(lab: Lab, fault: Fault | Bottleneck, mode: str, pairs: list[tuple[s
 
 
 def summarize(lab: Lab, fault: Fault | Bottleneck, mode: str, report: EndpointReport, events: list[dict[str, Any]],
-              fault_s: float, repair_s: float, sch: Schedule, controller_untouched: bool,
+              fault_s: float, repair_s: float, sch: EndpointSchedule, controller_untouched: bool,
               spec: tuple[str, str, bool] | None = None) -> ModeResult:
     """Per-QP losses and windows, goodput, reordering and marks of one mode's run."""
     how, policy, announce = spec or MODES[mode]
@@ -203,7 +197,7 @@ def summarize(lab: Lab, fault: Fault | Bottleneck, mode: str, report: EndpointRe
                                     "sent_while_failed": e["sent_while_failed"], "timeouts": e["timeouts"],
                                     "sack_losses": e["sack_losses"], "probes": e["probes"], "transitions": trans})
     bins: dict[int, int] = {}
-    bin_ms = sch.bin_ms
+    bin_ms = sch.timeline_ms
     for r in report.receivers.values():
         for b, n in r["bins"].items():
             rel = int(int(b) - report.started_ns // int(bin_ms * 1e6))
@@ -272,13 +266,13 @@ def _rtts(report: EndpointReport) -> dict[str, Any]:
 
 
 def compare(lab: Lab, kind: str, t0: str, t1: str, *, modes: tuple[str, ...] = ("leaf", "host"),
-            pairs: list[tuple[str, str]] | None = None, schedule: Schedule | None = None, percent: int = 10,
+            pairs: list[tuple[str, str]] | None = None, schedule: EndpointSchedule | None = None, percent: int = 10,
             rate: str = "2mbit") -> Comparison:
     """Each mode in turn under the same fault and traffic (endpoint mode switched on first)."""
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise LabError(f"unknown mode '{unknown[0]}' (known: {', '.join(MODES)})")
-    sch = schedule or Schedule()
+    sch = schedule or EndpointSchedule()
     pairs = pairs or default_pairs(lab, t0)
     fault = Fault(lab, kind, t0, t1, percent=percent, rate=rate)
     enable(lab)
@@ -291,7 +285,7 @@ def compare(lab: Lab, kind: str, t0: str, t1: str, *, modes: tuple[str, ...] = (
     return out
 
 
-def unattended(lab: Lab, fault: Fault, pairs: list[tuple[str, str]], sch: Schedule,
+def unattended(lab: Lab, fault: Fault, pairs: list[tuple[str, str]], sch: EndpointSchedule,
                probing: Probing = Probing()) -> ModeResult:
     """leaf-unattended: the run with a FabricService in this process; its detection and reconciles on
     the timeline, and whatever failure it left recorded restored afterwards. `fault` is anything with
@@ -318,7 +312,7 @@ def unattended(lab: Lab, fault: Fault, pairs: list[tuple[str, str]], sch: Schedu
 
 
 def compare_incast(lab: Lab, host: str, *, senders: list[str] | None = None, modes: tuple[str, ...] = ("host", "host-trim"),
-                   schedule: Schedule | None = None, pps: int = 200, depth: int = 32, ecn_qdepth: int = 0,
+                   schedule: EndpointSchedule | None = None, pps: int = 200, depth: int = 32, ecn_qdepth: int = 0,
                    trim_qdepth: int = 8) -> Comparison:
     """Every sender (default: every host under another leaf) to `host` while its leaf ports are a bottleneck
     (endpoint.incast): each mode with trimming on or off, the senders' congestion window on. Per
@@ -330,7 +324,7 @@ def compare_incast(lab: Lab, host: str, *, senders: list[str] | None = None, mod
         raise LabError(f"unknown incast mode '{unknown[0] if unknown else ''}' (known: {', '.join(INCAST_MODES)})")
     if trim_qdepth < 1 or (ecn_qdepth and ecn_qdepth >= trim_qdepth):
         raise LabError(f"need 1 <= trim depth ({trim_qdepth}), and an ECN depth ({ecn_qdepth}) below it or 0")
-    sch = dataclasses.replace(schedule or Schedule(), cc=True)
+    sch = dataclasses.replace(schedule or EndpointSchedule(), cc=True)
     bottleneck = Bottleneck(lab, host, pps, depth)
     senders = senders or default_senders(lab, host)
     bad = [s for s in senders if s not in lab.model.hosts or same_leaf(lab, s, host)]

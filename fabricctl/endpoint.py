@@ -117,8 +117,8 @@ def compare_cmd(fault: str, where: tuple[str, ...], modes: str | None, percent: 
             raise OpError(str(e), exitcodes.TOOLCHAIN) from None
     try:
         lab = Lab.attach(lab_dir)
-        sch = scenarios.Schedule(seconds=seconds, fault_at=fault_at, repair_at=repair_at, rate=rate,
-                                 min_rto_ms=min_rto_ms)
+        sch = scenarios.EndpointSchedule(seconds=seconds, fault_at=fault_at, repair_at=repair_at, rate=rate,
+                                         min_rto_ms=min_rto_ms)
         if recover_probes is not None:
             sch.recover_probes = recover_probes
         if incast:

@@ -35,9 +35,10 @@ def _schedule_options(f: Any) -> Any:
 def _run_scenario(lab_dir: Path, run: Any, seconds: float, fault_at: float, repair_at: float, rate: float, qps: int,
                   png: Path | None, as_json: bool) -> None:
     from mininet_labs import scenarios
+    from mininet_labs.faults import Schedule
     from mininet_labs.lab import LabError
 
-    schedule = scenarios.Schedule(seconds=seconds, fault_at=fault_at, repair_at=repair_at, rate=rate, qps=qps)
+    schedule = Schedule(seconds=seconds, fault_at=fault_at, repair_at=repair_at, rate=rate, qps=qps)
     if (problem := schedule.problem()) is not None:
         raise OpError(problem)
     running = _attach(lab_dir)

@@ -137,7 +137,7 @@ def delivered_timeline(report: TrafficReport, started_ns: int, events: list[tupl
 
 def _scenario(lab: Lab, check: Any, rate: float, seconds: float, timeline: dict[str, Any], failover: bool) -> None:
     _all_pairs(lab, check, "before")
-    fail_at, restore_at = 0.4 * seconds, 0.75 * seconds
+    fault_at, repair_at = 0.4 * seconds, 0.75 * seconds
     dests = len(lab.hosts) - 1
     run = lab.start_traffic(qps=4, messages=max(8, int(rate * seconds / dests)), rate=rate, plane_mode="qp",
                             timeline_ms=10.0, start_delay=0.5, timeout=seconds + 60)
@@ -147,7 +147,7 @@ def _scenario(lab: Lab, check: Any, rate: float, seconds: float, timeline: dict[
                               lab.options).touched  # (lab.program: a str the lab checked names a program)
     events: list[tuple[int, str]] = []  # (CLOCK_MONOTONIC ns, what) for the timeline
     try:
-        time.sleep(max(0.0, start + fail_at - time.monotonic()))
+        time.sleep(max(0.0, start + fault_at - time.monotonic()))
         cut_at = time.monotonic()
         events.append((time.monotonic_ns(), "link cut"))
         lab.cut_link(*LINK)
@@ -160,7 +160,7 @@ def _scenario(lab: Lab, check: Any, rate: float, seconds: float, timeline: dict[
                                                  "after the cut" if failover else "failover disabled: not told")
               + ("" if sorted(touched) == sorted(want) else f" (the plan changes {', '.join(want)})"),
               touched=touched, announced_ms=round(announced_ms, 1))
-        time.sleep(max(0.0, start + restore_at - time.monotonic()))
+        time.sleep(max(0.0, start + repair_at - time.monotonic()))
         mended_ns = time.monotonic_ns()
         events.append((mended_ns, "link mended"))
         lab.mend_link(*LINK)

@@ -7,7 +7,7 @@ netem nor tc gact); a slow link with a tbf qdisc; carrier loss with `ip link set
 of the veth loses carrier too); a frozen switch with SIGSTOP. A port is reached where the lab's node backend says it
 lives (bmv2: the root namespace; kernel: its switch's namespace); what a data plane lacks (no switch process to
 freeze on the kernel's) is refused by name. The one fault library: endpoint.faults builds on it, and `Schedule` says
-when a fault happens in a traffic run."""
+when a fault happens in a traffic run (the endpoint's runs add their senders' settings to it)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class Schedule:
     rate: float = 400.0
     qps: int = 4
     timeline_ms: float = 20.0
-    start_delay: float = 2.0
+    start_delay: float = 2.5  # for every sender process to come up on a busy machine: all start together
 
     def problem(self) -> str | None:
         """Why the times do not make a schedule (None when 0 < fault_at < repair_at < seconds)."""

@@ -491,5 +491,5 @@ def _short(d: dict[str, int]) -> str:
     return ", ".join(f"{k.split(' ', 1)[0]} {k.rsplit('.', 1)[-1]} {v}" for k, v in d.items())
 
 
-__all__ = ["Event", "QpOutcome", "ScenarioResult", "Schedule", "link_failure", "switch_failure", "cross_plane",
+__all__ = ["Event", "QpOutcome", "ScenarioResult", "link_failure", "switch_failure", "cross_plane",
            "run_failure", "even_pins", "opposite_pairs", "failed_segments", "segments_present", "describe"]

@@ -12,7 +12,7 @@ from typing import Any
 from controller import planning
 from controller.plan.evs import host_evs
 from endpoint import lab as ep
-from endpoint.scenarios import Schedule, compare
+from endpoint.scenarios import EndpointSchedule, compare
 from mininet_labs.scenarios import read_cells
 
 PAIRS = [("h0", "h2"), ("h2", "h0"), ("h1", "h3"), ("h3", "h1")]
@@ -65,7 +65,7 @@ def test_host_ev_spraying_crosses_every_spine_and_plane_and_delivers_everything_
 def test_a_cut_link_is_routed_around_by_the_hosts_alone_and_probed_back_after_repair(lab):
     ep.enable(lab)
     t0, t1 = "p0-t0-0", "p0-t1-1"
-    sch = Schedule(seconds=3.0, fault_at=1.0, repair_at=2.0, rate=200, evs_per_qp=2, min_rto_ms=60, probe_ms=20,
+    sch = EndpointSchedule(seconds=3.0, fault_at=1.0, repair_at=2.0, rate=200, evs_per_qp=2, min_rto_ms=60, probe_ms=20,
                    recover_probes=4)
     c = compare(lab, "cut", t0, t1, modes=("host",), pairs=[("h0", "h2"), ("h1", "h3")], schedule=sch)
     m = c.modes[0]
@@ -96,7 +96,7 @@ def test_a_blackholed_direction_is_seen_by_acks_alone_and_avoided(lab):
     """The T1 drops what it sends down to the T0: h0's data to h2 still arrives through it, only the ACKs
     (and h2's data to h0) are lost; h0's sender fails the EV on the missing ACKs all the same."""
     ep.enable(lab)
-    sch = Schedule(seconds=2.5, fault_at=0.8, repair_at=1.8, rate=200, min_rto_ms=60, recover_probes=4)
+    sch = EndpointSchedule(seconds=2.5, fault_at=0.8, repair_at=1.8, rate=200, min_rto_ms=60, recover_probes=4)
     c = compare(lab, "blackhole", "p0-t0-0", "p0-t1-1", modes=("host",), pairs=[("h0", "h2")], schedule=sch)
     m = c.modes[0]
     assert m.summary["complete"] and m.summary["lost"] == 0 and lab.failures() == frozenset()
@@ -112,7 +112,7 @@ def test_an_incast_with_trimming_nacks_trimmed_packets_resends_them_and_delivers
     from controller.routes import SET_THRESHOLDS, THRESHOLDS
     from endpoint.scenarios import compare_incast
 
-    sch = Schedule(seconds=3.0, fault_at=0.8, repair_at=2.0, rate=300, min_rto_ms=25)
+    sch = EndpointSchedule(seconds=3.0, fault_at=0.8, repair_at=2.0, rate=300, min_rto_ms=25)
     c = compare_incast(lab, "h2", modes=("host", "host-trim"), schedule=sch, pps=200, depth=32, trim_qdepth=8)
     assert [p for p in c.pairs] == [("h0", "h2"), ("h1", "h2")]  # h3 shares h2's leaf: no EV between them
     off, on = (m.summary for m in c.modes)
@@ -148,7 +148,7 @@ def test_leaf_spraying_with_the_unattended_controller_finds_the_cut_by_itself(la
     ep.enable(lab)
     # The cut lasts 3 s: the service's detection took 0.65-1.4 s on a quiet 2-core lab under this traffic
     # (its probe timeout adapts to the probes' delays, up to 1 s), longer on a loaded CI machine.
-    sch = Schedule(seconds=5.0, fault_at=1.0, repair_at=4.0, rate=200, min_rto_ms=60)
+    sch = EndpointSchedule(seconds=5.0, fault_at=1.0, repair_at=4.0, rate=200, min_rto_ms=60)
     c = compare(lab, "cut", "p0-t0-0", "p0-t1-1", modes=("leaf-unattended",), pairs=[("h0", "h2"), ("h1", "h3")],
                 schedule=sch)
     m = c.modes[0]

@@ -102,7 +102,7 @@ FAST = dict(seconds=6.0, fault_at=1.0, repair_at=2.5, rate=150.0, qps=4)
 
 
 def _schedule():
-    from mininet_labs.scenarios import Schedule
+    from mininet_labs.faults import Schedule
 
     return Schedule(**FAST)
 

@@ -14,7 +14,7 @@ def test_the_incast_lines_show_resends_by_how_in_srtts_and_the_senders_ce_echoes
                "rtt_ms": {"min_median": 0.9}, "min_rto_ms": 25.0}
     qps = [{"ecn": 5, "cwnd_cuts": 3}, {"ecn": 2, "cwnd_cuts": None}]
     mode = scenarios.ModeResult("host-trim", "health", False, [], summary, qps, [], {})
-    lines = scenarios.describe(scenarios.Comparison("incast to h2", [("h0", "h2")], scenarios.Schedule(), [mode]))
+    lines = scenarios.describe(scenarios.Comparison("incast to h2", [("h0", "h2")], scenarios.EndpointSchedule(), [mode]))
     assert "loss to resend: nack 4x median 9.9 ms (p90 12.0, max 13.0), timeout 1x median 26.7 ms" in lines[-2]
     assert "in SRTTs (median): nack 0.42, timeout 1.3" in lines[-2]
     assert lines[-1].split() == ["senders:", "CE", "echoes", "7,", "congestion", "window", "cut", "3", "times"]
