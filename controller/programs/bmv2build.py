@@ -16,8 +16,8 @@ from pathlib import Path
 
 FIX_SYMBOL = "pcap_setnonblock"  # the patch's one call: imported by whatever object holds bmv2's BMI
 PCAP_USERS = ("pcap_next_ex", "pcap_activate")  # BMI's pcap calls: an object importing these holds BMI
-AFFECTED = "libpcap >= 1.10"
-OWN_LIBRARIES = ("libbm", "libsimpleswitch")  # bmv2's own shared libraries (BMI, bm_sim, the PI target)  # a capture no longer ends when its interface goes down: it waits in pcap_next_ex
+AFFECTED = "libpcap >= 1.10"  # where a capture does not end when its interface goes down: it waits in pcap_next_ex
+OWN_LIBRARIES = ("libbm", "libsimpleswitch")  # bmv2's own shared libraries (BMI, bm_sim, the PI target)
 
 
 def _imports_and_deps(path: Path) -> tuple[set[str], list[str], list[Path]]:

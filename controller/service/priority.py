@@ -2,8 +2,8 @@
 
 On Linux a nice value belongs to a thread, and threads (gRPC's included) inherit it from the thread
 that starts them, so each service thread sets its own at start. Sharing cores with bmv2 switches and
-RoCEv2 senders (the 2-core lab), an unprioritised controller took up to 4 s to see probes that
-crossed the fabric in 20 ms, and judged healthy links failed (issue 9); real controllers run their
+RoCEv2 senders (the 2-core lab), an unprioritised controller takes up to 4 s to see probes that
+cross the fabric in 20 ms, and judges healthy links failed; real controllers run their
 liveness detection at raised priority for the same reason (BFD daemons, for one).
 """
 

@@ -1,9 +1,9 @@
 """How long a probe may take before it counts as lost: a floor, raised to what probes take right now.
 
 A fixed timeout cannot serve both a quiet fabric and a busy one. On the 2-core lab, once RoCEv2
-senders run beside the switches, healthy links' probes that took 20 ms when quiet take 100-450 ms in
+senders run beside the switches, healthy links' probes that take 20 ms when quiet take 100-450 ms in
 bursts (a switch's egress thread or the controller waiting for a core), and a fixed 80 ms timeout
-judged them lost three in a row: healthy links were pulled (issue 9). So the timeout follows the
+judges them lost three in a row and pulls healthy links. So the timeout follows the
 probes, like TCP's retransmission timer (RFC 6298) follows the RTT, but from all links at once so a
 burst on one link is covered by what every link saw:
 

@@ -1,4 +1,4 @@
-"""Real failures nobody announces, survived by `fabricctl run` on the default lab (issue 18): a hung
+"""Real failures nobody announces, survived by `fabricctl run` on the default lab: a hung
 switch (its simple_switch_grpc stopped with SIGSTOP) and a lost carrier (a veth set down)."""
 
 from __future__ import annotations

@@ -154,8 +154,8 @@ def test_cut_link_is_detected_pulled_and_restored_with_no_operator(lab, controll
 
 
 def test_healthy_links_under_traffic_are_not_failed(lab, controller):
-    """The defect of issue 9's first run: with RoCEv2 senders and receivers busy on the same two cores,
-    healthy links' probes came back late three in a row and links were pulled. Every host sends to
+    """With RoCEv2 senders and receivers busy on the same two cores, healthy links' probes come back late,
+    and a controller that judged them lost would pull healthy links. Every host sends to
     every other at the lab's full rate for several seconds: no link may go down and nothing may be
     recorded; losses the probes saw are held back by the port counters (or never judged)."""
     c = controller()
@@ -171,7 +171,7 @@ def test_healthy_links_under_traffic_are_not_failed(lab, controller):
 
 
 def test_host_nic_down_is_seen_by_its_neighbor_discovery_probes_and_restored(lab, controller):
-    """Issue 9: a host NIC whose port goes down (the lab's cross-plane failure) is seen without the lab
+    """A host NIC whose port goes down (the lab's cross-plane failure) is seen without the lab
     telling the controller: its T0's Neighbor Solicitations go unanswered and the port counters agree;
     the host port is recorded failed and its segments pulled, then restored once the NIC answers."""
     from controller.model.failures import HostPortDown
