@@ -63,6 +63,19 @@ def _designs(ctx: click.Context, specs: Sequence[str]) -> list[Design]:
     return [from_topology(env.topo())]
 
 
+def _check_plot(path: Path | None) -> None:
+    """Before any work: OpError (bad input) unless a plot can be written to `path` (its folder, matplotlib)."""
+    if path is None:
+        return
+    from controller.analysis.plot import PlotError, check_path, require
+
+    try:
+        check_path(path)
+        require()
+    except PlotError as e:
+        raise OpError(str(e), exitcodes.BAD_INPUT) from None
+
+
 @click.group("analyze", epilog=EXAMPLES, invoke_without_command=True)
 @click.option("--design", "--compare", "designs", multiple=True, metavar="[NAME=]PxT1xT0xH",
               help="A design: planes x T1 per plane x T0 per plane x hosts per T0 (repeat to compare designs "
@@ -120,14 +133,7 @@ def analyze(ctx: click.Context, designs: tuple[str, ...], gpus: int | None, samp
             raise DesignError("two designs share a name: name them, e.g. --design a=8x4x16x8")
         for d in chosen:
             check(d, settings)
-        if plot_file is not None:
-            from controller.analysis.plot import PlotError, check_path, require
-
-            try:
-                check_path(plot_file)
-                require()
-            except PlotError as e:
-                raise DesignError(str(e)) from None
+        _check_plot(plot_file)
         results = []
         with _bar(units(settings) * len(chosen), "analyze") as tick:
             for d in chosen:
@@ -272,14 +278,7 @@ def collective(ctx: click.Context, design_text: str | None, kind: str, size_text
                             parse_rate_gbps(link_rate, "--link-rate"), sport_rule,
                             hash_key, tuple(parse_link(t) for t in dead_links))
         check(settings)
-        if png_file is not None:
-            from controller.analysis.plot import PlotError, check_path, require
-
-            try:
-                check_path(png_file)
-                require()
-            except PlotError as e:
-                raise LoadError(str(e)) from None
+        _check_plot(png_file)
         with _bar(units(settings), "analyze collective") as tick:
             result = run(settings, tick)
     except (DesignError, LoadError, CollectiveError) as e:

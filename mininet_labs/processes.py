@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,21 @@ def tail(path: Path, chars: int = 600) -> str:
         return " | ".join(path.read_text(errors="replace")[-chars:].strip().splitlines()[-4:]) or "(no output)"
     except OSError:
         return "(no output)"
+
+
+def stop_all(procs: Iterable[subprocess.Popen[Any]], grace: float = 10.0) -> None:
+    """SIGTERM every process still running, all before waiting for any, so they stop together; then wait for
+    each up to `grace` seconds and SIGKILL it if it is still there."""
+    procs = list(procs)
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def wait_files(paths: Sequence[Path], procs: Mapping[str, subprocess.Popen[Any]], timeout: float) -> None:

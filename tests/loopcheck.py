@@ -16,7 +16,7 @@ from typing import Any
 from controller import planning
 from controller.plan.evs import ev_id, host_evs
 from endpoint import lab as ep
-from mininet_labs.processes import with_repo_path
+from mininet_labs.processes import stop_all, with_repo_path
 
 HOSTS = ("h0", "h1", "h2", "h3")
 SPINE = "p0-t1-1"
@@ -77,15 +77,7 @@ def t1_mapped_out_by_every_host(lab: Any, stop: Callable[[], None], restart: Cal
             restart()
         _wait(run_dir, lambda s: s["failed"] == [] and s["denied"] == {}, "clean again")
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_all(procs.values())
     final = _states(run_dir)
     assert all(s["final"] and s["errors"] == [] for s in final.values()), final
     return final

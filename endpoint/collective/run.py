@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ from endpoint.collective.schemes import Scheme, on_kernel
 from endpoint.lab import export_evs
 from endpoint.wire import DataHeader
 from mininet_labs.lab import Lab, LabError
-from mininet_labs.processes import with_repo_path
+from mininet_labs.processes import stop_all, with_repo_path
 from mininet_labs.shaping import LinkRate, current
 
 
@@ -232,15 +231,7 @@ def run(lab: Lab, transfers: Iterable[Any], s: Scheme, transport: Transport | No
             events.append({"what": f"repair: {fault.describe()}", "t_ns": time.monotonic_ns()})
         if controller and lab.failures():  # what the controller recorded, undone: the next run starts healthy
             lab.restore()
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_all(procs.values())
     ranks = {h: json.loads((run_dir / f"{h}.json").read_text()) for h in hosts}
     return CollectiveRun(s, tr, ts, ranks, started, events, run_dir)
 

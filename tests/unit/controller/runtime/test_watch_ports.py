@@ -104,7 +104,7 @@ def test_watch_ports_are_off_unless_the_options_or_the_topology_file_turn_them_o
     assert on.watch_ports and to_dict(on)["watch_ports"] is True
     leaf = on.t0(0, 0)
     assert _groups(plan(planning.fabric(on, "srv6_spray")), leaf.name)[0].watch_ports == ((1, leaf.uplinks[0]),
-                                                                                      (2, leaf.uplinks[1]))
+                                                                                     (2, leaf.uplinks[1]))
     with pytest.raises(ValueError, match="watch_ports must be true or false, got 'yes'"):
         from_dict({**to_dict(topo), "watch_ports": "yes"})
 
