@@ -15,7 +15,7 @@ from controller.runtime.codec import canonical
 from controller.plan.delta import Changes
 from controller.plan.entries import Entity
 from controller.runtime.fabric_client import FabricClient
-from controller.model.failures import Failure, FailoverError, HostPortDown, LinkDown, SwitchDown
+from controller.model.failures import Failure, FailoverError, HostPortDown, LinkDown, Origin, SwitchDown
 from controller.runtime.p4info import P4Info, pipeline_differences
 from controller.runtime.p4rt import (
     NotPrimaryError,
@@ -32,7 +32,7 @@ from controller.files.safefile import UnsafeFile
 from controller.routes import Fabric, Options
 from controller.plan.p4names import Program
 from controller.model.sids import SidError, SidPlan
-from controller.state.statefile import Origin
+from controller.state import statefile
 from controller.runtime.tls import check_all
 from controller.model.tlsconfig import TlsConfig, TlsError, override
 from controller.programs.toolchain import Artifacts
@@ -226,7 +226,7 @@ def load_failures(topo: Topology, path: Path) -> frozenset[Failure]:
 def load_recorded(topo: Topology, path: Path) -> dict[Failure, Origin]:
     """Each recorded failure with who recorded it (operator or detector), checked as load_failures."""
     try:
-        found = failover.load_origins(path)
+        found = statefile.load_origins(path)
     except FailoverError as e:
         raise OpError(str(e)) from None
     try:
@@ -240,7 +240,7 @@ def load_failures_known(topo: Topology, path: Path) -> tuple[frozenset[Failure],
     """The recorded failures that name what the topology has, and those that do not (what
     `restore all` drops, so a state file from an older topology can always be cleared)."""
     try:
-        found = failover.load_state(path)
+        found = statefile.load_state(path)
     except FailoverError as e:
         raise OpError(str(e)) from None
     known, dropped = [], []

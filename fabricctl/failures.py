@@ -11,7 +11,7 @@ from controller import failover, fabricops
 from controller.model.failures import Failure, failure_to_json
 from controller.fabricops import OpError
 from controller.service import handoff
-from controller.state.statefile import DETECTOR, OPERATOR
+from controller.model.failures import DETECTOR, OPERATOR
 from controller.state.statelock import StateLocked
 from controller.state.store import Conflict, Store
 from fabricctl.context import F, _n, Env, _json_option, _print_json, _failures_json, _sorted, _sync, _report

@@ -11,7 +11,7 @@ from controller import failover, fabricops
 from controller.fabricops import Outcome
 from controller.plan.delta import Changes
 from controller.service import status as service_status
-from controller.state.statefile import DETECTOR
+from controller.model.failures import DETECTOR
 from fabricctl.context import _n, Env, _json_option, _print_json, _table, _failures_json, _sorted, _sync
 
 

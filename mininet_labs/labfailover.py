@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 
 from controller import fabricops
-from controller.failover import save_state
+from controller.state.statefile import save_state
 from controller.model.failures import Failure, FailoverError, failure_to_json
 from controller.state.statelock import state_lock
 from controller.state.store import Conflict, Store, StoreError

@@ -18,7 +18,7 @@ from controller.routes import Fabric, Options
 from controller.plan.p4names import Program
 from controller.service.origins import merge
 from controller.southbound.base import PlanChange, SwitchHandle
-from controller.state.statefile import Origin
+from controller.model.failures import Origin
 from controller.state.statelock import StateLocked
 from controller.model.topology import Topology
 from controller.state.filestore import FileStore

@@ -20,8 +20,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from controller.failover import health
-from controller.model.failures import Failure, FailoverError
-from controller.state.statefile import Origin
+from controller.model.failures import Failure, FailoverError, Origin
 from controller.model.topology import Topology
 
 Record = dict[Failure, Origin]
@@ -129,7 +128,7 @@ class Store(ABC):
     @abstractmethod
     def save(self, failures: Iterable[Failure], origins: Mapping[Failure, Origin] | None = None,
              expect: int | None = None) -> int:
-        """Write the failure set (origins as statefile.save gives them) if the record is still at
+        """Write the failure set (origins as statefile.save_state gives them) if the record is still at
         revision `expect` (None: unconditionally); the new revision. Conflict if it moved on."""
 
     @contextlib.contextmanager

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from controller import fabricops
-from controller.failover import save_state
+from controller.state.statefile import save_state
 from controller.model.failures import LinkDown, SwitchDown
 from controller.state.filestore import FileStore
 from controller.state.leader import election_id_of
