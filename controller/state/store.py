@@ -156,19 +156,20 @@ class Store(ABC):
     def recorded(self, topo: Topology) -> Record:
         return self.recorded_rev(topo)[0]
 
-    def known_rev(self, topo: Topology) -> tuple[frozenset[Failure], list[Failure], int]:
-        """The recorded failures that name what the topology has, those that do not (what `restore
-        all` drops), and the revision read."""
+    def known_rev(self, topo: Topology) -> tuple[Record, list[Failure], int]:
+        """The recorded failures that name what the topology has (with their origins), those that do not
+        (what `restore all` drops), and the revision read."""
         record, rev = self.load_rev()
-        known, dropped = [], []
+        known: Record = {}
+        dropped = []
         for f in sorted(record, key=str):
             try:
                 health(topo, [f])
             except FailoverError:
                 dropped.append(f)
             else:
-                known.append(f)
-        return frozenset(known), dropped, rev
+                known[f] = record[f]
+        return known, dropped, rev
 
     # --- the controller's view and events ---------------------------------------------------
     @abstractmethod

@@ -53,7 +53,7 @@ def test_the_file_store_is_the_default_and_reads_what_ops_reads(tmp_path: Path) 
         fabricops.load_recorded(topo, state)
     assert str(mine.value) == str(theirs.value)
     known, dropped, _ = store.known_rev(topo)
-    assert (known, dropped) == (frozenset(), [SwitchDown("p9-t1-9")])
+    assert (known, dropped) == ({}, [SwitchDown("p9-t1-9")])
 
 
 def test_a_file_that_is_not_a_state_file_is_refused_and_kept(tmp_path: Path) -> None:
