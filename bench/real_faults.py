@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _stats import spread  # noqa: E402
 
-from controller.failover import save_state  # noqa: E402
+from controller.state.statefile import save_state  # noqa: E402
 from controller.model.failures import LinkDown, SwitchDown
 from controller.service.runner import Config, FabricService  # noqa: E402
 from mininet_labs.lab import Lab  # noqa: E402

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controller.failover import save_state  # noqa: E402
+from controller.state.statefile import save_state  # noqa: E402
 from controller.service.detect import Thresholds  # noqa: E402
 from controller.service.runner import Config, FabricService, rss_kb  # noqa: E402
 from mininet_labs.lab import Lab  # noqa: E402

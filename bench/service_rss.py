@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from controller.failover import save_state  # noqa: E402
+from controller.state.statefile import save_state  # noqa: E402
 from controller.service.status import read_status  # noqa: E402
 from mininet_labs.lab import Lab  # noqa: E402
 from mininet_labs.labstate import default_topology, prerequisites

@@ -1,12 +1,10 @@
-"""Failures (link, switch, host port): dead paths, unreachable destinations, plan deltas, state file."""
+"""Failures (link, switch, host port): dead paths, unreachable destinations, plan deltas."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path as FilePath
+from collections.abc import Iterable, Iterator
 
-from controller.state import statefile
 from controller.plan.entries import Entity
 from controller.plan.gcpause import gc_paused
 from controller.plan.delta import Delta, diff
@@ -218,31 +216,3 @@ def _put(out: dict[str, Delta], name: str, new: list[Entity], old: list[Entity],
     if d:
         out[name] = d
 
-
-# --- state file ------------------------------------------------------------------------------
-
-def save_state(path: str | FilePath, failures: Iterable[Failure],
-               origins: Mapping[Failure, statefile.Origin] | None = None) -> None:
-    """Write the failure set atomically in the marked format (controller.state.statefile; who recorded each
-    failure: `origins`, else as recorded, else the operator); FailoverError if `path` is not a state
-    file (never overwritten) or cannot be written."""
-    try:
-        statefile.save(path, failures, origins)
-    except statefile.StateFileError as e:
-        raise FailoverError(str(e)) from None
-
-
-def load_origins(path: str | FilePath) -> dict[Failure, statefile.Origin]:
-    """Each recorded failure with who recorded it, operator or detector (controller.state.statefile)."""
-    try:
-        return statefile.load_origins(path)
-    except statefile.StateFileError as e:
-        raise FailoverError(str(e)) from None
-
-
-def load_state(path: str | FilePath) -> frozenset[Failure]:
-    """The failure set of a state file; an absent file is no failure (controller.state.statefile)."""
-    try:
-        return statefile.load(path)
-    except statefile.StateFileError as e:
-        raise FailoverError(str(e)) from None

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from controller import failover
 from controller.exitcodes import OpError
-from controller.model.failures import Failure, FailoverError
+from controller.model.failures import Failure, FailoverError, Origin
 from controller.model.topology import Topology
-from controller.state.statefile import Origin
+from controller.state import statefile
 
 STATE_NAME = ".fabric-state.json"  # the state file's name next to the topology file, unless one is given
 
@@ -21,7 +21,7 @@ def load_failures(topo: Topology, path: Path) -> frozenset[Failure]:
 def load_recorded(topo: Topology, path: Path) -> dict[Failure, Origin]:
     """Each recorded failure with who recorded it (operator or detector), checked as load_failures."""
     try:
-        found = failover.load_origins(path)
+        found = statefile.load_origins(path)
     except FailoverError as e:
         raise OpError(str(e)) from None
     try:
@@ -35,7 +35,7 @@ def load_failures_known(topo: Topology, path: Path) -> tuple[frozenset[Failure],
     """The recorded failures that name what the topology has, and those that do not (what
     `restore all` drops, so a state file from an older topology can always be cleared)."""
     try:
-        found = failover.load_state(path)
+        found = statefile.load_state(path)
     except FailoverError as e:
         raise OpError(str(e)) from None
     known, dropped = [], []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import click
@@ -12,9 +11,11 @@ from controller.model import lookup
 from controller.model.failures import Failure, failure_to_json
 from controller.exitcodes import OpError
 from controller.service import handoff
-from controller.state.statefile import DETECTOR, OPERATOR
+from controller.service.transaction import Proposal, Recorded, primary_of, record_then_apply
+from controller.model.failures import DETECTOR, OPERATOR
+from controller.southbound.fleet import Prepared
 from controller.state.statelock import StateLocked
-from controller.state.store import Conflict, Store
+from controller.state.store import Record
 from fabricctl.context import F, _n, Env, _json_option, _print_json, _failures_json, _sorted, _sync, _report
 
 
@@ -131,99 +132,121 @@ def restore_all(env: Env, no_apply: bool, as_json: bool) -> None:
 LOCK_WAIT = 60.0  # seconds a fail/restore waits for another one on the same state file
 CONFLICT_RETRIES = 50  # etcd store: read-compute-save rounds before giving up on a busy record
 
+Planned = tuple[planning.FailureChange, Prepared | None]  # the change; its batch when this command applies it
+
 
 def _change(env: Env, failure: Failure | None, adding: bool, no_apply: bool, as_json: bool) -> None:
-    """Add or remove one failure (None with adding False: all), under the state file's lock.
+    """Add or remove one failure (None with adding False: all), by the failure transaction
+    (controller.service.transaction).
 
     The state file is the truth. Under its lock the command loads the recorded set, computes the
-    new one, records it, then reconciles the switches it touches, still under the lock: two
-    commands never interleave, so no switch ends up holding a set the file lacks. If a switch
-    cannot be written, the recorded set stays and 'fabricctl install' converges to it. While a
-    `fabricctl run` is primary on this state file, the command records and leaves the writing to
-    it, waiting (after the lock, up to --timeout) for the controller to report the change applied.
+    new one, checks the plans of the switches it touches, records it, then reconciles those switches,
+    still under the lock: two commands never interleave, so no switch ends up holding a set the file
+    lacks. If a switch cannot be written, the recorded set stays and 'fabricctl install' converges to
+    it. While a `fabricctl run` is primary on this state file, the command records and leaves the
+    writing to it, waiting (after the lock, up to --timeout) for the controller to report the change
+    applied.
     """
     store = env.store()
     store.load_rev()  # refuse a file that is not a state file before making a lock beside it
-    for attempt in range(CONFLICT_RETRIES):  # etcd: another writer saved between our read and our save
-        try:
-            with store.locked(LOCK_WAIT):
-                passed = _change_locked(env, store, failure, adding, no_apply, as_json)
-            break
-        except Conflict:
-            if attempt == CONFLICT_RETRIES - 1:
-                raise
-            time.sleep(0.01 * (attempt + 1))
-        except StateLocked as e:
-            raise OpError(str(e)) from None
-        except OSError as e:  # the lock file cannot be made (no such directory, read-only)
-            raise OpError(f"cannot lock state file {store}: {e.strerror or e}") from None
-    if passed is not None:
-        handoff.report(passed[0], passed[1], env.timeout, as_json)
-
-
-def _change_locked(env: Env, store: Store, failure: Failure | None, adding: bool, no_apply: bool,
-                   as_json: bool) -> tuple[handoff.Handoff, dict[str, Any]] | None:
     t = env.topo()
-    dropped: list[Failure] = []
-    record: dict[Failure, str] = {}
-    if failure is None:
-        old, dropped, rev = store.known_rev(t)
-    else:
-        record, rev = store.recorded_rev(t)
-        old = frozenset(record)
-    new: frozenset[Failure] = frozenset()
-    if failure is not None:
-        new = old | {failure} if adding else old - {failure}
     what = lookup.describe_failure(t, failure) if failure is not None else "all failures"
-    base = {"state": str(store), "change": f"{'fail' if adding else 'restore'} {what}"}
-    if dropped:
-        base["dropped"] = [failure_to_json(f) for f in dropped]
-    claimed = adding and failure in old and record.get(failure) == DETECTOR
-    if new == old and not dropped and not claimed:
+    verb = "fail" if adding else "restore"
+    base: dict[str, Any] = {"state": str(store), "change": f"{verb} {what}"}
+    dropped: list[Failure] = []  # restore all: recorded failures that name what the topology lacks
+    claimed = False  # failing again what the detector recorded: the operator's now
+    doc: dict[str, Any] = {}
+
+    def read() -> tuple[Record, int]:
+        nonlocal dropped
+        if failure is None:
+            known, dropped, rev = store.known_rev(t)
+            return known, rev
+        return store.recorded_rev(t)
+
+    def compute(record: Record) -> Proposal | None:
+        nonlocal claimed
+        old = frozenset(record)
+        new: frozenset[Failure] = frozenset()
+        if failure is not None:
+            new = old | {failure} if adding else old - {failure}
+        claimed = failure is not None and adding and record.get(failure) == DETECTOR
+        base.pop("dropped", None)
+        if dropped:
+            base["dropped"] = [failure_to_json(f) for f in dropped]
+        if new == old and not dropped and not claimed:
+            return None
+        return Proposal(new, {failure: OPERATOR} if claimed and failure is not None else None)
+
+    def plan(r: Recorded[Planned, None]) -> Planned:
+        if r.overruled is not None:
+            click.echo(f"warning: election id {env.election_id} is above the running controller's ({r.overruled}): "
+                       "this command writes the switches itself, deposing it there until it ends", err=True)
+        change = planning.failure_change(t, env.program, r.old, r.new)
+        prepared = None
+        if r.applies_here and change.touched:  # every plan checked before the record changes
+            prepared = env.fleet().prepare(change.fabric, change.touched)
+        return change, prepared
+
+    def recorded(r: Recorded[Planned, None]) -> None:
+        change = _planned(r)[0]
+        lost = [str(u) for u in failover.unreachable(change.fabric)]
+        doc.clear()
+        doc.update(base, changed=True, failures=_failures_json(t, r.new), touched=change.touched, unreachable=lost)
         if as_json:
-            _print_json({**base, "changed": False, "failures": _failures_json(t, new), "touched": []})
-        elif failure is None:
-            click.echo("nothing to do: no failure recorded")
-        else:
-            recorded = ", ".join(lookup.describe_failure(t, f) for f in _sorted(old)) or "none"
-            click.echo(f"nothing to do: {what} is {'already' if adding else 'not'} recorded as down "
-                       f"(recorded: {recorded})")
-        return None
-    controller = handoff.primary_in(store.read_view())
-    if controller is not None and env.election_id > controller.election_id and not no_apply:
-        click.echo(f"warning: election id {env.election_id} is above the running controller's ({controller}): "
-                   "this command writes the switches itself, deposing it there until it ends", err=True)
-        controller = None
-    change = planning.failure_change(t, env.program, old, new)
-    new_fabric, touched = change.fabric, change.touched
-    prepared = None
-    if not no_apply and touched and controller is None:  # every plan checked before the record changes
-        prepared = env.fleet().prepare(new_fabric, touched)
-    saved_rev = store.save(new, {failure: OPERATOR} if claimed else None, expect=rev)  # Conflict: read again
-    saved_ns = time.monotonic_ns()
-    lost = [str(u) for u in failover.unreachable(new_fabric)]
-    doc = {**base, "changed": True, "failures": _failures_json(t, new), "touched": touched, "unreachable": lost}
-    if not as_json:
+            return
         for f in dropped:
             click.echo(f"dropped: {lookup.describe_failure(t, f)} (not in the topology {env.topology_path()})")
-        click.echo(f"recorded: {'fail' if adding else 'restore'} {what}; {_n(len(new), 'failure')} in {store}"
+        click.echo(f"recorded: {verb} {what}; {_n(len(r.new), 'failure')} in {store}"
                    + ("; held by the operator now (the controller had detected it)" if claimed else ""))
         click.echo(f"unreachable: {len(lost)}" + "".join(f"\n  {u}" for u in lost[:10])
                    + (f"\n  (+{len(lost) - 10} more: fabricctl status --offline)" if len(lost) > 10 else ""))
-    if controller is not None and not no_apply:
-        return handoff.Handoff(env.state_path() if not env.store_url else None, controller, saved_ns, new - old,
-                               old - new, lambda f: lookup.describe_failure(t, f),
-                               read=store.read_view if env.store_url else None, saved_rev=saved_rev), doc
-    if no_apply or prepared is None:
+
+    def apply(r: Recorded[Planned, None]) -> None:
+        change, prepared = _planned(r)
+        if prepared is None:
+            _not_applied(r, doc, as_json)
+            return
+        outcomes = _sync(prepared, dry_run=False, push="never", label=base["change"], show=not as_json)
+        _report("apply", outcomes, prepared, dry_run=False, as_json=as_json, extra={**doc, "applied": True},
+                retry="; the failure set is recorded: 'fabricctl install' retries them")
+
+    try:
+        r: Recorded[Planned, None] = record_then_apply(
+            store, read, compute, lock_timeout=LOCK_WAIT, primary=primary_of(store), election_id=env.election_id,
+            plan=plan, recorded=recorded, apply=None if no_apply else apply,
+            describe=lambda f: lookup.describe_failure(t, f), conflict_retries=CONFLICT_RETRIES)
+    except StateLocked as e:
+        raise OpError(str(e)) from None
+    except OSError as e:  # the lock file cannot be made (no such directory, read-only)
+        raise OpError(f"cannot lock state file {store}: {e.strerror or e}") from None
+    if r.proposal is None:
         if as_json:
-            _print_json({**doc, "applied": False})
-        elif controller is not None:
-            click.echo(f"not applied by this command: the running controller ({controller}) applies the recorded set")
-        elif touched:
-            click.echo(f"not applied: {_n(len(touched), 'switch')} to reconcile "
-                       f"({', '.join(touched[:6])}{', ...' if len(touched) > 6 else ''}); run 'fabricctl install'")
-        return None
-    outcomes = _sync(prepared, dry_run=False, push="never", label=base["change"], show=not as_json)
-    _report("apply", outcomes, prepared, dry_run=False, as_json=as_json, extra={**doc, "applied": True},
-            retry="; the failure set is recorded: 'fabricctl install' retries them")
-    return None
+            _print_json({**base, "changed": False, "failures": _failures_json(t, r.old), "touched": []})
+        elif failure is None:
+            click.echo("nothing to do: no failure recorded")
+        else:
+            recorded_now = ", ".join(lookup.describe_failure(t, f) for f in _sorted(r.old)) or "none"
+            click.echo(f"nothing to do: {what} is {'already' if adding else 'not'} recorded as down "
+                       f"(recorded: {recorded_now})")
+    elif r.handoff is not None:
+        handoff.report(r.handoff, doc, env.timeout, as_json)
+    elif no_apply:
+        _not_applied(r, doc, as_json)
+
+
+def _planned(r: Recorded[Planned, None]) -> Planned:
+    assert r.planned is not None, "the plan step runs before the record is saved"
+    return r.planned
+
+
+def _not_applied(r: Recorded[Planned, None], doc: dict[str, Any], as_json: bool) -> None:
+    """The last line of a change this command recorded but did not apply (--no-apply, or nothing to write)."""
+    touched = _planned(r)[0].touched
+    if as_json:
+        _print_json({**doc, "applied": False})
+    elif r.controller is not None:
+        click.echo(f"not applied by this command: the running controller ({r.controller}) applies the recorded set")
+    elif touched:
+        click.echo(f"not applied: {_n(len(touched), 'switch')} to reconcile "
+                   f"({', '.join(touched[:6])}{', ...' if len(touched) > 6 else ''}); run 'fabricctl install'")

@@ -12,7 +12,7 @@ from controller.model import lookup
 from controller.southbound.base import Outcome, exit_code
 from controller.plan.delta import Changes
 from controller.service import status as service_status
-from controller.state.statefile import DETECTOR
+from controller.model.failures import DETECTOR
 from fabricctl.context import _n, Env, _json_option, _print_json, _table, _failures_json, _sorted, _sync
 
 

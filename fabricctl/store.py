@@ -8,14 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from controller import failover
-from controller.state import statefile
-from controller.model.failures import Failure
+from controller.model.failures import Failure, FailoverError, to_text
+from controller.state.statefile import save_state
 from controller.exitcodes import BAD_INPUT, OpError
 from controller.state.filestore import FileStore
 from controller.state.store import Record, Store
 from controller.model.topology import Topology
-from controller.model.failures import FailoverError
 
 if TYPE_CHECKING:
     from controller.state.etcdstore import EtcdStore
@@ -96,9 +94,9 @@ def export_cmd(env: Any, state_file: Path | None, as_json: bool) -> None:
     record: dict[Failure, str] = source.load()
     try:
         with FileStore(path).locked(60.0):
-            failover.save_state(path, record, record)  # type: ignore[arg-type]
+            save_state(path, record, record)  # type: ignore[arg-type]
     except FailoverError as e:
         raise OpError(str(e), BAD_INPUT) from None
-    text = statefile.to_text(record, record)  # type: ignore[arg-type]
+    text = to_text(record, record)  # type: ignore[arg-type]
     doc = {"from": str(source), "to": str(path), "failures": len(record), "bytes": len(text)}
     click.echo(json.dumps(doc, indent=2) if as_json else f"exported {len(record)} failures from {source} into {path}")

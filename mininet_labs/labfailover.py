@@ -12,14 +12,15 @@ from controller import failurerecord, planning
 from controller.model import lookup
 from controller.southbound import p4runtime
 from controller.southbound.base import Outcome, Push
-from controller.failover import save_state
-from controller.model.failures import Failure, FailoverError, failure_to_json
-from controller.state.statelock import state_lock
-from controller.state.store import Conflict, Store, StoreError
+from controller.model.failures import Failure, failure_to_json
+from controller.state.filestore import FileStore
+from controller.state.store import Conflict, Record, Store, StoreError
 from controller.runtime.fabric_client import FabricClient
+from controller.planning import FailureChange
 from controller.runtime.p4info import P4Info
 from controller.routes import Fabric
 from controller.service import handoff
+from controller.service.transaction import Proposal, Recorded, primary_of, record_then_apply
 from controller.programs.toolchain import Artifacts
 from mininet_labs.labstate import LabError
 
@@ -45,6 +46,7 @@ class FailoverResult:
 
 
 CONFLICT_RETRIES = 50  # read-compute-save rounds on a store another writer changes meanwhile (fabricctl's)
+LOCK_WAIT = 10.0  # seconds a fail/restore waits for another writer's lock on the lab's state file
 Change = Callable[[frozenset[Failure]], frozenset[Failure]]  # the recorded set -> the new one
 
 
@@ -129,60 +131,36 @@ class FailoverMixin:
         return self._change(lambda _old: frozenset(failures))
 
     def _change(self, compute: Change) -> FailoverResult:
-        """Record compute(recorded set) and apply it (set_failures), in the lab's state file or its store."""
-        if self.store is not None:
-            return self._change_in_store(self.store, compute)
+        """Record compute(recorded set) and apply it (set_failures), in the lab's state file or its store, by the
+        failure transaction (controller.service.transaction): as `fabricctl fail/restore`, the running controller
+        primary there applies it unless the lab's election id is above its own; else the lab writes the switches."""
+        store = self.store if self.store is not None else FileStore(self.failure_state_path)
         t0 = time.monotonic()
-        outcomes: dict[str, Outcome] = {}
-        passed: handoff.Handoff | None = None
-        with state_lock(self.failure_state_path):  # the rule of fabricctl fail/restore: record, then apply
-            old = self.failures()
-            change = planning.failure_change(self.model, self.program, old, compute(old), self.options)  # type: ignore[arg-type]
-            controller = handoff.running(self.failure_state_path)
-            if controller is not None and self.election_id > controller.election_id:
-                controller = None  # the lab writes itself, deposing the controller there (a higher id wins)
-            try:
-                save_state(self.failure_state_path, change.new)
-            except FailoverError as e:
-                raise LabError(str(e)) from None
-            if controller is not None and change.new != old:
-                passed = handoff.Handoff(self.failure_state_path, controller, time.monotonic_ns(), change.new - old,
-                                         old - change.new, lambda f: lookup.describe_failure(self.model, f))
-            elif change.touched:
-                outcomes = self._sync(change.fabric, change.touched, push="never")
-        return self._finish(change, outcomes, passed, t0)
 
-    def _change_in_store(self, store: Store, compute: Change) -> FailoverResult:
-        """Read-compute-save on the store (its revision compared: a concurrent writer makes us read again),
-        then hand the change to the leader publishing its view there, or write the switches ourselves."""
-        t0 = time.monotonic()
-        outcomes: dict[str, Outcome] = {}
-        passed: handoff.Handoff | None = None
-        for attempt in range(CONFLICT_RETRIES):
-            try:
-                record, rev = store.recorded_rev(self.model)
-                old = frozenset(record)
-                change = planning.failure_change(self.model, self.program, old, compute(old), self.options)  # type: ignore[arg-type]
-                controller = handoff.primary_in(store.read_view())
-                if controller is not None and self.election_id > controller.election_id:
-                    controller = None  # the lab writes itself, deposing the leader there (a higher id wins)
-                saved_rev = store.save(change.new, expect=rev) if change.new != old else rev
-                break
-            except Conflict:
-                if attempt == CONFLICT_RETRIES - 1:
-                    raise LabError(f"{store.where}: the record kept changing ({CONFLICT_RETRIES} tries)") from None
-                time.sleep(0.01 * (attempt + 1))
-            except StoreError as e:
-                raise LabError(str(e)) from None
-        if controller is not None and change.new != old:
-            passed = handoff.Handoff(None, controller, time.monotonic_ns(), change.new - old, old - change.new,
-                                     lambda f: lookup.describe_failure(self.model, f), read=store.read_view,
-                                     saved_rev=saved_rev)
-        elif controller is None and change.touched:
-            outcomes = self._sync(change.fabric, change.touched, push="never")
-        return self._finish(change, outcomes, passed, t0)
+        def wanted(record: Record) -> Proposal:
+            old = frozenset(record)
+            new = frozenset(compute(old))
+            return Proposal(new, save=new != old)
 
-    def _finish(self, change: Any, outcomes: dict[str, Outcome], passed: handoff.Handoff | None,
+        def plan(r: Recorded[FailureChange, dict[str, Outcome]]) -> FailureChange:
+            return planning.failure_change(self.model, self.program, r.old, r.new, self.options)  # type: ignore[arg-type]
+
+        def apply(r: Recorded[FailureChange, dict[str, Outcome]]) -> dict[str, Outcome]:
+            change = _planned(r)
+            return self._sync(change.fabric, change.touched, push="never") if change.touched else {}
+
+        try:
+            r: Recorded[FailureChange, dict[str, Outcome]] = record_then_apply(
+                store, lambda: store.recorded_rev(self.model), wanted, lock_timeout=LOCK_WAIT,
+                primary=primary_of(store), election_id=self.election_id, plan=plan, apply=apply,
+                describe=lambda f: lookup.describe_failure(self.model, f), conflict_retries=CONFLICT_RETRIES)
+        except Conflict:
+            raise LabError(f"{store.where}: the record kept changing ({CONFLICT_RETRIES} tries)") from None
+        except StoreError as e:
+            raise LabError(str(e)) from None
+        return self._finish(_planned(r), r.applied or {}, r.handoff, t0)
+
+    def _finish(self, change: FailureChange, outcomes: dict[str, Outcome], passed: handoff.Handoff | None,
                 t0: float) -> FailoverResult:
         if passed is not None:  # outside the lock: the controller takes it to read the record
             out = passed.wait(self.timeout)
@@ -201,3 +179,8 @@ class FailoverMixin:
     def restore(self, failure: Failure | None = None) -> FailoverResult:
         """Remove one failure from the record (None: all) and reconcile what it touches."""
         return self._change(lambda old: frozenset() if failure is None else old - {failure})
+
+
+def _planned(r: Recorded[FailureChange, dict[str, Outcome]]) -> FailureChange:
+    assert r.planned is not None, "the plan step runs before the record is saved"
+    return r.planned

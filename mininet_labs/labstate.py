@@ -11,7 +11,7 @@ from typing import Any
 
 from controller.model import limits
 from controller.files.safefile import UnsafeFile, read_text, write_atomic
-from controller.state.statefile import parse_json
+from controller.model.failures import parse_json
 from controller.programs.toolchain import find_binary
 from controller.model.topology import Topology, build
 from mininet_labs._mininet import missing as mininet_missing

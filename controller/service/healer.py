@@ -17,13 +17,14 @@ from controller.model import lookup
 from controller.model.failures import Failure, LinkDown
 from controller.routes import Fabric, Options
 from controller.plan.p4names import Program
-from controller.service.origins import merge
+from controller.service.origins import Merge, merge
+from controller.service.transaction import Proposal, Recorded, record_then_apply
 from controller.southbound.base import PlanChange, SwitchHandle
-from controller.state.statefile import Origin
+from controller.model.failures import Origin
 from controller.state.statelock import StateLocked
 from controller.model.topology import Topology
 from controller.state.filestore import FileStore
-from controller.state.store import Conflict, Store, StoreError
+from controller.state.store import Conflict, Record, Store, StoreError
 from controller.service.switchcalls import SwitchCalls
 
 Emit = Callable[..., object]
@@ -149,54 +150,70 @@ class Healer:
             raise
 
     def _tick(self, downs: set[Failure], ups: set[Failure], detected: set[Failure]) -> None:
+        """The failure transaction (controller.service.transaction): the detector's merge is its rule, the leader's
+        fence is asked before the save, and the deltas are written here, this controller being the one that applies."""
+        before: Record = {}  # the record read (the last round's)
+        m = merge(before, set(), set(), set())  # its merge with what the probes saw
+        changed = False
         full: list[SwitchHandle] = []
-        with self._io, self.state.locked(self.lock_timeout):
-            read_ns = time.monotonic_ns()  # a one-shot command that saved before this saw the lock free
-            before, read_rev = self.state.recorded_rev(self.topo)
-            recorded = frozenset(before)
-            m = merge(before, downs, ups, detected)
-            new = frozenset(m.record)
-            held = self.fence() if self.fence is not None else None  # asked before saving: a deposed leader saves nothing
-            if held and (m.added or m.removed):
-                with self._lock:  # kept for when writes may resume
-                    self._downs |= downs - self._ups
-                    self._ups |= ups - self._downs
-                m = merge(before, set(), set(), set())
-                new = recorded
-            if m.added or m.removed:
-                read_rev = self.state.save(new, m.record, expect=read_rev)  # Conflict: merged again next pass
-                added, removed = self._described(m.added), self._described(m.removed)
-                self.emit("failures_recorded", added=list(added), removed=list(removed), by={**added, **removed},
-                          count=len(new))
-            for f in m.held:
-                what = {"link": [f.t0, f.t1]} if isinstance(f, LinkDown) else {"port": [f.t0, f.port]}  # type: ignore[union-attr]
-                self.emit("restore_held", **what, failure=lookup.describe_failure(self.topo, f), by="operator",
-                          why="probes came back, but an operator recorded this failure: it stays until 'fabricctl restore'")
-            changed = m.record != self.recorded
-            self.recorded = m.record
-            if self.applied is None:
-                self.applied = recorded
-            if (held is None) != (self.held is None):  # an event per change of state, not per reason's wording
-                self.emit("writes_held" if held else "writes_resumed", **({"why": held} if held else {}))
+
+        def wanted(record: Record) -> Proposal:
+            nonlocal before, m
+            before, m = record, merge(record, downs, ups, detected)
+            return Proposal(frozenset(m.record), m.record, save=bool(m.added or m.removed))
+
+        def recorded(r: Recorded[None, None]) -> None:
+            added, removed = self._described(m.added), self._described(m.removed)
+            self.emit("failures_recorded", added=list(added), removed=list(removed), by={**added, **removed},
+                      count=len(r.new))
+
+        def apply(r: Recorded[None, None]) -> None:
+            nonlocal changed, full
+            changed = self._take(m, r, None)
+            applied = self.applied if self.applied is not None else r.old
+            if r.new != applied:
+                self._write_deltas(applied, r.new)
+                self.applied = r.new
                 changed = True
-            self.held = held
-            if held:  # the record moved on; the switches keep what they hold until writes may resume
-                self.recorded, self.read_mono_ns, self.read_revision = m.record, read_ns, read_rev
-                if changed and self.on_change is not None:
-                    self.on_change()
-                return
-            if new != self.applied:
-                self._write_deltas(self.applied, new)
-                self.applied = new
-                changed = True
-            self.read_mono_ns, self.read_revision = read_ns, read_rev
+            self.read_mono_ns, self.read_revision = r.read_ns, r.rev
             full = [self.sessions[n] for n in sorted(self._full) if self.sessions[n].ready
                     and (self.calls is None or self.calls.silent_since(n) is None)]
+
+        with self._io:
+            r: Recorded[None, None] = record_then_apply(
+                self.state, lambda: self.state.recorded_rev(self.topo), wanted, lock_timeout=self.lock_timeout,
+                fence=self.fence, recorded=recorded, apply=apply)
+            if r.held:  # the fence was asked before the save: a deposed leader saved nothing
+                if m.added or m.removed:
+                    with self._lock:  # kept for when writes may resume
+                        self._downs |= downs - self._ups
+                        self._ups |= ups - self._downs
+                    m = merge(before, set(), set(), set())
+                changed = self._take(m, r, r.held)
+                # the record moved on; the switches keep what they hold until writes may resume
+                self.read_mono_ns, self.read_revision = r.read_ns, r.rev
         if full:  # read back and written with the locks let go: a frozen switch holds up no record or other write
-            for name, err in self._full_reconciles(full, new).items():
+            for name, err in self._full_reconciles(full, r.new).items():
                 self.emit("reconcile_failed", switch=name, error=str(err) or type(err).__name__)
         if changed and self.on_change is not None:
             self.on_change()
+
+    def _take(self, m: Merge, r: Recorded[None, None], held: str | None) -> bool:
+        """Note a pass's merge and the fence's answer: the operator's failures the probes saw come back (said, kept),
+        the record as it now is, writes held or resumed (said once per change); whether the view changed."""
+        for f in m.held:
+            what = {"link": [f.t0, f.t1]} if isinstance(f, LinkDown) else {"port": [f.t0, f.port]}  # type: ignore[union-attr]
+            self.emit("restore_held", **what, failure=lookup.describe_failure(self.topo, f), by="operator",
+                      why="probes came back, but an operator recorded this failure: it stays until 'fabricctl restore'")
+        changed = m.record != self.recorded
+        self.recorded = m.record
+        if self.applied is None:
+            self.applied = r.old
+        if (held is None) != (self.held is None):  # an event per change of state, not per reason's wording
+            self.emit("writes_held" if held else "writes_resumed", **({"why": held} if held else {}))
+            changed = True
+        self.held = held
+        return changed
 
     @property
     def pending(self) -> list[str]:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
 from controller.model.failures import Failure
-from controller.state.statefile import DETECTOR, OPERATOR, Origin
+from controller.model.failures import DETECTOR, OPERATOR, Origin
 
 Record = Mapping[Failure, Origin]
 

@@ -37,7 +37,7 @@ from controller.southbound.base import CarrierSource, SwitchHandle
 from controller.southbound.fleet import kind_of
 from controller.service.status import may_write, remove_status, status_path, write_status
 from controller.model.failures import failure_to_json
-from controller.state.statefile import DETECTOR
+from controller.model.failures import DETECTOR
 from controller.programs.toolchain import Artifacts
 from controller.model.topology import Switch, Topology
 from controller.state.eventfile import EVENTS_NAME  # the default events file (importers take it from here too)

@@ -1,6 +1,6 @@
 """The etcd store: the record, the leader's view and the event stream of one fabric under one prefix.
 
-    /srv6-fabric/<fabric>/failures         the state document (statefile.to_text: export gives the
+    /srv6-fabric/<fabric>/failures         the state document (model.failures.to_text: export gives the
                                            bytes a state file holds), changed only by transactions
                                            that compare the key's mod_revision with the one read
     /srv6-fabric/<fabric>/leader           the leader's key, under its lease (leader.py)
@@ -29,10 +29,8 @@ import requests
 from etcd3gw import exceptions as etcd_errors
 from etcd3gw.client import Etcd3Client
 
-from controller.state import statefile
-from controller.model.failures import Failure
+from controller.model.failures import OPERATOR, Failure, Origin, StateFileError, origins_from_text, to_text
 from controller.state.store import Conflict, Deposed, EtcdTls, EtcdUrl, Record, Store, StoreError, StoreUnavailable, Unreachable
-from controller.state.statefile import OPERATOR, Origin
 from controller.model.topology import Topology
 
 ROOT = "/srv6-fabric/"
@@ -215,8 +213,8 @@ class EtcdStore(Store):
         if text is None:
             return {}, 0
         try:
-            return statefile.origins_from_text(text), rev
-        except statefile.StateFileError as e:
+            return origins_from_text(text), rev
+        except StateFileError as e:
             raise StoreError(f"{self.where}: {e}") from None
 
     def load_stale(self) -> Record:
@@ -225,8 +223,8 @@ class EtcdStore(Store):
         if not kvs:
             return {}
         try:
-            return statefile.origins_from_text(kvs[0]["value"])
-        except statefile.StateFileError as e:
+            return origins_from_text(kvs[0]["value"])
+        except StateFileError as e:
             raise StoreError(f"{self.where}: {e}") from None
 
     def save(self, failures: Iterable[Failure], origins: Mapping[Failure, Origin] | None = None,
@@ -237,9 +235,9 @@ class EtcdStore(Store):
         if expect is not None and rev != expect:
             raise Conflict(f"{self.where}: the record changed (revision {expect} -> {rev}) since it was read")
         if any(f not in given for f in failures):
-            now = statefile.origins_from_text(text_now) if text_now else {}
+            now = origins_from_text(text_now) if text_now else {}
             given = {f: given.get(f, now.get(f, OPERATOR)) for f in failures}
-        text = statefile.to_text(failures, given)
+        text = to_text(failures, given)
         key = b64(self.key("failures"))
         compare = [{"key": key, "result": "EQUAL", "target": "MOD", "mod_revision": rev}]
         leader = b64(self.key("leader"))

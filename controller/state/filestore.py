@@ -14,14 +14,12 @@ from collections.abc import Hashable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from controller import failover
-from controller.model.failures import Failure
+from controller.model.failures import FailoverError, Failure, Origin
 from controller.files.safefile import pid_alive
 from controller.state.eventfile import EVENTS_NAME, backlog_offset, new_events
 from controller.state.store import Record, Store, StoreError
-from controller.state.statefile import Origin
+from controller.state import statefile
 from controller.state.statelock import StateLocked, state_lock
-from controller.model.failures import FailoverError
 
 STATUS_NAME = ".fabric-service.json"  # controller.service.status publishes there
 
@@ -40,14 +38,14 @@ class FileStore(Store):
 
     def load_rev(self) -> tuple[Record, int]:
         try:
-            return failover.load_origins(self.path), 0
+            return statefile.load_origins(self.path), 0
         except FailoverError as e:
             raise StoreError(str(e)) from None
 
     def save(self, failures: Iterable[Failure], origins: Mapping[Failure, Origin] | None = None,
              expect: int | None = None) -> int:
         try:
-            failover.save_state(self.path, failures, origins)
+            statefile.save_state(self.path, failures, origins)
         except FailoverError as e:
             raise StoreError(str(e)) from None
         return 0

@@ -20,8 +20,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from controller.failover import health
-from controller.model.failures import Failure, FailoverError
-from controller.state.statefile import Origin
+from controller.model.failures import Failure, FailoverError, Origin
 from controller.model.topology import Topology
 
 Record = dict[Failure, Origin]
@@ -129,7 +128,7 @@ class Store(ABC):
     @abstractmethod
     def save(self, failures: Iterable[Failure], origins: Mapping[Failure, Origin] | None = None,
              expect: int | None = None) -> int:
-        """Write the failure set (origins as statefile.save gives them) if the record is still at
+        """Write the failure set (origins as statefile.save_state gives them) if the record is still at
         revision `expect` (None: unconditionally); the new revision. Conflict if it moved on."""
 
     @contextlib.contextmanager
@@ -157,19 +156,20 @@ class Store(ABC):
     def recorded(self, topo: Topology) -> Record:
         return self.recorded_rev(topo)[0]
 
-    def known_rev(self, topo: Topology) -> tuple[frozenset[Failure], list[Failure], int]:
-        """The recorded failures that name what the topology has, those that do not (what `restore
-        all` drops), and the revision read."""
+    def known_rev(self, topo: Topology) -> tuple[Record, list[Failure], int]:
+        """The recorded failures that name what the topology has (with their origins), those that do not
+        (what `restore all` drops), and the revision read."""
         record, rev = self.load_rev()
-        known, dropped = [], []
+        known: Record = {}
+        dropped = []
         for f in sorted(record, key=str):
             try:
                 health(topo, [f])
             except FailoverError:
                 dropped.append(f)
             else:
-                known.append(f)
-        return frozenset(known), dropped, rev
+                known[f] = record[f]
+        return known, dropped, rev
 
     # --- the controller's view and events ---------------------------------------------------
     @abstractmethod

@@ -16,7 +16,7 @@ from controller.model.failures import Failure, HostPortDown, LinkDown, SwitchDow
 from controller.plan.p4names import Program
 from controller.service.status import status_path
 from controller.state.filestore import FileStore
-from controller.state.statefile import DETECTOR
+from controller.model.failures import DETECTOR
 from controller.state.store import Store, StoreError
 from controller.model.topology import Topology
 from controller.model.failures import failure_to_json

@@ -10,10 +10,10 @@ import sys
 from typing import Any
 
 from controller import planning
-from controller.failover import load_origins
+from controller.state.statefile import load_origins
 from controller.model.failures import LinkDown
 from controller.southbound.kroutes import Nexthop, intf, link_local, pulled_nexthops, switch_routes
-from controller.state.statefile import OPERATOR
+from controller.model.failures import OPERATOR
 from tests.paths import REPO
 
 

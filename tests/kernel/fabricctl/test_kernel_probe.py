@@ -10,10 +10,10 @@ import subprocess
 import sys
 from typing import Any
 
-from controller.failover import load_origins
+from controller.state.statefile import load_origins
 from controller.model.failures import LinkDown
 from controller.southbound.kroutes import Nexthop, intf, link_local, pulled_nexthops
-from controller.state.statefile import DETECTOR
+from controller.model.failures import DETECTOR
 from tests.kernel.fabricctl.test_kernel_run import _events, _until, _written
 from tests.paths import REPO
 

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.failover import load_origins
+from controller.state.statefile import load_origins
 from controller.model.failures import LinkDown
 from controller.southbound.kroutes import Nexthop, intf, link_local, pulled_nexthops
 from controller.service.status import status_path
-from controller.state.statefile import DETECTOR
+from controller.model.failures import DETECTOR
 from tests.paths import REPO
 
 
@@ -111,7 +111,7 @@ def test_carrier_lost_fails_the_link_and_its_probes_back_restore_it(lab: Any) ->
 
 
 def test_the_operator_holds_its_failures_and_a_dead_link_restored_by_hand_is_recorded_again(lab: Any) -> None:
-    from controller.state.statefile import OPERATOR
+    from controller.model.failures import OPERATOR
 
     topo = lab.model
     leaf, spine = topo.switch("p0-t0-1"), topo.switch("p0-t1-0")

@@ -12,7 +12,8 @@ import pytest
 
 from controller.plan.entries import Entity, Lpm, TableEntry, entity_key
 from controller.plan.p4names import PINNED_PATH
-from controller.failover import dead_paths, delta, load_state, save_state, unreachable, with_failures
+from controller.failover import dead_paths, delta, unreachable, with_failures
+from controller.state.statefile import load_state, save_state
 from controller.model.failures import FailoverError, HostPortDown, LinkDown, SwitchDown, Unreachable
 from controller.plan.fabricplan import diff_plans, plan
 from controller.plan.delta import Delta

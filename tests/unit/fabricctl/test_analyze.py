@@ -13,7 +13,7 @@ from controller.analysis import closed
 from controller.analysis import montecarlo as mc
 from controller.analysis.design import Design, Rates, from_topology
 from fabricctl.main import cli
-from controller.failover import save_state
+from controller.state.statefile import save_state
 from controller.model.failures import LinkDown, SwitchDown
 from controller.model.topology import build
 from tests.paths import UNIT_DATA

@@ -24,7 +24,7 @@ from click.testing import CliRunner, Result
 
 from controller.programs import p4compile
 from fabricctl.main import cli
-from controller.failover import load_state
+from controller.state.statefile import load_state
 from controller.programs.p4compile import CompileError, compile_program
 from controller.programs.toolchain import Artifacts
 from mininet_labs import bmv2proc

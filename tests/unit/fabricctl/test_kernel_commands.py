@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from controller.failover import load_state
+from controller.state.statefile import load_state
 from fabricctl.main import cli
 from tests.unit.controller.southbound.test_fleet import ALL_NS, _doc
 

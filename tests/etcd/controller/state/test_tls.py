@@ -18,7 +18,7 @@ import pytest
 from controller.model.failures import LinkDown
 from controller.state.etcdstore import EtcdStore, EventSink
 from controller.state.leader import Leadership
-from controller.state.statefile import OPERATOR
+from controller.model.failures import OPERATOR
 from controller.state.store import parse_url
 from mininet_labs.pki import openssl
 from tests.etcd.conftest import LAB, REPO

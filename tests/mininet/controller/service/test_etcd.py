@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from controller import failover
+from controller.state import statefile
 from controller.model.failures import LinkDown
 from controller.state.etcdstore import EtcdStore
 from controller.state.store import parse_url
-from controller.state.statefile import DETECTOR, OPERATOR
+from controller.model.failures import DETECTOR, OPERATOR
 from tests.etcd.cluster import EtcdCluster
 from tests.mininet.controller.service.test_service import (  # noqa: F401  (controller: the fixture starting `fabricctl run`)
     LEAF, ROOT, SPINE, controller, link_event, recorded_event, tables_equal_plan)
@@ -61,7 +61,7 @@ def test_run_on_etcd_records_detected_and_operator_failures_there_and_applies_th
         c.wait(recorded_event(True), "failure recorded")
         c.wait(lambda e: e["kind"] == "deltas_written" and e["failures"] == 1, "deltas written")
         assert store.load() == {LinkDown(LEAF, SPINE): DETECTOR}
-        assert failover.load_state(lab.failure_state_path) == frozenset()  # the lab's file is not the record
+        assert statefile.load_state(lab.failure_state_path) == frozenset()  # the lab's file is not the record
         assert tables_equal_etcd_plan(lab, cluster.url) == {}
         r = fabricctl(lab, cluster.url, "fail", "link", OTHER.t0, OTHER.t1)
         assert r.returncode == 0, r.stderr

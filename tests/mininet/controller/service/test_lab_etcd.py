@@ -12,12 +12,12 @@ import sys
 import os
 from typing import Any
 
-from controller import failover
+from controller.state import statefile
 from controller.model.failures import LinkDown
 from controller.service import handoff
 from controller.state.etcdstore import EtcdStore
 from controller.state.store import parse_url
-from controller.state.statefile import OPERATOR
+from controller.model.failures import OPERATOR
 from tests.mininet.controller.service.test_etcd import cluster  # noqa: F401  (the etcd cluster fixture)
 from tests.mininet.controller.service.test_service import (  # noqa: F401  (controller: the fixture starting `fabricctl run`)
     LEAF, ROOT, SPINE, controller, tables_equal_plan, wait_until)
@@ -43,7 +43,7 @@ def test_lab_fail_records_in_etcd_and_the_leader_pulls_the_link_then_restores_it
             r = lab.fail(CUT)
             assert r.via is not None and r.via.startswith(f"pid {c.proc.pid}") and r.outcomes == {}, r
             assert store.load() == {CUT: OPERATOR}
-            assert failover.load_state(lab.failure_state_path) == frozenset()  # the lab's file is not the record
+            assert statefile.load_state(lab.failure_state_path) == frozenset()  # the lab's file is not the record
             assert tables_equal_plan(lab) == {}  # the plan of the etcd record (lab.install reads the store)
             assert pulled(lab) != {}  # the leader changed tables: the healthy plan is no longer what they hold
         finally:
@@ -86,7 +86,7 @@ def test_fabricctl_lab_status_check_compares_with_the_etcd_record(lab, lab_dir, 
     try:
         r = fabricctl("fail", "link", LEAF, SPINE, "--no-apply")  # recorded in etcd, no switch written
         assert r.returncode == 0, r.stderr
-        assert failover.load_state(lab.failure_state_path) == frozenset()
+        assert statefile.load_state(lab.failure_state_path) == frozenset()
         out = plan()
         assert {n for n, p in out.items() if not p["in_sync"]} == set(pulled_by_plan(lab)), out
         r = fabricctl("install")

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from controller import failover
+from controller.state import statefile
 from controller.model.failures import LinkDown
 from controller.service.status import read_status
-from controller.state.statefile import DETECTOR, OPERATOR
+from controller.model.failures import DETECTOR, OPERATOR
 from tests.mininet.controller.service.test_service import (  # noqa: F401  (controller: the fixture starting `fabricctl run`)
     LEAF, ROOT, SPINE, controller, link_event, recorded_event, tables_equal_plan, wait_until)
 
@@ -24,7 +24,7 @@ M = 20  # --restore-after of the tests' controllers
 
 
 def origins(lab: Any) -> dict:
-    return failover.load_origins(lab.failure_state_path)
+    return statefile.load_origins(lab.failure_state_path)
 
 
 def fabricctl(lab: Any, *args: str) -> subprocess.CompletedProcess[str]:
@@ -44,7 +44,7 @@ def probes_back(lab: Any, link: LinkDown) -> int:
 def test_operator_failure_made_before_run_survives_healthy_probes_a_detected_one_is_restored(lab, controller):
     r = fabricctl(lab, "fail", "link", LEAF, SPINE)  # no controller runs: the one-shot writes the switches
     assert r.returncode == 0, r.stderr
-    failover.save_state(lab.failure_state_path, [LinkDown(LEAF, SPINE), OTHER], {OTHER: DETECTOR})
+    statefile.save_state(lab.failure_state_path, [LinkDown(LEAF, SPINE), OTHER], {OTHER: DETECTOR})
     lab.install(push="never")  # as a controller that detected OTHER and then died left them
     c = controller()
     c.primary_everywhere()

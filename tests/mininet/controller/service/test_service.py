@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from controller import failover
+from controller.state import statefile
 from controller.model.failures import LinkDown
 from tests.paths import REPO
 
@@ -104,12 +104,12 @@ def controller(lab: Any, tmp_path: Path) -> Iterator[Callable[..., Controller]]:
     yield start
     for c in made:
         c.stop()
-    failover.save_state(lab.failure_state_path, [])
+    statefile.save_state(lab.failure_state_path, [])
     lab.install(push="missing")
 
 
 def recorded(lab: Any) -> frozenset:
-    return failover.load_state(lab.failure_state_path)
+    return statefile.load_state(lab.failure_state_path)
 
 
 def tables_equal_plan(lab: Any) -> dict[str, str]:

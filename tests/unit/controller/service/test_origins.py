@@ -14,17 +14,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from controller.state import statefile
 from fabricctl.main import cli
 from controller.planning import failure_change
-from controller.failover import load_origins, load_state, save_state
+from controller.state.statefile import load_origins, load_state, save_state
 from controller.model.failures import HostPortDown, LinkDown, SwitchDown
 from controller.southbound.base import PlanChange
 from controller.service import handoff
 from controller.service.healer import Healer
 from controller.service.origins import merge
 from controller.service.status import status_path, write_status
-from controller.state.statefile import DETECTOR, OPERATOR, StateFileError
+from controller.model.failures import DETECTOR, FORMAT, OPERATOR, StateFileError, origins_from_text
 from controller.model.topology import load
 from tests.paths import UNIT_DATA
 
@@ -92,14 +91,14 @@ def test_version_1_and_marker_less_files_are_read_as_the_operators(tmp_path: Pat
 ])
 def test_bad_origins_are_one_line_errors(text: str, error: str) -> None:
     with pytest.raises(StateFileError) as e:
-        statefile.origins_from_text(text)
+        origins_from_text(text)
     assert str(e.value) == error
 
 
 def test_a_failure_listed_twice_is_the_operators_if_either_says_so() -> None:
-    text = json.dumps({"format": statefile.FORMAT, "failures": [{"switch": "x", "by": "detector"},
+    text = json.dumps({"format": FORMAT, "failures": [{"switch": "x", "by": "detector"},
                                                                {"switch": "x", "by": "operator"}]})
-    assert statefile.origins_from_text(text) == {SwitchDown("x"): OPERATOR}
+    assert origins_from_text(text) == {SwitchDown("x"): OPERATOR}
 
 
 def test_bad_origin_in_the_state_file_is_one_line_and_the_file_untouched(lab: Path, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from controller.failover import load_origins, save_state
+from controller.state.statefile import load_origins, save_state
 from controller.model.failures import LinkDown
 from controller.model.topology import load
 from controller.service.detect import Change, Thresholds
@@ -20,7 +20,7 @@ from controller.service.lease import ControllerLease
 from controller.service.prober import Prober, is_stall
 from controller.service.switchcalls import SwitchCalls
 from controller.southbound.base import PlanChange, ProbeIn, SwitchSync
-from controller.state.statefile import DETECTOR
+from controller.model.failures import DETECTOR
 from tests.paths import LAB_YAML
 
 BOUND = 30.0  # generous bound on any wait here; nothing asserts how long a step took

@@ -8,7 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
-from controller.failover import save_state
+from controller.state.statefile import save_state
 from controller.model.failures import LinkDown
 from controller.service.web.server import WebServer
 from controller.service.web.view import Sources

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from fabricctl.main import cli
-from controller.failover import save_state
+from controller.state.statefile import save_state
 from controller.model.failures import HostPortDown, LinkDown, SwitchDown
 from controller.service import status as st
 from controller.service.web import server as web

@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 
 from controller.files import safefile
 from fabricctl.main import cli
-from controller.failover import load_state, save_state
+from controller.state.statefile import load_state, save_state
 from controller.model.failures import LinkDown
 from controller.model.topology import build, to_dict
 from tests.unit.usage import says

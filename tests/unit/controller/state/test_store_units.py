@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from controller import exitcodes, failurerecord
-from controller.failover import save_state
+from controller import exitcodes
+from controller import failurerecord
+from controller.state.statefile import save_state
 from controller.model.failures import LinkDown, SwitchDown
 from controller.state.filestore import FileStore
 from controller.state.leader import election_id_of
@@ -53,7 +54,7 @@ def test_the_file_store_is_the_default_and_reads_what_ops_reads(tmp_path: Path) 
         failurerecord.load_recorded(topo, state)
     assert str(mine.value) == str(theirs.value)
     known, dropped, _ = store.known_rev(topo)
-    assert (known, dropped) == (frozenset(), [SwitchDown("p9-t1-9")])
+    assert (known, dropped) == ({}, [SwitchDown("p9-t1-9")])
 
 
 def test_a_file_that_is_not_a_state_file_is_refused_and_kept(tmp_path: Path) -> None:
