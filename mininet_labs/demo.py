@@ -141,12 +141,14 @@ def _scenario(lab: Lab, check: Any, rate: float, seconds: float, timeline: dict[
     dests = len(lab.hosts) - 1
     run = lab.start_traffic(qps=4, messages=max(8, int(rate * seconds / dests)), rate=rate, plane_mode="qp",
                             timeline_ms=10.0, start_delay=0.5, timeout=seconds + 60)
-    start = run.started_ns / 1e9
     failure = LinkDown(*LINK)
     want = fabricops.failure_change(lab.model, lab.program, frozenset(), frozenset({failure}),  # type: ignore[arg-type]
                               lab.options).touched  # (lab.program: a str the lab checked names a program)
     events: list[tuple[int, str]] = []  # (CLOCK_MONOTONIC ns, what) for the timeline
     try:
+        # the schedule runs from when every sender is sending (start_delay after the call, or later on a loaded
+        # machine): a cut before that hits no traffic, and nothing then shows a failover
+        start = run.wait_sending() / 1e9
         time.sleep(max(0.0, start + fail_at - time.monotonic()))
         cut_at = time.monotonic()
         events.append((time.monotonic_ns(), "link cut"))

@@ -324,7 +324,7 @@ class LateCounters(Counters):
         self.lag = lag
         self.asked: dict[Direction, tuple[tuple[int, int], int]] = {}
 
-    def __call__(self, d: Direction) -> tuple[int, int] | str:  # type: ignore[override]
+    def __call__(self, d: Direction) -> tuple[int, int] | str:
         self.reads += 1
         counts, left = self.asked.pop(d, ((self.tx, self.rx), self.lag))
         if left:
