@@ -93,7 +93,7 @@ class DirectionState:
     evidence: str = ""  # what the port counters said at the last decision
     gray_counts: tuple[int, int] | None = None  # (tx, rx) read when a gray ratio last wanted the link down
     gray_counts_ns: int = 0
-    trickle_counts: tuple[int, int] | None = None  # (tx, rx) read when K in a row were lost while packets arrived
+    trickle_counts: tuple[int, int] | None = None  # (tx, rx) read when this run of losses was first held back alive
     trickle_counts_ns: int = 0
     armed: bool = False  # a probe arrived (or the transport's grace passed): losses count from then
     first_sent_ns: int | None = None
@@ -366,7 +366,7 @@ class Prober:
                 s.last_probe_t = time.time()
                 if ok:
                     s.last_delay_ms = delay_ms
-                    s.counts = None  # a run of losses, if any, is over
+                    s.counts = s.trickle_counts = None  # a run of losses, if any, is over
                     self._pending.pop(s.d, None)  # and a counter read it asked for is no baseline for the next
                 else:
                     s.lost += 1
@@ -418,8 +418,9 @@ class Prober:
     def _trickle(self, s: DirectionState, now: tuple[int, int], now_ns: int) -> bool:
         """K in a row lost while the far port receives: late probes, unless the wire loses most of what enters
         it (`detect.trickles`: a link shaped below what its probes need delivers a trickle, each probe past its
-        timeout; the late ones raise the timeout to its cap, so no later run of losses sees the far port silent).
-        The switches count it, so a starved controller's late rounds and reads do not change it."""
+        timeout; the late ones raise the timeout to its cap, so no later run of losses sees the far port silent),
+        over this run of losses alone (a probe in time ends it). The switches count it, so a starved controller's
+        late rounds and reads do not change it."""
         if s.d.host:  # its port's tx and rx are different flows
             return False
         if s.trickle_counts is None or now_ns - s.trickle_counts_ns > 10 * self.hard_timeout_ns:

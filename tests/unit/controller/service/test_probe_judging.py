@@ -363,3 +363,20 @@ def test_a_link_whose_queue_holds_a_third_of_what_it_is_sent_is_not_a_trickle():
             late = probe_frame(Probe(s.d.link_id, s.d.direction, s.seq - 60, (t - 1200) * MS))
             p._arrived(s.d.dst, late, s.d.dst_port, t * MS)
     assert changes == [] and s.vetoed > 400 and p.timeout_ms == 1000 and s.evidence.startswith("alive: ")
+
+
+def test_a_burst_that_ended_is_no_part_of_a_later_run_of_late_probes():
+    # 0.9 s of a burst the far port takes one packet in ten of (every probe lost), one probe in time, then 2 s of
+    # late probes on a link delivering all it is sent: judged from the run of losses it ends in, not a trickle
+    c = Counters()
+    p, s, changes = make_prober(c)
+    for i in range(45):
+        probe_round(p, i * 20, False, s)
+        c.tx += 40
+        c.rx += 4
+    probe_round(p, 45 * 20, True, s)
+    for i in range(46, 146):
+        probe_round(p, i * 20, False, s)
+        c.tx += 1
+        c.rx += 1
+    assert changes == [] and s.vetoed > 100, (s.evidence, s.vetoed)
