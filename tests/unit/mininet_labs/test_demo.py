@@ -119,8 +119,8 @@ class ScheduleLab:
     hosts = ["h0", "h1", "h2", "h3"]
     model = program = options = None
 
-    def __init__(self, run: LateSenders) -> None:
-        self.run, self.at_ns = run, {}
+    def __init__(self, run: LateSenders, reconcile_s: float = 0.0) -> None:
+        self.run, self.at_ns, self.reconcile_s = run, {}, reconcile_s
 
     def traffic(self, **_: object) -> TrafficReport:
         return TrafficReport({}, {}, 1.0)
@@ -142,6 +142,9 @@ class ScheduleLab:
         return self._at("mend", *a)
 
     def fail(self, *a: object) -> object:
+        import time
+
+        time.sleep(self.reconcile_s)
         return self._at("fail", *a)
 
     def restore(self, *a: object) -> object:
@@ -163,3 +166,22 @@ def test_the_cut_comes_while_every_sender_is_sending_however_late_they_came_up(m
     # cut 0.4 x seconds and mended 0.75 x seconds after the last sender began, not after the start time it was given
     assert lab.at_ns["cut"] >= run.sending_ns + 400_000_000
     assert lab.at_ns["mend"] >= run.sending_ns + 750_000_000
+
+
+def test_a_reconcile_that_comes_late_is_watched_for_loss_before_the_mend(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from mininet_labs import demo
+
+    monkeypatch.setattr(demo.fabricops, "failure_change", lambda *a: SimpleNamespace(touched=[]))
+    run = LateSenders(late_s=0.0)
+    lab = ScheduleLab(run, reconcile_s=0.5)  # returns after the mend was due (0.75 s after the senders began)
+    demo._scenario(lab, lambda *a, **k: None, rate=400.0, seconds=1.0, timeline={}, failover=True)
+    assert lab.at_ns["mend"] >= lab.at_ns["fail"] + int((demo.SETTLE_MS + demo.WATCH_MS) * 1e6)
+
+
+def test_the_loss_window_bound_stretches_only_past_a_late_reconcile() -> None:
+    from mininet_labs.demo import LOSS_WINDOW_BOUND_MS, SETTLE_MS, loss_window_bound
+
+    assert loss_window_bound(0.0) == loss_window_bound(240.0) == LOSS_WINDOW_BOUND_MS  # untold, or told in time
+    assert loss_window_bound(1505.0) == 1505.0 + SETTLE_MS
