@@ -82,6 +82,7 @@ class LabTraffic:
                     argv += ["--rehome", "--dead-planes-file", str(handle.dead_planes_file(src))]
                 if start_delay > 0:
                     argv += ["--start-at-ns", str(handle.started_ns)]
+                argv += ["--sending-file", str(handle.sending_file(src))]
                 with open(run / f"send-{src}.err", "w") as err:
                     handle.senders[src] = self.host(src).popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
         except BaseException:

@@ -62,6 +62,7 @@ class SendSpec:
     rehome: bool = False  # plane_mode qp: move a QP off its plane while that NIC has no carrier
     dead_planes_file: str | None = None  # planes to leave (whitespace-separated), re-read when it changes
     start_at_ns: int = 0  # CLOCK_MONOTONIC ns to start sending at (0: at once), so senders start together
+    sending_file: str | None = None  # gets the CLOCK_MONOTONIC ns of the first send, as it goes: a schedule waits for it
 
     def packets_per_message(self) -> int:
         return max(1, -(-self.message_size // self.mtu))
@@ -238,6 +239,10 @@ def send(spec: SendSpec) -> SendResult:
     start = time.monotonic()
     start_ns = time.monotonic_ns()
     sent = 0
+    if spec.sending_file:
+        tmp = Path(spec.sending_file + ".tmp")
+        tmp.write_text(f"{start_ns}\n")
+        tmp.replace(spec.sending_file)
 
     def pace() -> None:
         if gap:
@@ -300,6 +305,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="move a QP off its plane while that NIC has no carrier (and back when it returns)")
     s.add_argument("--dead-planes-file", help="planes to leave, whitespace-separated; re-read when it changes")
     s.add_argument("--start-at-ns", type=int, default=0, help="CLOCK_MONOTONIC ns to start sending at")
+    s.add_argument("--sending-file", help="created (holding CLOCK_MONOTONIC ns) as the first packet is sent")
     s.add_argument("--out", help="write the JSON result here instead of stdout")
     r = sub.add_parser("recv", help="count RoCEv2 packets per sender and QP, checking each ICRC")
     r.add_argument("--topology", required=True)
@@ -319,7 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         planes = None if not args.planes else [int(x) for x in args.planes.split(",")]
         result = send(SendSpec(args.topology, args.host, args.to, args.qps, args.messages, args.message_size,
                                args.mtu, args.verb, args.plane_mode, planes, args.qp_base, args.start_psn, args.rate,
-                               args.sport, args.ipv4, args.rehome, args.dead_planes_file, args.start_at_ns))
+                               args.sport, args.ipv4, args.rehome, args.dead_planes_file, args.start_at_ns,
+                               args.sending_file))
     else:
         result = receive(RecvSpec(args.topology, args.host, args.expect, args.timeout, args.ready_file,
                                   args.timeline_ms))

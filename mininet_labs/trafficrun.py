@@ -88,6 +88,25 @@ class TrafficRun:
     def dead_planes_file(self, host: str) -> Path:
         return self.dir / f"dead-planes-{host}"
 
+    def sending_file(self, host: str) -> Path:
+        return self.dir / f"sending-{host}"
+
+    def wait_sending(self, timeout: float = 60.0) -> int:
+        """CLOCK_MONOTONIC ns at which the last sender began sending: on a loaded machine a sender's process comes up
+        seconds after its start time, and a schedule kept from that time would pass it by. `timeout` bounds a sender
+        that never starts (LabError, as for one that failed)."""
+        end = time.monotonic() + timeout
+        files = {src: self.sending_file(src) for src in self.senders}
+        while not all(f.exists() for f in files.values()):
+            for src, p in self.senders.items():
+                if p.poll() not in (None, 0):
+                    raise LabError(f"sender on {src} failed: {tail(self.dir / f'send-{src}.err')}")
+            if time.monotonic() > end:
+                late = ", ".join(src for src, f in files.items() if not f.exists())
+                raise LabError(f"senders not sending {timeout:.0f}s after they were started: {late}")
+            time.sleep(0.02)
+        return max(int(f.read_text()) for f in files.values())
+
     def tell_dead_planes(self, host: str, planes: Iterable[int]) -> None:
         """Tell a sender (started with rehome) which planes to leave; an empty set brings it back."""
         write_atomic(self.dead_planes_file(host), " ".join(map(str, sorted(planes))) + "\n")

@@ -10,7 +10,8 @@ down within `window` probes of the last restore), up to 2**`max_damping` times: 
 flapping stays down longer each time, so the tables churn less.
 
 `port_evidence` is the second witness for a dead link: K probes missing in a row say only that the
-probes were not seen in time; the link's own port counters say whether packets still cross it.
+probes were not seen in time; the link's own port counters say whether packets still cross it, and
+`trickles` whether most of them are lost on the way (a link that delivers a trickle is not merely late).
 """
 
 from __future__ import annotations
@@ -141,3 +142,17 @@ def port_evidence(before: tuple[int, int], after: tuple[int, int], elapsed_ns: i
     if (dtx > 0 and elapsed_ns >= settle_ns) or dtx >= OVERWHELMING or elapsed_ns >= patience_ns:
         return Evidence.DEAD
     return Evidence.UNKNOWN
+
+
+TRICKLE_LOSS = 0.5  # of what left the source port, at least this much never reached the far port: lost, not late
+TRICKLE_TIMEOUTS = 4  # judged over at least this many probe timeouts: what is on its way is then a quarter at most
+
+
+def trickles(before: tuple[int, int], after: tuple[int, int]) -> bool:
+    """Whether a direction whose probes keep missing while its far port still receives (ALIVE) loses most of
+    what enters it: at least TRICKLE_LOSS of the packets that left the source port between two reads never
+    reached the far port. Read at least TRICKLE_TIMEOUTS probe timeouts apart, what is still on its way (at
+    most a timeout's worth while probes are only late) stays under that; a link shaped below what its own
+    probes need, which delivers one in ten of them, each long after its timeout, is well over it."""
+    dtx, drx = counter_deltas(before, after)
+    return dtx > 0 and dtx - drx >= TRICKLE_LOSS * dtx

@@ -16,8 +16,8 @@ from controller import planning
 from controller.model.failures import Failure, HostPortDown, LinkDown
 from controller.plan.probes import PROBE_SLOTS, advertised_target, parse_probe, probed_host_ports
 from controller.southbound.base import HostAnswer, ProbeError, ProbeIn
-from controller.service.detect import (Change, Detector, Evidence, Thresholds, counter_deltas, force_down, port_evidence,
-                                      step)
+from controller.service.detect import (TRICKLE_TIMEOUTS, Change, Detector, Evidence, Thresholds, counter_deltas,
+                                      force_down, port_evidence, step, trickles)
 from controller.service.liveness import Signals, SwitchHealth, judge as judge_switch
 from controller.service.probetimer import ProbeTimer
 from controller.model.topology import Topology
@@ -93,6 +93,8 @@ class DirectionState:
     evidence: str = ""  # what the port counters said at the last decision
     gray_counts: tuple[int, int] | None = None  # (tx, rx) read when a gray ratio last wanted the link down
     gray_counts_ns: int = 0
+    trickle_counts: tuple[int, int] | None = None  # (tx, rx) read when this run of losses was first held back alive
+    trickle_counts_ns: int = 0
     armed: bool = False  # a probe arrived (or the transport's grace passed): losses count from then
     first_sent_ns: int | None = None
     unarmed: int = 0  # lost before the direction was armed: not judged
@@ -364,7 +366,7 @@ class Prober:
                 s.last_probe_t = time.time()
                 if ok:
                     s.last_delay_ms = delay_ms
-                    s.counts = None  # a run of losses, if any, is over
+                    s.counts = s.trickle_counts = None  # a run of losses, if any, is over
                     self._pending.pop(s.d, None)  # and a counter read it asked for is no baseline for the next
                 else:
                     s.lost += 1
@@ -410,7 +412,28 @@ class Prober:
                       f"{s.d.dst}:{s.d.dst_port} in {(now_ns - s.counts_ns) / 1e6:.0f} ms")
         if verdict is Evidence.ALIVE:
             s.counts, s.counts_ns = now, now_ns
+            return self._trickle(s, now, now_ns)  # type: ignore[arg-type]
         return verdict is Evidence.DEAD
+
+    def _trickle(self, s: DirectionState, now: tuple[int, int], now_ns: int) -> bool:
+        """K in a row lost while the far port receives: late probes, unless the wire loses most of what enters
+        it (`detect.trickles`: a link shaped below what its probes need delivers a trickle, each probe past its
+        timeout; the late ones raise the timeout to its cap, so no later run of losses sees the far port silent),
+        over this run of losses alone (a probe in time ends it). The switches count it, so a starved controller's
+        late rounds and reads do not change it."""
+        if s.d.host:  # its port's tx and rx are different flows
+            return False
+        if s.trickle_counts is None or now_ns - s.trickle_counts_ns > 10 * self.hard_timeout_ns:
+            s.trickle_counts, s.trickle_counts_ns = now, now_ns
+            return False
+        elapsed = now_ns - s.trickle_counts_ns
+        if elapsed < max(GRAY_SPAN_NS, TRICKLE_TIMEOUTS * self._timeout_now):
+            return False  # what is still on its way is then at most a small part of what left
+        (dtx, drx), before = counter_deltas(s.trickle_counts, now), s.trickle_counts
+        s.trickle_counts, s.trickle_counts_ns = now, now_ns
+        s.evidence = (f"trickle: {dtx} packets left {s.d.src}:{s.d.src_port}, {drx} arrived at {s.d.dst}:{s.d.dst_port} "
+                      f"({(dtx - drx) / max(dtx, 1):.0%} lost on the wire) in {elapsed / 1e6:.0f} ms")
+        return trickles(before, now)
 
     def _gray_on_the_wire(self, s: DirectionState, now_ns: int) -> bool:
         """A loss that would fail a link by the gray ratio counts only if the port counters see the

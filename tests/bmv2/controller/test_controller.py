@@ -308,9 +308,10 @@ def test_a_lower_election_id_cannot_write_while_the_primary_is_connected(lab: Fa
     assert differences(lab.snapshot(), held) == []
 
 
-def wait_for(condition, attempts: int = 500) -> bool:  # type: ignore[no-untyped-def]
-    """Poll a condition a bounded number of times (10 ms apart); its last value."""
-    for _ in range(attempts):
+def wait_for(condition, timeout: float = 60.0) -> bool:  # type: ignore[no-untyped-def]
+    """Poll a condition (10 ms apart) until it holds or `timeout` passed (a bound only); its last value."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
         if condition():
             return True
         time.sleep(0.01)

@@ -22,7 +22,7 @@ def test_the_demo_passes_with_its_loss_window_under_the_bound_it_states(kernel_r
 
     r = demo(tmp_path / "demo")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert f"(bound {LOSS_WINDOW_BOUND_MS:.0f} ms)" in r.stdout
+    assert f"(bound {LOSS_WINDOW_BOUND_MS:.0f} ms" in r.stdout  # and past a reconcile that came later than that
     assert "controller reconciled p0-t1-1, p0-t0-0, p0-t0-1" in r.stdout
     assert netns.existing(f"{netns.PREFIX}dm-") == []
 

@@ -134,7 +134,7 @@ def traffic_meets(lab, monkeypatch):
         def cut_then_wait_for_traffic(intfs):
             done = cut(intfs)
             start = read_cells(lab, cells, reader)
-            deadline = time.monotonic() + 5.0  # at 37.5 packets/s per QP one comes within 30 ms
+            deadline = time.monotonic() + 30.0  # a bound only: at 37.5 packets/s per QP one comes within 30 ms
             while not met["sent_into_cut"] and time.monotonic() < deadline:
                 now = read_cells(lab, cells, reader)
                 met["sent_into_cut"] = sum(now[k] - start[k] for k in start)

@@ -88,3 +88,100 @@ def test_loss_reaching_past_the_reconcile_is_counted_and_loss_that_ended_before_
     cut_tail = Gap(after=3, before=None, missing=6, last_before_ns=RECONCILED - 100)  # its sender stopped in the cut
     assert lost_between(report(RECONCILED + 100, cut_tail), RECONCILED + 200, mended) == []
     assert lost_between(report(mended, cut_tail), RECONCILED + 200, mended) == [(("h0", "h2", 7), 6)]
+
+
+class LateSenders:
+    """A traffic run whose senders began sending `late_s` after its start time (processes that came up late on
+    a loaded machine); wait_sending returns once they have."""
+
+    def __init__(self, late_s: float) -> None:
+        import time
+
+        self.started_ns = time.monotonic_ns() + 100_000_000  # start_delay
+        self.sending_ns = self.started_ns + int(late_s * 1e9)
+
+    def wait_sending(self, timeout: float = 60.0) -> int:
+        import time
+
+        time.sleep(max(0.0, (self.sending_ns - time.monotonic_ns()) / 1e9))
+        return self.sending_ns
+
+    def wait(self) -> TrafficReport:
+        return TrafficReport({}, {}, 1.0)
+
+    def kill(self) -> None:
+        pass
+
+
+class ScheduleLab:
+    """What the demo's scenario asks of a Lab, recording when it cut and mended the link."""
+
+    hosts = ["h0", "h1", "h2", "h3"]
+    model = program = options = None
+
+    def __init__(self, run: LateSenders, reconcile_s: float = 0.0) -> None:
+        self.run, self.at_ns, self.reconcile_s = run, {}, reconcile_s
+
+    def traffic(self, **_: object) -> TrafficReport:
+        return TrafficReport({}, {}, 1.0)
+
+    def start_traffic(self, **_: object) -> LateSenders:
+        return self.run
+
+    def _at(self, what: str, *_: object) -> object:
+        import time
+        from types import SimpleNamespace
+
+        self.at_ns[what] = time.monotonic_ns()
+        return SimpleNamespace(touched=[])
+
+    def cut_link(self, *a: object) -> object:
+        return self._at("cut", *a)
+
+    def mend_link(self, *a: object) -> object:
+        return self._at("mend", *a)
+
+    def fail(self, *a: object) -> object:
+        import time
+
+        time.sleep(self.reconcile_s)
+        return self._at("fail", *a)
+
+    def restore(self, *a: object) -> object:
+        return self._at("restore", *a)
+
+    def install(self, **_: object) -> dict:
+        return {}
+
+
+def test_the_cut_comes_while_every_sender_is_sending_however_late_they_came_up(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from mininet_labs import demo
+
+    monkeypatch.setattr(demo.fabricops, "failure_change", lambda *a: SimpleNamespace(touched=[]))
+    run = LateSenders(late_s=0.6)
+    lab = ScheduleLab(run)
+    demo._scenario(lab, lambda *a, **k: None, rate=400.0, seconds=1.0, timeline={}, failover=True)
+    # cut 0.4 x seconds and mended 0.75 x seconds after the last sender began, not after the start time it was given
+    assert lab.at_ns["cut"] >= run.sending_ns + 400_000_000
+    assert lab.at_ns["mend"] >= run.sending_ns + 750_000_000
+
+
+def test_a_reconcile_that_comes_late_is_watched_for_loss_before_the_mend(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from mininet_labs import demo
+
+    monkeypatch.setattr(demo.fabricops, "failure_change", lambda *a: SimpleNamespace(touched=[]))
+    run = LateSenders(late_s=0.0)
+    lab = ScheduleLab(run, reconcile_s=0.5)  # returns after the mend was due (0.75 s after the senders began)
+    demo._scenario(lab, lambda *a, **k: None, rate=400.0, seconds=1.0, timeline={}, failover=True)
+    assert lab.at_ns["mend"] >= lab.at_ns["fail"] + int((demo.SETTLE_MS + demo.WATCH_MS) * 1e6)
+
+
+def test_the_loss_window_bound_stretches_only_past_a_late_reconcile() -> None:
+    from mininet_labs.demo import LOSS_WINDOW_BOUND_MS, SETTLE_MS, loss_window_bound
+
+    assert loss_window_bound(0.0) == loss_window_bound(240.0) == LOSS_WINDOW_BOUND_MS  # untold, or told in time
+    assert loss_window_bound(1505.0) == 1505.0 + SETTLE_MS

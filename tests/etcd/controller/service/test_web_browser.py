@@ -38,10 +38,10 @@ def test_the_page_on_etcd_turns_a_recorded_link_red_names_the_leader_and_shows_e
     try:
         with chromium() as driver:
             driver.get(server.url)
-            look = wait_for(lambda: (x := link_look(driver, LINK)) and x["state"] and x, 20, "the page drew no state")
+            look = wait_for(lambda: (x := link_look(driver, LINK)) and x["state"] and x, 60, "the page drew no state")
             assert (look["state"], look["stroke"]) == ("up", GREEN)
             fabricctl(cluster, "fail", "link", "p0-t0-0", "p0-t1-1", "--no-apply")
-            look = wait_for(lambda: (x := link_look(driver, LINK)) and x["state"] == "failed" and x, 10,
+            look = wait_for(lambda: (x := link_look(driver, LINK)) and x["state"] == "failed" and x, 60,
                             "the link did not turn failed")
             assert look == {"cls": "link state-failed by-operator", "state": "failed", "by": "operator", "stroke": RED}
 
@@ -50,7 +50,7 @@ def test_the_page_on_etcd_turns_a_recorded_link_red_names_the_leader_and_shows_e
                                 "sessions": {s.name: {"role": "primary"} for s in topo.switches},
                                 "leader": {"host": "m2", "election_id": f"{lead.create_revision},0"}}, lead.lease)
             text = wait_for(lambda: (t := driver.execute_script(
-                "return document.getElementById('controller').textContent")) and "leader m2" in t and t, 10,
+                "return document.getElementById('controller').textContent")) and "leader m2" in t and t, 60,
                 "the leader's view did not show")
             assert text.startswith(f"controller leader m2 pid 5151, election id {lead.create_revision},0: primary on 8/8")
 
@@ -58,11 +58,11 @@ def test_the_page_on_etcd_turns_a_recorded_link_red_names_the_leader_and_shows_e
             sink({"t": 1700000000.5, "kind": "link_down", "link": ["p0-t0-0", "p0-t1-1"]})
             sink.close(timeout=30)
             row = wait_for(lambda: driver.execute_script(
-                "const r = document.querySelector('#events tbody tr'); return r && r.textContent"), 10, "no event row")
+                "const r = document.querySelector('#events tbody tr'); return r && r.textContent"), 60, "no event row")
             assert "link_down" in row and 'link=["p0-t0-0","p0-t1-1"]' in row
 
             fabricctl(cluster, "restore", "link", "p0-t0-0", "p0-t1-1", "--no-apply")
-            look = wait_for(lambda: (x := link_look(driver, LINK)) and x["state"] == "up" and x, 10,
+            look = wait_for(lambda: (x := link_look(driver, LINK)) and x["state"] == "up" and x, 60,
                             "the link did not turn back")
             assert (look["cls"], look["stroke"]) == ("link state-up", GREEN)
     finally:

@@ -47,7 +47,7 @@ def _exchange(lab: Any, tmp: Path, frames: dict[str, list[dict[str, str]]], seco
         ready = tmp / f"{h}.ready"
         caps[h] = lab.host(h).popen([sys.executable, WIRE, "capture" if roce_only else "capture-ip", str(tmp / f"{h}.json"),
                                      str(ready), str(seconds), *(n.intf for n in lab.host(h).nics)])
-    end = time.monotonic() + 10
+    end = time.monotonic() + 60  # a bound only: four new processes, seconds late on a loaded machine
     while not all((tmp / f"{h}.ready").exists() for h in lab.hosts):
         assert time.monotonic() < end, "capture did not start"
         time.sleep(0.02)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from controller.plan.probes import Probe, probe_frame
 from controller.service.detect import Change, Evidence, Thresholds, counter_deltas, port_evidence
-from controller.service.prober import Direction, DirectionState, Prober
+from controller.service.prober import LATE, Direction, DirectionState, Prober
 from controller.service.probetimer import ProbeTimer
 from controller.model.topology import load
 from tests.paths import UNIT_DATA
@@ -257,3 +257,126 @@ def test_a_host_nic_that_goes_silent_goes_down():
     host = next(x for x in p.states if x.d.host)
     run_rounds(p, host, c, lost_from=5, rounds=20, rx_moves=False)
     assert changes == [(host.d.label, Change.DOWN)] and host.evidence.startswith("dead:")
+
+
+# --- a link shaped below what its probes need (`fabricctl lab fault slow LEAF SPINE 8 --latency-ms 50`) ---------
+
+class Shaper:
+    """The slow-link fault's tbf on a direction's source port: 8 kbit/s (a token byte a millisecond, one
+    256-byte probe every 256 ms), a bucket of 2000 bytes, a queue of 2050 bytes (8 probes); what does not fit
+    is dropped. Times in ms."""
+
+    def __init__(self) -> None:
+        self.tokens, self.t = 2000.0, 0.0
+        self.queue: list[tuple[int, int]] = []  # (seq, sent ms), oldest first
+
+    def leave(self, until: float) -> list[tuple[int, int, float]]:
+        """(seq, sent ms, left ms) of each probe that left the queue by `until`."""
+        out = []
+        while self.queue and self.t + max(0.0, 256 - self.tokens) <= until:
+            self.t += max(0.0, 256 - self.tokens)
+            self.tokens = max(self.tokens, 256) - 256
+            out.append((*self.queue.pop(0), self.t))
+        self.tokens = min(2000.0, self.tokens + until - self.t) if not self.queue else self.tokens
+        self.t = until if not self.queue else self.t
+        return out
+
+    def enqueue(self, seq: int, t: int) -> None:
+        """A probe sent at `t` (after `leave(t)`)."""
+        if len(self.queue) < 8:
+            self.queue.append((seq, t))
+
+
+def shaped_rounds(p: Prober, s: DirectionState, c: Counters, shaper: Shaper, rounds: int, every_ms: int) -> None:
+    """`rounds` rounds `every_ms` apart (20: on time; more: a starved controller whose rounds run late); each
+    judged 10 ms after its probes left. Every other direction's probe arrives in 10 ms; `s`'s goes through the
+    shaper (counted by its source port as it leaves the switch) and arrives 1 ms after it leaves the queue."""
+    for i in range(rounds):
+        t = i * every_ms
+        leave(s, c, p, shaper, t)
+        for x in p.states:
+            x.seq += 1
+            x.outstanding.append((x.seq, t * MS))
+            if x is s:
+                c.tx += 1
+                shaper.enqueue(x.seq, t)
+            else:
+                p._arrived(x.d.dst, probe_frame(Probe(x.d.link_id, x.d.direction, x.seq, t * MS)), x.d.dst_port,
+                           (t + 10) * MS)
+        leave(s, c, p, shaper, t + 9)
+        p._judge((t + 10) * MS)
+
+
+def leave(s: DirectionState, c: Counters, p: Prober, shaper: Shaper, until: int) -> None:
+    """What left the shaper by `until` arrives at the far port 1 ms later."""
+    for seq, sent, left in shaper.leave(until):
+        c.rx += 1
+        p._arrived(s.d.dst, probe_frame(Probe(s.d.link_id, s.d.direction, seq, sent * MS)), s.d.dst_port,
+                   int((left + 1) * MS))
+
+
+class LateCounters(Counters):
+    """Counters read on a starved switch worker: a read is not back within the prober's grace (LATE), and the
+    next loss takes the counts as they were when it was asked, `lag` asks later."""
+
+    def __init__(self, lag: int) -> None:
+        super().__init__()
+        self.lag = lag
+        self.asked: dict[Direction, tuple[tuple[int, int], int]] = {}
+
+    def __call__(self, d: Direction) -> tuple[int, int] | str:
+        self.reads += 1
+        counts, left = self.asked.pop(d, ((self.tx, self.rx), self.lag))
+        if left:
+            self.asked[d] = (counts, left - 1)
+            return LATE
+        return counts
+
+
+@pytest.mark.parametrize("every_ms", [20, 100])
+@pytest.mark.parametrize("lag", [0, 1, 3])
+def test_a_link_that_delivers_a_trickle_of_its_probes_goes_down_however_late_the_controller(lag, every_ms):
+    # On a quiet machine the K-th loss is judged, its counters read at once, before the first probe the queue
+    # held comes out (~145 ms after it left): dead. A controller whose counter reads come back late, or whose
+    # rounds run late, judges it after: the far port receives (alive); the held probes arrive late and raise the
+    # timeout to its cap, so every later run of losses sees packets arrive too. The wire loses most of what
+    # enters it: the link goes down all the same.
+    c = LateCounters(lag)
+    p, s, changes = make_prober(c)
+    shaped_rounds(p, s, c, Shaper(), rounds=20_000 // every_ms, every_ms=every_ms)
+    assert changes == [(s.d.label, Change.DOWN)], (s.evidence, s.vetoed, p.timeout_ms)
+    assert s.evidence.startswith(("dead: ", "trickle: ")), s.evidence
+    assert s.evidence.startswith("dead: " if lag == 0 and every_ms == 20 else "trickle: "), s.evidence
+
+
+def test_a_link_whose_queue_holds_a_third_of_what_it_is_sent_is_not_a_trickle():
+    # every probe is lost to the timeout's 1 s cap, K in a row, while the far port receives two of every three
+    # packets the source port sends (the third waits in a queue that keeps growing): late, not lost; held back
+    c = Counters()
+    p, s, changes = make_prober(c)
+    for i in range(500):
+        t = i * 20
+        probe_round(p, t, False, s)
+        c.tx += 3
+        c.rx += 2
+        if i >= 60:
+            late = probe_frame(Probe(s.d.link_id, s.d.direction, s.seq - 60, (t - 1200) * MS))
+            p._arrived(s.d.dst, late, s.d.dst_port, t * MS)
+    assert changes == [] and s.vetoed > 400 and p.timeout_ms == 1000 and s.evidence.startswith("alive: ")
+
+
+def test_a_burst_that_ended_is_no_part_of_a_later_run_of_late_probes():
+    # 0.9 s of a burst the far port takes one packet in ten of (every probe lost), one probe in time, then 2 s of
+    # late probes on a link delivering all it is sent: judged from the run of losses it ends in, not a trickle
+    c = Counters()
+    p, s, changes = make_prober(c)
+    for i in range(45):
+        probe_round(p, i * 20, False, s)
+        c.tx += 40
+        c.rx += 4
+    probe_round(p, 45 * 20, True, s)
+    for i in range(46, 146):
+        probe_round(p, i * 20, False, s)
+        c.tx += 1
+        c.rx += 1
+    assert changes == [] and s.vetoed > 100, (s.evidence, s.vetoed)

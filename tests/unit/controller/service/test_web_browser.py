@@ -29,12 +29,12 @@ def test_a_recorded_failure_turns_its_link_red_and_back(tmp_path: Path):
     try:
         with chromium() as driver:
             driver.get(server.url)
-            look = wait_for(lambda: (x := link_look(driver, LINK)) and x["state"] and x, 20, "the page drew no state")
+            look = wait_for(lambda: (x := link_look(driver, LINK)) and x["state"] and x, 60, "the page drew no state")
             assert (look["state"], look["stroke"]) == ("up", GREEN)
             assert driver.execute_script("return document.getElementById('conn').textContent") == "live"
 
             save_state(lab.state, [LinkDown("p0-t0-0", "p0-t1-1")], {LinkDown("p0-t0-0", "p0-t1-1"): "detector"})
-            look = wait_for(lambda: (x := link_look(driver, LINK)) and x["state"] == "failed" and x, 10,
+            look = wait_for(lambda: (x := link_look(driver, LINK)) and x["state"] == "failed" and x, 60,
                             "the link did not turn failed")
             assert look == {"cls": "link state-failed by-detector", "state": "failed", "by": "detector", "stroke": RED}
             assert driver.execute_script(f"return document.querySelector('[data-who=\"{LINK}\"]').textContent") == "detector"
@@ -43,11 +43,11 @@ def test_a_recorded_failure_turns_its_link_red_and_back(tmp_path: Path):
             with open(lab.events, "a") as f:
                 f.write(json.dumps({"t": 1.5, "kind": "link_down", "link": ["p0-t0-0", "p0-t1-1"]}) + "\n")
             row = wait_for(lambda: driver.execute_script(
-                "const r = document.querySelector('#events tbody tr'); return r && r.textContent"), 10, "no event row")
+                "const r = document.querySelector('#events tbody tr'); return r && r.textContent"), 60, "no event row")
             assert "link_down" in row and 'link=["p0-t0-0","p0-t1-1"]' in row
 
             save_state(lab.state, [])
-            look = wait_for(lambda: (x := link_look(driver, LINK)) and x["state"] == "up" and x, 10,
+            look = wait_for(lambda: (x := link_look(driver, LINK)) and x["state"] == "up" and x, 60,
                             "the link did not turn back")
             assert (look["cls"], look["stroke"]) == ("link state-up", GREEN)
     finally:
