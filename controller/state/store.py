@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from controller.failover import health
+from controller.model.denylist import Denylist
 from controller.model.failures import Failure, FailoverError
 from controller.state.statefile import Origin
 from controller.model.topology import Topology
@@ -170,6 +171,15 @@ class Store(ABC):
             else:
                 known.append(f)
         return frozenset(known), dropped, rev
+
+    # --- the fabric-wide denylist (controller.model.denylist, beside the failures) ---------------
+    @abstractmethod
+    def load_denylist(self) -> tuple[Denylist, int]:
+        """The recorded denylist and the revision it was read at (as load_rev)."""
+
+    @abstractmethod
+    def save_denylist(self, dl: Denylist, expect: int | None = None) -> int:
+        """Write the denylist if it is still at revision `expect` (as save: Conflict if it moved on)."""
 
     # --- the controller's view and events ---------------------------------------------------
     @abstractmethod
