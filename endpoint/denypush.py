@@ -93,8 +93,10 @@ class PushResult:
             return f"{self.host}: not pushed: {self.error}"
         if not self.push.deny and not self.push.unknown:
             return f"{self.host}: nothing denied"
-        parts = [f"denied {d}: {', '.join(f'{i:#06x}' for i in ids)}" for d, ids in self.push.deny.items()] + \
-            [f"unknown again {d}: {', '.join(f'{i:#06x}' for i in ids)}" for d, ids in self.push.unknown.items()]
+        def ids(what: str, per_dst: dict[str, list[int]]) -> list[str]:
+            return [f"{what} " + "; ".join(f"{d}: {', '.join(f'{i:#06x}' for i in v)}" for d, v in per_dst.items())
+                    ] if per_dst else []
+        parts = ids("denied", self.push.deny) + ids("unknown again", self.push.unknown)
         return f"{self.host}: " + "; ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
