@@ -192,3 +192,51 @@ def test_status_shows_each_denied_link_with_who_saw_it(tmp_path):
     assert doc["denylist"] == [
         {"from": "p0-t0-0", "to": "p0-t1-1", "seen_by": ["h0"], "since": 1795689000.0, "kind": "t0-t1"},
         {"from": "p0-t1-1", "to": "p0-t0-0", "seen_by": ["h0", "h2"], "since": 1795689000.0, "kind": "t1-t0"}]
+
+
+def test_a_sender_that_missed_pushes_is_told_everything_it_missed_once_it_answers(tmp_path, run_dir):
+    from fabricctl.denylist import Pusher
+
+    h2 = Recorder(run_dir / "control-h2.sock")
+    gone = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    gone.bind(str(run_dir / "control-h3.sock"))
+    gone.close()
+    pusher = Pusher(EXPORT, run_dir, timeout=0.5)
+    try:
+        first = pusher.push(frozenset(), frozenset({DOWN}))
+        assert [r.ok for r in first] == [True, False] and pusher.pending(frozenset({DOWN}))
+        clean = pusher.push(frozenset({DOWN}), frozenset())  # the link is clean before h3 ever heard of it
+        assert [r.ok for r in clean] == [True, False]
+        (run_dir / "control-h3.sock").unlink()
+        h3 = Recorder(run_dir / "control-h3.sock")
+        try:
+            assert pusher.pending(frozenset({UP}))
+            last = pusher.push(frozenset(), frozenset({UP}))
+        finally:
+            h3.close()
+    finally:
+        h2.close()
+    assert all(r.ok for r in last) and not pusher.pending(frozenset({UP}))
+    # h3 never took DOWN: nothing to take back there; UP's EVs are h0's and h1's, not h3's
+    assert h3.got == [] and str(last[1]) == "h3: nothing denied"
+    assert h2.got == [{"op": "deny", "dst": "h0", "evs": ONE}, {"op": "deny", "dst": "h1", "evs": ONE},
+                      {"op": "set_state", "dst": "h0", "evs": ONE, "state": "unknown"},
+                      {"op": "set_state", "dst": "h1", "evs": ONE, "state": "unknown"}]
+
+
+def test_denylist_follow_pushes_once_while_nothing_changes(tmp_path, run_dir):
+    loops = tmp_path / "loops"
+    loops.mkdir()
+    (loops / "evs.json").write_text(json.dumps(EXPORT))
+    _report(loops / "loops-h0.json", "h0", [(*DOWN, "t1-t0")])
+    h2 = Recorder(run_dir / "control-h2.sock")
+    try:
+        r = CliRunner().invoke(cli, ["--state", str(tmp_path / "s.json"), "endpoint", "denylist", str(loops), "--push",
+                                     "--follow", "--follow-for", "0.5", "--every", "0.05", "--run", str(run_dir),
+                                     "--json"])
+    finally:
+        h2.close()
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["pushed"][0]["denied"] == {"h0": ONE, "h1": ONE}
+    assert h2.got == [{"op": "deny", "dst": "h0", "evs": ONE}, {"op": "deny", "dst": "h1", "evs": ONE}]
