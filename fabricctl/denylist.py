@@ -17,6 +17,7 @@ from controller.state.store import Conflict, Store
 from endpoint.clustermap import fabric_denied, link_kind
 from endpoint.denypush import PushResult, Reports, host_push, merge, push_all, read_reports as read_reports, sockets_in
 
+NOT_TOLD = 1  # the exit code when a sender or the record could not be reached (fabricctl's SWITCH_ERROR)
 RECORD_TRIES = 5  # a record that moved on meanwhile (etcd) is read again and merged again this often
 
 

@@ -407,7 +407,7 @@ def denylist_cmd(env: Any, loops_dir: Path, push: bool, follow: bool, every: flo
             try:
                 before, merged = dl.record(store, reports, env.timeout)
             except StoreError as e:
-                raise OpError(str(e), fabricops.SWITCH_ERROR) from None
+                raise OpError(str(e), dl.NOT_TOLD) from None
             if last is None or not merged.same_as(last) or pusher.pending(merged.links):
                 results = pusher.push(before.links, merged.links)
                 failed = not all(r.ok for r in results)
@@ -431,4 +431,4 @@ def denylist_cmd(env: Any, loops_dir: Path, push: bool, follow: bool, every: flo
     except KeyboardInterrupt:
         pass
     if failed:
-        raise click.exceptions.Exit(fabricops.SWITCH_ERROR)
+        raise click.exceptions.Exit(dl.NOT_TOLD)

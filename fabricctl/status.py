@@ -10,11 +10,11 @@ import click
 from controller import failover, fabricops
 from controller.fabricops import Outcome
 from controller.plan.delta import Changes
-from controller.service import status as service_status
 from controller.model.denylist import Denylist
-from controller.state.statefile import DETECTOR
 from controller.state.store import StoreError
 from fabricctl.denylist import link_lines, links_json, topo_kind
+from controller.service import status as service_status
+from controller.state.statefile import DETECTOR
 from fabricctl.context import _n, Env, _json_option, _print_json, _table, _failures_json, _sorted, _sync
 
 
@@ -49,15 +49,15 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
         service = service_status.read_status(env.state_path())
         where = str(env.state_path())
     failures = frozenset(origins)
-    try:
-        denylist, deny_problem = env.store().load_denylist()[0], None
-    except StoreError as e:  # the failures were read: say why the denylist was not, and go on
-        denylist, deny_problem = Denylist(), str(e)
     chosen = [s.name for s in (fabricops.switches(t, switch_names) if switch_names else t.switches)]
     down = fabricops.down_switches(failures)
     fab = fabricops.fabric(t, env.program, failures)
     lost = failover.unreachable(fab)
     per_plane = {p: [str(u) for u in lost if u.plane == p] for p in range(t.planes)}
+    try:
+        denylist, deny_problem = env.store().load_denylist()[0], None
+    except StoreError as e:  # the failures were read: say why the denylist was not, and go on
+        denylist, deny_problem = Denylist(), str(e)
     outcomes: dict[str, Outcome] = {}
     if not offline:
         contact = [n for n in chosen if n not in down]
@@ -77,12 +77,12 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
         click.echo(f"store: {problem}")
     for f in _sorted(failures):
         click.echo(f"  failed: {fabricops.describe_failure(t, f)} ({'detected' if origins[f] == DETECTOR else 'operator'})")
+    for line in service_status.lines(service):
+        click.echo(line)
     if deny_problem:
         click.echo(f"denylist: {deny_problem}")
     for line in link_lines(denylist, topo_kind(t)):
         click.echo(f"  denied link: {line}")
-    for line in service_status.lines(service):
-        click.echo(line)
     for p, items in per_plane.items():
         click.echo(f"plane {p}: " + ("every destination reachable" if not items else f"{len(items)} unreachable"))
         for u in items:

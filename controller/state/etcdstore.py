@@ -31,11 +31,11 @@ from etcd3gw import exceptions as etcd_errors
 from etcd3gw.client import Etcd3Client
 
 from controller.state import statefile
-from controller.model.denylist import Denylist, DenylistError, from_text as denylist_from_text, to_text as denylist_to_text
 from controller.model.failures import Failure
 from controller.state.store import Conflict, Deposed, EtcdTls, EtcdUrl, Record, Store, StoreError, StoreUnavailable, Unreachable
 from controller.state.statefile import OPERATOR, Origin
 from controller.model.topology import Topology
+from controller.model.denylist import Denylist, DenylistError, from_text as denylist_from_text, to_text as denylist_to_text
 
 ROOT = "/srv6-fabric/"
 log = logging.getLogger("controller.state")

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from controller import failover
-from controller.model.denylist import Denylist, DenylistError
 from controller.model.failures import Failure
-from controller.state import denylistrec
 from controller.files.safefile import pid_alive
 from controller.state.eventfile import EVENTS_NAME, backlog_offset, new_events
+from controller.model.denylist import Denylist, DenylistError
+from controller.state import denylistrec
 from controller.state.store import Record, Store, StoreError
 from controller.state.statefile import Origin
 from controller.state.statelock import StateLocked, state_lock
