@@ -133,7 +133,7 @@ class EvHealth:
     congested: bool = False
     congested_until: float = float("-inf")
     weight: float = 1.0  # share of the sender's per-packet choice among the usable EVs (weighted round-robin)
-    probation: bool = False  # brought back by probes, still probed until clean ACKs make its weight whole
+    probation: bool = False  # brought back by probes: low weight, still probed (until _served)
     forgot_at: float = float("-inf")  # when a clean spell last forgot a gray strike
     local_up: bool = True  # this host's NIC port of the EV's plane
     remote_up: bool = True  # the destination's, as its last acknowledgement's port-state bitmap said
