@@ -48,7 +48,7 @@ def one_run(lab: Lab, percent: int, schedule: str) -> dict[str, Any]:
     lost_h, lost_s = health["lost_first_try"], spray["lost_first_try"]
     evs = [{"sender": e["sender"], "ev": e["ev"], "detected_ms": e["detected_ms"], "restored_ms": e["restored_ms"],
             "assumed_bad": sum(1 for t in e["transitions"] if t[2] == "assumed_bad"),
-            "sent_while_failed": e["sent_while_failed"]} for e in modes["host"]["evs"]]
+            "sent_while_failed": e["sent_while_failed"], "transitions": e["transitions"]} for e in modes["host"]["evs"]]
     return {"percent": percent, "schedule": schedule, "fault_s": repair_at - fault_at, "load_1min": round(load, 2),
             "lost_first_try": {"host": lost_h, "host-spray": lost_s},
             "ratio": round(lost_h / lost_s, 3) if lost_s else None, "aim_met": bool(lost_s) and lost_h * 10 <= lost_s,
@@ -72,7 +72,8 @@ def main() -> int:
     if bad:
         print(f"unknown schedule '{bad[0]}' (known: {', '.join(SCHEDULES)})", file=sys.stderr)
         return 2
-    model = from_dict({**to_dict(default_topology(2, 4, 2, 2)), "host_source_routing": True})
+    model = from_dict({**to_dict(default_topology(2, 4, 2, 2, grpc_base_port=52600 + os.getpid() % 20 * 20)),
+                       "host_source_routing": True})
     runs = []
     with tempfile.TemporaryDirectory(prefix="gray-paths-") as d, \
             Lab(model, d, nodes_for(args.dataplane, name=f"g{os.getpid() % 1000}"), tag=f"g{os.getpid() % 100}") as lab:
