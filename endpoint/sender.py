@@ -427,7 +427,8 @@ class SenderCore:
             for ev in table.ids:
                 h = table[ev]
                 out.append({"profile": d, "ev": ev, "port": h.plane, "state": h.state.value,
-                            "active": ev in table.active, "gray": h.gray, "need": h.need})
+                            "active": ev in table.active, "gray": h.gray, "need": h.need,
+                            "weight": round(h.weight, 4), "probation": h.probation})
         return out
 
     def set_state(self, dst: str, ev: int, state: EvState, now: float) -> None:
