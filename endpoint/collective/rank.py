@@ -67,21 +67,6 @@ def qp_sport(qp: int) -> int:
     return 0xC000 | (zlib.crc32(qp.to_bytes(4, "big")) & 0x3FFF)
 
 
-class PerDestEthereal(policies.Ethereal):
-    """Ethereal with its parts' routes kept per destination: the policy keys them by (QP number, PSN
-    offset), and a rank's QPs towards different peers share QP numbers (qp_base + index), so one peer's
-    part took another's route, an EV of the wrong destination."""
-
-    def _own(self, flow: policies.Flow) -> policies.Flow:
-        return dataclasses.replace(flow, qp=hash((flow.dst, flow.qp)))
-
-    def on_message(self, table: Any, flow: policies.Flow, first_seq: int, packets: int) -> None:
-        super().on_message(table, self._own(flow), first_seq, packets)
-
-    def pick(self, table: Any, flow: policies.Flow, seq: int) -> int:
-        return super().pick(table, self._own(flow), seq)
-
-
 def read_plan(path: str) -> dict[str, Any]:
     doc = json.loads(Path(path).read_text())
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -103,7 +88,8 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
     # a message is a transfer (Ethereal splits each into its parts): the packets most of this rank's sends have
     sizes = [p.packets for p in progress.sends]
     per_message = max(set(sizes), key=sizes.count) if sizes else 1
-    policy = PerDestEthereal(transport.parts) if transport.policy == "ethereal" else policies.make(transport.policy)
+    kwargs = {"parts": transport.parts} if transport.policy == "ethereal" else {}
+    policy = policies.make(transport.policy, **kwargs)
     core = SenderCore(me, {d: evs[d] for d in dests}, policy,
                       SenderConfig(qps, 0, per_message, transport.mtu, transport.window, qp_base=transport.qp_base),
                       EvConfig(min_rto=transport.min_rto_ms / 1e3, max_rto=transport.max_rto_ms / 1e3,
