@@ -165,7 +165,8 @@ class Ethereal(Policy):
     parts: int = 4
     name = "ethereal"
     load: dict[tuple[str, int], int] = field(default_factory=dict)  # (destination, EV) -> packets assigned, unacknowledged
-    route: dict[tuple[int, int], int] = field(default_factory=dict)  # (qp, seq) -> EV
+    # (destination, QP number, PSN offset) -> EV: a sender's QPs towards different peers share QP numbers
+    route: dict[tuple[str, int, int], int] = field(default_factory=dict)
 
     def on_message(self, table: EvTable, flow: Flow, first_seq: int, packets: int) -> None:
         n = max(1, min(self.parts, packets))
@@ -176,7 +177,7 @@ class Ethereal(Policy):
             ev = self._least(table, flow.dst)
             self._add(flow.dst, ev, size)
             for s in range(seq, seq + size):
-                self.route[flow.qp, s] = ev
+                self.route[flow.dst, flow.qp, s] = ev
             seq += size
 
     def _least(self, table: EvTable, dst: str, avoid: int | None = None) -> int:
@@ -188,7 +189,7 @@ class Ethereal(Policy):
         self.load[dst, ev] = max(0, self.load.get((dst, ev), 0) + packets)
 
     def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
-        ev = self.route.pop((flow.qp, seq), None)
+        ev = self.route.pop((flow.dst, flow.qp, seq), None)
         if ev is None:  # a packet of no announced message: a one-packet part
             ev = self._least(table, flow.dst)
             self._add(flow.dst, ev, 1)

@@ -445,6 +445,18 @@ class SenderCore:
             if q.dst == dst and ev in q.table.active and new in q.table.backup:
                 q.table.replace(ev, new, now)
 
+    def requeue(self, dst: str, qp: int) -> list[int]:
+        """Every packet of one QP sent and not acknowledged, queued to be sent again in PSN order, with no
+        evidence against its EV (the QP moved to another NIC: what is in flight on the old one is given up);
+        their sequence numbers."""
+        q = self.qps[dst, qp]
+        seqs = sorted(q.outstanding)
+        for seq in seqs:
+            out = q.outstanding.pop(seq)
+            self.policy.on_done(q.flow, out.ev)
+            self.resend.append((q, seq, out.ev))
+        return seqs
+
     def control(self, request: dict[str, Any], now: float) -> dict[str, Any]:
         """One controller request as JSON ({"op": "query" | "deny" | "set_state" | "replace", "dst", "ev",
         "ev_new", "state"}) and its answer; a bad request's answer is {"error": one line}, nothing changed."""

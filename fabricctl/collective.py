@@ -86,9 +86,14 @@ def _bar(label: str) -> Iterator[Callable[[int, int], None]]:
 @click.option("--window", type=click.IntRange(1, 256), default=4, show_default=True, help="Packets in flight per QP.")
 @click.option("--mtu", type=click.IntRange(64, 1400), default=1024, show_default=True, help="Data bytes per packet.")
 @click.option("--fault", "fault_text", help="A fault of the lab's library mid-run: 'freeze p0-t1-0', "
-              "'blackhole p0-t0-0 p0-t1-1', 'gray p0-t0-0 p0-t1-1 percent=20' (kernel lab: blackhole only).")
+              "'blackhole p0-t0-0 p0-t1-1', 'gray p0-t0-0 p0-t1-1 percent=20', 'host-nic-down h0 0' "
+              "(kernel lab: blackhole and host-nic-down).")
 @click.option("--fault-at", type=Finite(0), default=1.0, show_default=True, help="Seconds after the start.")
 @click.option("--repair-at", type=Finite(0), default=None, help="Seconds after the start (default: at the end).")
+@click.option("--nic-failover", type=click.Choice(["none", "shift"]), default="none", show_default=True,
+              help="shift: the QPs of a failed host NIC move to another NIC of the host and what they had in "
+                   "flight is sent again there (SHIFT; schemes that bind a QP to one NIC: ecmp, eecmp, pin, "
+                   "leaf-spray); none: a NIC failing under busy QPs fails the run.")
 @click.option("--controller", is_flag=True, help="Run the controller service (it detects and heals) meanwhile.")
 @click.option("--run-timeout", "timeout", type=Finite(1), default=300.0, show_default=True,
               help="Seconds a scheme's run may take (--timeout is the global switch timeout).")
@@ -97,7 +102,8 @@ def _bar(label: str) -> Iterator[Callable[[int, int], None]]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def collective(lab_dir: Path, collective: str, size: int, iterations: int, warmup: int, qps: int, strategy: str,
                placement: str, schemes: tuple[str, ...], link_rate: float | None, window: int, mtu: int,
-               fault_text: str | None, fault_at: float, repair_at: float | None, controller: bool, timeout: float,
+               fault_text: str | None, fault_at: float, repair_at: float | None, nic_failover: str, controller: bool,
+               timeout: float,
                png_path: Path | None, as_json: bool) -> None:
     """Run a collective on the lab's hosts under each path-selection scheme and report per scheme the
     completion time (median, p99, max), bus bandwidth, slowdown against the ideal, link balance and
@@ -108,6 +114,7 @@ def collective(lab_dir: Path, collective: str, size: int, iterations: int, warmu
       fabricctl lab collective --link-rate 1                     # ring AllReduce, 5-tuple ECMP
       fabricctl lab collective --scheme ecmp --scheme eecmp --qps 4
       fabricctl lab collective --scheme leaf-spray --fault 'freeze p0-t1-0' --controller --png ar.png
+      fabricctl lab collective --scheme eecmp --nic-failover shift --fault 'host-nic-down h0 0'
     """
     from controller.workload import CollectiveError, PlacementError, Workload, place, schedule
     from endpoint.collective.rank import Transport
@@ -142,9 +149,10 @@ def collective(lab_dir: Path, collective: str, size: int, iterations: int, warmu
                 shape(running, LinkRate(link_rate))
             else:
                 unshape(running)
+        transport = Transport(window=window, mtu=mtu, nic_failover=nic_failover)
         for n in names:
             with _bar(f"{n:<11}") as tick:
-                reports.append(job(running, sched, SCHEMES[n], Transport(window=window, mtu=mtu), fault=fault,
+                reports.append(job(running, sched, SCHEMES[n], transport, fault=fault,
                                    fault_at=fault_at if fault else None, repair_at=repair_at, timeout=timeout,
                                    controller=controller, progress=tick))
     except LabError as e:

@@ -8,7 +8,8 @@ carries `mtu` data bytes (the last of a transfer the rest) after the transport's
 a pattern of (src, dst, transfer, sequence): the receiver checks each byte it gets.
 
 Completion is local, as NCCL's: a send has completed when the sender holds the ACK of its every
-packet, a receive when every packet arrived. The runner (rank.py) asks `startable` and reports
+packet, a receive when every packet arrived and every earlier transfer of its QP completed (RC's
+completions come in order). The runner (rank.py) asks `startable` and reports
 releases, ACK progress and arrivals; the timeline it writes is `RankProgress.to_json`.
 """
 
@@ -210,8 +211,19 @@ class RankProgress:
         self.data_bytes[tid] += n
         self.first_rx.setdefault(tid, now_ns)
         if len(got) == p.packets:
-            self.done[tid] = now_ns
+            self._complete(src, qp_index, now_ns)
         return "new"
+
+    def _complete(self, src: str, qp_index: int, now_ns: int) -> None:
+        """The receives of one QP that have every packet complete in PSN order, as RC delivers completions:
+        a whole one waits for the earlier ones of its QP (a resend after a NIC move may fill it first)."""
+        for p in self.layout.run(src, self.me, qp_index):
+            tid = p.transfer.id
+            if tid in self.done:
+                continue
+            if len(self.got[tid]) < p.packets:
+                return
+            self.done[tid] = now_ns
 
     def to_json(self) -> dict[str, Any]:
         """The rank's timeline: per send its start, completion (all ACKed), packets and resends; per receive

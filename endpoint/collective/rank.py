@@ -3,6 +3,9 @@ ReceiverCore for every peer, on the host's plane NICs, driven by the transfers' 
 
     python3 -m endpoint.collective rank --plan plan.json --rank h0 --out h0.json
 
+With `nic_failover` "shift", the QPs bound to a NIC that fails move to another NIC of the host, their
+packets in flight sent again there (shift.py).
+
 The plan (run.py writes it) names the topology, the EV export, the transport settings and every
 transfer. One SenderCore carries the whole run: a QP's `total` grows by a transfer's packets when the
 transfer starts (its dependencies complete, layout.RankProgress), so EV health, RTT estimates and
@@ -28,10 +31,10 @@ from controller.files.atomic import write_atomic
 from controller.model.topology import load
 from controller.plan.evs import load_export
 from endpoint import policy as policies
-from endpoint.collective import v4
+from endpoint.collective import shift, v4
 from endpoint.collective.layout import PSN_MASK, PSN_STRIDE, Layout, RankProgress, Transfer, pattern
 from endpoint.ev import EvConfig
-from endpoint.host import _Nics
+from endpoint.host import PORTS_EVERY, _Nics
 from endpoint.receiver import ReceiverCore
 from endpoint.sender import QpState, SenderConfig, SenderCore, Tx
 from endpoint.wire import DATA, ECT0, OP_ACK, OP_SEND_ONLY, AckHeader, DataHeader, ack_frame, encap, parse, sport_of
@@ -57,6 +60,8 @@ class Transport:
     max_rto_ms: float = 1000.0
     probe_ms: float = 20.0
     ipv4: bool = False  # RoCEv2 over the hosts' IPv4 addresses (eecmp_qp_hash routes IPv4 only)
+    nic_failover: str = "none"  # "shift": QPs bound to a failed NIC move to another (policy qp-rr; shift.py)
+    nic_retries: int = shift.RETRIES
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -65,21 +70,6 @@ class Transport:
 def qp_sport(qp: int) -> int:
     """A QP's own UDP source port in the RoCEv2 range (0xC000 and up), spread by a CRC of its number."""
     return 0xC000 | (zlib.crc32(qp.to_bytes(4, "big")) & 0x3FFF)
-
-
-class PerDestEthereal(policies.Ethereal):
-    """Ethereal with its parts' routes kept per destination: the policy keys them by (QP number, PSN
-    offset), and a rank's QPs towards different peers share QP numbers (qp_base + index), so one peer's
-    part took another's route, an EV of the wrong destination."""
-
-    def _own(self, flow: policies.Flow) -> policies.Flow:
-        return dataclasses.replace(flow, qp=hash((flow.dst, flow.qp)))
-
-    def on_message(self, table: Any, flow: policies.Flow, first_seq: int, packets: int) -> None:
-        super().on_message(table, self._own(flow), first_seq, packets)
-
-    def pick(self, table: Any, flow: policies.Flow, seq: int) -> int:
-        return super().pick(table, self._own(flow), seq)
 
 
 def read_plan(path: str) -> dict[str, Any]:
@@ -103,7 +93,9 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
     # a message is a transfer (Ethereal splits each into its parts): the packets most of this rank's sends have
     sizes = [p.packets for p in progress.sends]
     per_message = max(set(sizes), key=sizes.count) if sizes else 1
-    policy = PerDestEthereal(transport.parts) if transport.policy == "ethereal" else policies.make(transport.policy)
+    kwargs = {"parts": transport.parts} if transport.policy == "ethereal" else {}
+    base = policies.make(transport.policy, **kwargs)
+    policy = shift.OnNic(base) if transport.policy == "qp-rr" else base  # a QP bound to one NIC: SHIFT moves it
     core = SenderCore(me, {d: evs[d] for d in dests}, policy,
                       SenderConfig(qps, 0, per_message, transport.mtu, transport.window, qp_base=transport.qp_base),
                       EvConfig(min_rto=transport.min_rto_ms / 1e3, max_rto=transport.max_rto_ms / 1e3,
@@ -111,6 +103,16 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
     receiver = ReceiverCore(me, evs, bin_ms=0)
     peers = {e.dst: d for d, v in evs.items() for e in v}
     nics = _Nics(plan["topology"], me)
+
+    def wr_of(dst: str, qp: int, seq: int) -> int | None:
+        p = layout.piece_at(me, dst, qp - transport.qp_base, seq)
+        return None if p is None else p.transfer.id
+
+    def has_work(dst: str, qp: int) -> bool:
+        return any(p.transfer.id not in progress.done for p in layout.run(me, dst, qp - transport.qp_base))
+
+    failover = shift.NicFailover(core, policy, transport.nic_failover, sorted(nics.nics), transport.nic_retries,
+                                 wr_of, has_work) if isinstance(policy, shift.OnNic) else None
     model = load(plan["topology"])
     to_v4 = {n.v6: n.v4 for h in model.hosts for n in host_nics(model, h)}
     to_v6 = {v4: v6 for v6, v4 in to_v4.items()}
@@ -167,9 +169,18 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
     busy = False
     reported = 0
     progress_file = Path(str(out) + ".progress")
+    next_ports = 0.0
     try:
         while not stop["now"] and time.monotonic() < deadline:
             now_ns = time.monotonic_ns()
+            if time.monotonic() >= next_ports:  # this host's ports: ACKs carry them; a port down is not used
+                next_ports = time.monotonic() + PORTS_EVERY
+                ports = nics.ports()
+                if ports != receiver.ports:
+                    receiver.ports = ports
+                    core.set_local_ports(ports, time.monotonic())
+                    if failover is not None:
+                        failover.on_ports(ports, now_ns)
             for p in progress.startable():
                 progress.release(p, now_ns)
                 core.qps[p.transfer.dst, transport.qp_base + p.transfer.qp_index].total += p.packets
@@ -177,7 +188,7 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
                 reported = len(progress.done)
                 write_atomic(progress_file, f"{sum(1 for tid in progress.recvs if tid in progress.done)}\n")
             if progress.finished and not written:
-                write_atomic(out, json.dumps(result(progress, core, receiver, start_ns)) + "\n")
+                write_atomic(out, json.dumps(result(progress, core, receiver, start_ns, failover)) + "\n")
                 written = True
             now = time.monotonic()
             wait = 0.0 if busy else min(core.next_timer(now), deadline) - now
@@ -195,6 +206,8 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
                     if q is not None and ((rx.psn - q.start_psn) & PSN_MASK) >= q.total:
                         continue  # not a packet of a started transfer (the core would count it acknowledged)
                     core.on_ack(peers[rx.src], rx.qp, rx.psn, ack, time.monotonic(), time.monotonic_ns())
+                    if failover is not None:
+                        failover.on_ack_ports(peers[rx.src], ack.ports, time.monotonic_ns())
                     if q is not None:
                         advance(q, time.monotonic_ns())
                 elif rx.opcode == OP_SEND_ONLY:
@@ -219,6 +232,8 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
             now, now_ns = time.monotonic(), time.monotonic_ns()
             for probe in core.tick(now, now_ns):
                 emit(probe)
+            if failover is not None:
+                failover.on_retries(now_ns)
             busy = False
             for _ in range(BATCH):
                 nxt = core.next_packet(now, now_ns)
@@ -229,17 +244,19 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
                 busy = True
     finally:
         nics.close()
-    doc = result(progress, core, receiver, start_ns)
+    doc = result(progress, core, receiver, start_ns, failover)
     write_atomic(out, json.dumps(doc) + "\n")
     return doc
 
 
-def result(progress: RankProgress, core: SenderCore, receiver: ReceiverCore, start_ns: int) -> dict[str, Any]:
+def result(progress: RankProgress, core: SenderCore, receiver: ReceiverCore, start_ns: int,
+           failover: shift.NicFailover | None = None) -> dict[str, Any]:
     sender = core.to_json()
     return {**progress.to_json(), "start_ns": start_ns, "probes_sent": core.probes_sent,
             "evs": sender["evs"], "qps": [{k: q[k] for k in ("dst", "qp", "acked", "retransmitted", "spurious",
                                                              "lost_first_try", "per_ev")} for q in sender["qps"]],
-            "receiver": {"unknown": receiver.unknown, "probes": receiver.probes}}
+            "receiver": {"unknown": receiver.unknown, "probes": receiver.probes},
+            "nic_failover": failover.to_json() if failover is not None else None}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,6 +23,7 @@ from endpoint.collective.layout import Layout
 from endpoint.collective.rank import Transport
 from endpoint.collective.run import CARRIER, CollectiveRun, Fault, frame_bytes, run
 from endpoint.collective.schemes import Scheme
+from endpoint.collective.shift import moves
 from endpoint.wire import AckHeader
 from mininet_labs.lab import Lab
 from mininet_labs.shaping import LinkRate, current, fabric_link_bytes
@@ -85,6 +86,10 @@ class JobReport:
         """(end of the iteration, s after the start; its busbw, bytes/s) for every iteration."""
         return [(i.end, i.busbw) for i in self.metrics.iterations] if self.metrics else []
 
+    def nic_moves(self) -> list[dict[str, Any]]:
+        """The QPs moved to another NIC of their host (shift.moves), times in s after the start."""
+        return moves(self.run.ranks, self.run.started_ns)
+
     def events_s(self) -> list[tuple[float, str]]:
         return [((e["t_ns"] - self.run.started_ns) / 1e9, e["what"]) for e in self.run.events]
 
@@ -99,6 +104,7 @@ class JobReport:
                 "link_bytes": self.link_loads, "link_max_over_mean": wm.link_balance(self.link_loads),
                 "problems": self.problems, "events": [{"t_s": round(t, 4), "what": w_} for t, w_ in self.events_s()],
                 "fault_hits": [dataclasses.asdict(h) for h in self.hits],
+                "nic_failover": self.run.transport.nic_failover, "nic_moves": self.nic_moves(),
                 "retransmitted": sum(t["retransmitted"] for t in self.run.timeline()), "dir": str(self.run.dir)}
 
 
@@ -159,6 +165,10 @@ def table(reports: list[JobReport]) -> list[str]:
                      f"{'ok' if not rep.problems else rep.problems[0]}")
         for t, what in rep.events_s():
             lines.append(f"  {'':<11} {t:7.3f} s  {what}")
+        for mv in rep.nic_moves():
+            lines.append(f"  {'':<11} {mv['t_s']:7.3f} s  {mv['rank']} QP {mv['qp']:#x} to {mv['dst']} moved from NIC "
+                         f"plane {mv['from_plane']} to {mv['to_plane']} ({mv['why']}): {len(mv['wrs'])} WRs, "
+                         f"{len(mv['resent'])} packets sent again")
         for h in rep.hits:
             lines.append(f"  {'':<11} hit: iteration {h.iteration} step {h.step}: {h.duration * 1e3:.0f} ms"
                          + (f" (x{h.stretch:.2f} the same step unhurt)" if h.stretch else ""))

@@ -38,7 +38,8 @@ from mininet_labs.shaping import LinkRate, current
 @dataclass(frozen=True)
 class Fault:
     """A fault from the lab's fault library (mininet_labs.faults: kind, target, parameters); on the kernel
-    lab a 'blackhole' of a T0-T1 link is Lab.cut_link (both directions)."""
+    lab a 'blackhole' of a T0-T1 link is Lab.cut_link (both directions), and 'host-nic-down HOST PLANE' is
+    the library's (the host's NIC down in its namespace: its leaf port loses carrier)."""
 
     kind: str
     target: tuple[str, ...]
@@ -49,9 +50,10 @@ class Fault:
         return f"{self.kind} {' '.join(self.target)}{extra}"
 
     def apply(self, lab: Lab) -> None:
-        if _kernel(lab):
+        if _kernel(lab) and self.kind != "host-nic-down":
             if self.kind != "blackhole" or len(self.target) != 2:
-                raise LabError(f"on the kernel lab a collective's fault is 'blackhole T0 T1', not {self.describe()}")
+                raise LabError(f"on the kernel lab a collective's fault is 'blackhole T0 T1' or 'host-nic-down HOST "
+                               f"PLANE', not {self.describe()}")
             lab.cut_link(*self.target)
             return
         from mininet_labs import faults
@@ -62,7 +64,7 @@ class Fault:
             raise LabError(str(e)) from None
 
     def revert(self, lab: Lab) -> None:
-        if _kernel(lab):
+        if _kernel(lab) and self.kind != "host-nic-down":
             lab.mend_link(*self.target)
             return
         from mininet_labs import faults

@@ -176,11 +176,10 @@ def test_the_rto_floor_covers_the_windows_queued_behind_a_shaped_link() -> None:
 
 
 def test_ethereal_parts_of_two_peers_on_the_same_qp_number_keep_their_own_evs() -> None:
-    from endpoint.collective.rank import PerDestEthereal
     from endpoint.ev import EvTable
-    from endpoint.policy import Flow
+    from endpoint.policy import Ethereal, Flow
 
-    pol = PerDestEthereal(2)
+    pol = Ethereal(2)
     a, b = EvTable([1, 2]), EvTable([1023, 2047])  # a remote peer's EVs; a peer under the same leaf's
     fa, fb = Flow("h0", "h2", 0xC000, 0x100, 0), Flow("h0", "h1", 0xC000, 0x100, 0)
     pol.on_message(a, fa, 0, 4)
