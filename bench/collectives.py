@@ -112,6 +112,24 @@ def run_span(m: RunMetrics) -> float | None:
     return max(i.end for i in its) - min(i.start for i in its) if its else None
 
 
+def detected_after(events: list[dict[str, Any]]) -> float | None:
+    """Seconds from the fault to the controller's first link_down or switch_down after it (None: no fault,
+    or the controller saw none); `events` are {"what", "t_s"}, the run's and the controller's."""
+    fault = next((e["t_s"] for e in events if e["what"].startswith("fault")), None)
+    if fault is None:
+        return None
+    seen = [e["t_s"] for e in events if ("link_down" in e["what"] or "switch_down" in e["what"]) and e["t_s"] >= fault]
+    return round(min(seen) - fault, 3) if seen else None
+
+
+def controller_events(rep: JobReport) -> list[dict[str, Any]]:
+    """What the controller service of the run recorded (run.run's service-events.jsonl), s after the start."""
+    from endpoint.unattended import timeline
+
+    path = rep.run.dir / "service-events.jsonl" if rep.run.dir else None
+    return timeline(path, rep.run.started_ns, rep.run.started_ns) if path and path.exists() else []
+
+
 def figures(rep: JobReport) -> dict[str, Any]:
     """One run's figures (times in ms, bandwidth in MB/s)."""
     m = rep.metrics
@@ -119,16 +137,18 @@ def figures(rep: JobReport) -> dict[str, Any]:
         return {"complete": False, "problems": rep.problems[:3]}
     hits = [h.stretch for h in rep.hits if h.stretch]
     span = run_span(m)
+    ctl = controller_events(rep)
     return {"complete": True, "problems": rep.problems[:3], "time_ms": m.time_median * 1e3, "p99_ms": m.time_p99 * 1e3,
             "max_ms": m.time_max * 1e3, "run_ms": span * 1e3 if span is not None else None,
             "busbw_MBps": m.busbw / 1e6, "slowdown": m.slowdown,
             "slowdown_wire": rep.slowdown_wire, "link_max_over_mean": rep.to_json()["link_max_over_mean"],
             "retransmits": m.retransmits, "iteration_ms": [round(i.time * 1e3, 1) for i in m.iterations],
-            "worst_hit_stretch": max(hits) if hits else None, "events": rep.to_json()["events"]}
+            "worst_hit_stretch": max(hits) if hits else None, "events": rep.to_json()["events"],
+            "controller_events": ctl, "detected_s": detected_after(rep.to_json()["events"] + ctl)}
 
 
 FIGURES = ("time_ms", "p99_ms", "max_ms", "run_ms", "busbw_MBps", "slowdown", "slowdown_wire", "link_max_over_mean",
-           "retransmits", "worst_hit_stretch", "load1")
+           "retransmits", "worst_hit_stretch", "detected_s", "load1")
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -147,3 +147,14 @@ def test_pinning_reports_pin_against_eecmp_on_the_uneven_placement(bench: Module
     assert doc["placement"]["ratios"]["pin_uneven"]["time"]["of_medians"] == 1.8
     assert doc["pin_over_eecmp_uneven"]["time"]["paired"] == {"median": 1.5, "min": 1.5, "max": 1.5, "n": 3}
     assert [k for k, _ in s.calls[:3]] == ["pin_spread", "pin_uneven", "eecmp_uneven"]
+
+
+def test_detection_is_timed_from_the_fault_to_the_controllers_first_down_event(bench: ModuleType) -> None:
+    events = [{"what": "controller (unattended): link_down p0-t0-0--p0-t1-1", "t_s": 0.2},  # before the fault
+              {"what": "fault: freeze p0-t1-0", "t_s": 1.0},
+              {"what": "controller (unattended): deltas_written", "t_s": 1.5},
+              {"what": "controller (unattended): switch_down p0-t1-0", "t_s": 1.567},
+              {"what": "repair: freeze p0-t1-0", "t_s": 2.0}]
+    assert bench.detected_after(events) == 0.567
+    assert bench.detected_after(events[2:]) is None  # no fault
+    assert bench.detected_after(events[1:3]) is None  # the controller saw nothing
