@@ -46,6 +46,7 @@ from endpoint.collective.rank import Transport  # noqa: E402
 from endpoint.collective.report import JobReport, job, wire_share  # noqa: E402
 from endpoint.collective.run import Fault  # noqa: E402
 from endpoint.collective.schemes import SCHEMES, scheme  # noqa: E402
+from mininet_labs.lab import LabError  # noqa: E402
 from mininet_labs.shaping import LinkRate, shape  # noqa: E402
 
 COMPARISONS = ("calibration", "ecmp_vs_eecmp", "rr_vs_split", "pinning", "spine_freeze", "spray_vs_ethereal")
@@ -201,8 +202,11 @@ class Bench:
     def one(self, c: Case, i: int) -> dict[str, Any]:
         self.at_rate(c.mbit)
         t0 = time.monotonic()
-        rep = job(self.lab, c.sched, scheme(c.scheme), self.tr, timeout=self.args.timeout, **c.kw)
-        r = {**figures(rep), "wall_s": round(time.monotonic() - t0, 1), "load1": round(os.getloadavg()[0], 2)}
+        try:
+            fig = figures(job(self.lab, c.sched, scheme(c.scheme), self.tr, timeout=self.args.timeout, **c.kw))
+        except LabError as e:  # a rank failed or the run timed out: an incomplete run, the others still run
+            fig = {"complete": False, "problems": [str(e)]}
+        r = {**fig, "wall_s": round(time.monotonic() - t0, 1), "load1": round(os.getloadavg()[0], 2)}
         print(f"  {c.label} run {i + 1}: {r.get('time_ms', 0):.0f} ms (x{r.get('slowdown_wire') or 0:.2f} wire ideal), "
               f"run {r.get('run_ms') or 0:.0f} ms, {r.get('retransmits')} resent, load {r['load1']}, "
               f"problems {r['problems']}", file=sys.stderr, flush=True)

@@ -158,3 +158,18 @@ def test_detection_is_timed_from_the_fault_to_the_controllers_first_down_event(b
     assert bench.detected_after(events) == 0.567
     assert bench.detected_after(events[2:]) is None  # no fault
     assert bench.detected_after(events[1:3]) is None  # the controller saw nothing
+
+
+def test_a_run_that_fails_is_recorded_incomplete_and_the_bench_goes_on(bench: ModuleType,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from mininet_labs.lab import LabError
+
+    def job(*_: Any, **__: Any) -> Any:
+        raise LabError("the collective did not complete within 120 s (ranks' logs: /tmp/x)")
+
+    monkeypatch.setattr(bench, "job", job)
+    b = bench.Bench(_model(), _args())
+    c = bench.rr_vs_split(b).groups["allreduce"][0]
+    r = b.one(c, 0)
+    assert (r["complete"], r["problems"]) == (False, ["the collective did not complete within 120 s (ranks' logs: /tmp/x)"])
+    assert bench.summarize([r])["complete"] == 0
