@@ -2,7 +2,9 @@
 for the schemes the kernel carries): JSON with each figure, its spread over --runs, and its ratio to the
 comparison's baseline.
 
-    P4_TOOLCHAIN_BIN=/opt/p4-toolchain/bin flock /tmp/srv6-lab.lock .venv/bin/python bench/collectives.py --runs 3
+    P4_TOOLCHAIN_BIN=/opt/p4-toolchain/bin flock /tmp/srv6-lab.lock timeout 900 \\
+        .venv/bin/python bench/collectives.py --runs 3 --only spine_freeze
+    .venv/bin/python bench/collectives.py --runs 3 --only calibration --dry-run   # the plan, no lab
 
 The lab: 2 planes x 2 spines x 2 leaves x 4 hosts, every link shaped to --mbit (tbf). Comparisons:
 - calibration: a ring AllReduce on a collision-free placement (h0,h1,h4,h5: one flow leaves each leaf per
@@ -15,6 +17,11 @@ The lab: 2 planes x 2 spines x 2 leaves x 4 hosts, every link shaped to --mbit (
 - spine_freeze (MRC): a spine stops forwarding mid-AllReduce (SIGSTOP) with the controller running, under
   leaf spraying, host EV spraying and E-ECMP; against the same run without the fault;
 - spray_vs_ethereal (Ethereal): host EV spraying against split-and-assign, healthy and with a dead link.
+
+Within a comparison the cases take turns (baseline run 1, compared run 1, baseline run 2, ...), so each
+ratio is also given run by run ("paired": the spread of the per-run ratios) beside the ratio of the
+medians, and a drift of the machine's load falls on both sides alike. `--only` (repeatable) and
+`--case` (a comparison's group, e.g. allreduce, healthy, eecmp) keep one invocation short.
 """
 
 from __future__ import annotations
@@ -25,21 +32,103 @@ import os
 import platform
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _stats import spread  # noqa: E402
+from _stats import paired_ratio, spread  # noqa: E402
 
-from controller.workload import Workload, place, schedule  # noqa: E402
+from controller.workload import Rates, Schedule, Workload, ideal_time, place, schedule  # noqa: E402
+from controller.workload.metrics import RunMetrics  # noqa: E402
 from endpoint.collective.rank import Transport  # noqa: E402
-from endpoint.collective.report import JobReport, job  # noqa: E402
+from endpoint.collective.report import JobReport, job, wire_share  # noqa: E402
 from endpoint.collective.run import Fault  # noqa: E402
-from endpoint.collective.schemes import scheme  # noqa: E402
+from endpoint.collective.schemes import SCHEMES, scheme  # noqa: E402
+from mininet_labs.lab import LabError  # noqa: E402
 from mininet_labs.shaping import LinkRate, shape  # noqa: E402
 
 COMPARISONS = ("calibration", "ecmp_vs_eecmp", "rr_vs_split", "pinning", "spine_freeze", "spray_vs_ethereal")
+KERNEL_LACKS = {"pinning": "path pinning", "spine_freeze": "switch process to freeze"}
+RUN_OVERHEAD_S = 4.0  # a run's rank processes starting and the scheme installed (dry-run estimate)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One side of a comparison: a schedule under a scheme at a link rate, with run.run's keywords."""
+
+    key: str
+    label: str
+    sched: Schedule
+    scheme: str
+    mbit: float
+    kw: dict[str, Any] = field(default_factory=dict)
+
+    def ideal_wire(self, transport: Transport, spines: int) -> float:
+        """Seconds an iteration takes at best at this rate for this transport (report.measure's ideal_wire)."""
+        bps = self.mbit * 1e6 * wire_share(transport, SCHEMES[self.scheme].evs == "host")
+        return ideal_time(self.sched.workload, self.sched.placement, spines, Rates(bps, bps))
+
+    def budget_s(self, transport: Transport, spines: int) -> float:
+        """A generous guess of one run's wall time: every iteration at twice its ideal, plus the start."""
+        w = self.sched.workload
+        return (w.iterations + w.warmup) * 2 * self.ideal_wire(transport, spines) + RUN_OVERHEAD_S
+
+    def plan(self, transport: Transport, spines: int) -> dict[str, Any]:
+        w = self.sched.workload
+        fault = self.kw.get("fault")
+        return {"label": self.label, "scheme": self.scheme, "collective": w.collective, "size": w.size,
+                "iterations": w.iterations, "warmup": w.warmup, "qps": w.qps, "strategy": w.strategy,
+                "placement": list(self.sched.placement.hosts), "mbit": self.mbit,
+                "fault": fault.describe() if fault else None, "fault_at": self.kw.get("fault_at"),
+                "repair_at": self.kw.get("repair_at"), "controller": self.kw.get("controller", False),
+                "ideal_wire_s": round(self.ideal_wire(transport, spines), 3),
+                "budget_s": round(self.budget_s(transport, spines), 1)}
+
+
+@dataclass
+class Comparison:
+    """A claim and its groups of cases; each group's first case is the baseline of the others."""
+
+    claim: str
+    groups: dict[str, list[Case]]
+    info: dict[str, Any] = field(default_factory=dict)
+    also: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # name: (group, case, its baseline)
+
+    def results(self, groups: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """The comparison's JSON from its groups' results: the claim, the groups, and the `also` ratios
+        whose group ran."""
+        out: dict[str, Any] = {"claim": self.claim, **self.info, **groups}
+        for name, (g, case, base) in self.also.items():
+            if g in groups:
+                out[name] = ratios(groups[g][case], groups[g][base])
+        return out
+
+
+def run_span(m: RunMetrics) -> float | None:
+    """Seconds from the first measured iteration's start to the last one's end (the job's throughput is
+    the measured bytes over it): a fault's whole cost, which the median iteration hides."""
+    its = [i for i in m.iterations if not i.warmup]
+    return max(i.end for i in its) - min(i.start for i in its) if its else None
+
+
+def detected_after(events: list[dict[str, Any]]) -> float | None:
+    """Seconds from the fault to the controller's first link_down or switch_down after it (None: no fault,
+    or the controller saw none); `events` are {"what", "t_s"}, the run's and the controller's."""
+    fault = next((e["t_s"] for e in events if e["what"].startswith("fault")), None)
+    if fault is None:
+        return None
+    seen = [e["t_s"] for e in events if ("link_down" in e["what"] or "switch_down" in e["what"]) and e["t_s"] >= fault]
+    return round(min(seen) - fault, 3) if seen else None
+
+
+def controller_events(rep: JobReport) -> list[dict[str, Any]]:
+    """What the controller service of the run recorded (run.run's service-events.jsonl), s after the start."""
+    from endpoint.unattended import timeline
+
+    path = rep.run.dir / "service-events.jsonl" if rep.run.dir else None
+    return timeline(path, rep.run.started_ns, rep.run.started_ns) if path and path.exists() else []
 
 
 def figures(rep: JobReport) -> dict[str, Any]:
@@ -48,17 +137,23 @@ def figures(rep: JobReport) -> dict[str, Any]:
     if m is None:
         return {"complete": False, "problems": rep.problems[:3]}
     hits = [h.stretch for h in rep.hits if h.stretch]
+    span = run_span(m)
+    ctl = controller_events(rep)
     return {"complete": True, "problems": rep.problems[:3], "time_ms": m.time_median * 1e3, "p99_ms": m.time_p99 * 1e3,
-            "max_ms": m.time_max * 1e3, "busbw_MBps": m.busbw / 1e6, "slowdown": m.slowdown,
+            "max_ms": m.time_max * 1e3, "run_ms": span * 1e3 if span is not None else None,
+            "busbw_MBps": m.busbw / 1e6, "slowdown": m.slowdown,
             "slowdown_wire": rep.slowdown_wire, "link_max_over_mean": rep.to_json()["link_max_over_mean"],
             "retransmits": m.retransmits, "iteration_ms": [round(i.time * 1e3, 1) for i in m.iterations],
-            "worst_hit_stretch": max(hits) if hits else None, "events": rep.to_json()["events"]}
+            "worst_hit_stretch": max(hits) if hits else None, "events": rep.to_json()["events"],
+            "controller_events": ctl, "detected_s": detected_after(rep.to_json()["events"] + ctl)}
+
+
+FIGURES = ("time_ms", "p99_ms", "max_ms", "run_ms", "busbw_MBps", "slowdown", "slowdown_wire", "link_max_over_mean",
+           "retransmits", "worst_hit_stretch", "detected_s", "load1")
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ("time_ms", "p99_ms", "max_ms", "busbw_MBps", "slowdown", "slowdown_wire", "link_max_over_mean",
-            "retransmits", "worst_hit_stretch")
-    out: dict[str, Any] = {k: spread([r.get(k) for r in runs], 3) for k in keys}
+    out: dict[str, Any] = {k: spread([r.get(k) for r in runs], 3) for k in FIGURES}
     out["complete"] = sum(1 for r in runs if r.get("complete"))
     out["problems"] = sorted({p for r in runs for p in r.get("problems", [])})[:3]
     out["runs"] = runs
@@ -70,95 +165,159 @@ def ratio(a: dict[str, Any], b: dict[str, Any], key: str = "time_ms") -> float |
     return round(x / y, 3) if x and y else None
 
 
+def ratios(case: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """A case's figures over its baseline's: of the medians, and run by run. `throughput` is the
+    baseline's measured span over the case's (below 1: the case's job got less done per second)."""
+    def side(d: dict[str, Any], k: str) -> list[Any]:
+        return [r.get(k) for r in d["runs"]]
+
+    out: dict[str, Any] = {}
+    for name, key in (("time", "time_ms"), ("busbw", "busbw_MBps"), ("max", "max_ms")):
+        out[name] = {"of_medians": ratio(case, base, key), "paired": paired_ratio(side(case, key), side(base, key))}
+    out["throughput"] = {"of_medians": ratio(base, case, "run_ms"),
+                         "paired": paired_ratio(side(base, "run_ms"), side(case, "run_ms"))}
+    return out
+
+
 class Bench:
-    def __init__(self, lab: Any, args: argparse.Namespace) -> None:
-        self.lab, self.args = lab, args
+    def __init__(self, model: Any, args: argparse.Namespace, lab: Any = None) -> None:
+        self.model, self.args, self.lab = model, args, lab
         self.tr = Transport(window=args.window, mtu=args.mtu)
+        self.shaped = args.mbit
 
     def sched(self, collective: str, placement: str, qps: int, strategy: str, size: int | None = None,
-              iterations: int | None = None) -> Any:
+              iterations: int | None = None) -> Schedule:
         return schedule(Workload(collective, size or self.args.size, iterations or self.args.iterations,  # type: ignore[arg-type]
-                                 warmup=1, qps=qps, strategy=strategy), place(self.lab.model, placement, 4))  # type: ignore[arg-type]
+                                 warmup=1, qps=qps, strategy=strategy), place(self.model, placement, 4))  # type: ignore[arg-type]
 
-    def case(self, label: str, sched: Any, name: str, **kw: Any) -> dict[str, Any]:
-        runs = []
-        for i in range(self.args.runs):
-            t0 = time.monotonic()
-            rep = job(self.lab, sched, scheme(name), self.tr, timeout=self.args.timeout, **kw)
-            runs.append({**figures(rep), "wall_s": round(time.monotonic() - t0, 1),
-                         "load1": round(os.getloadavg()[0], 2)})
-            print(f"  {label} run {i + 1}: {runs[-1].get('time_ms', 0):.0f} ms (x{runs[-1].get('slowdown_wire') or 0:.2f} "
-                  f"wire ideal), {runs[-1].get('retransmits')} resent, problems {runs[-1]['problems']}",
-                  file=sys.stderr, flush=True)
-        return {"label": label, "scheme": name, **summarize(runs)}
+    def case(self, key: str, label: str, sched: Schedule, name: str, mbit: float | None = None, **kw: Any) -> Case:
+        scheme(name)  # an unknown name fails here, before any lab time is spent
+        return Case(key, label, sched, name, mbit or self.args.mbit, kw)
+
+    def at_rate(self, mbit: float) -> None:
+        if mbit != self.shaped:
+            shape(self.lab, LinkRate(mbit))
+            self.shaped = mbit
+
+    def one(self, c: Case, i: int) -> dict[str, Any]:
+        self.at_rate(c.mbit)
+        t0 = time.monotonic()
+        try:
+            fig = figures(job(self.lab, c.sched, scheme(c.scheme), self.tr, timeout=self.args.timeout, **c.kw))
+        except LabError as e:  # a rank failed or the run timed out: an incomplete run, the others still run
+            fig = {"complete": False, "problems": [str(e)]}
+        r = {**fig, "wall_s": round(time.monotonic() - t0, 1), "load1": round(os.getloadavg()[0], 2)}
+        print(f"  {c.label} run {i + 1}: {r.get('time_ms', 0):.0f} ms (x{r.get('slowdown_wire') or 0:.2f} wire ideal), "
+              f"run {r.get('run_ms') or 0:.0f} ms, {r.get('retransmits')} resent, load {r['load1']}, "
+              f"problems {r['problems']}", file=sys.stderr, flush=True)
+        return r
+
+    def group(self, cases: list[Case]) -> dict[str, Any]:
+        """The cases in turns, --runs times; each case's summary and its ratios to the first."""
+        runs: dict[str, list[dict[str, Any]]] = {c.key: [] for c in cases}
+        try:
+            for i in range(self.args.runs):
+                for c in cases:
+                    runs[c.key].append(self.one(c, i))
+        finally:
+            self.at_rate(self.args.mbit)
+        out: dict[str, Any] = {"placement": list(cases[0].sched.placement.hosts)}
+        for c in cases:
+            out[c.key] = {"label": c.label, "scheme": c.scheme, "mbit": c.mbit, **summarize(runs[c.key])}
+        base = out[cases[0].key]
+        out["baseline"] = cases[0].key
+        out["ratios"] = {c.key: ratios(out[c.key], base) for c in cases[1:]}
+        return out
 
 
-def calibration(b: Bench) -> dict[str, Any]:
+def calibration(b: Bench) -> Comparison:
     ring = b.sched("allreduce", "h0,h1,h4,h5", 2, "split")  # one flow out of and into each leaf per plane
-    full = b.case("calibration at the rate", ring, "ecmp")
-    shape(b.lab, LinkRate(b.args.mbit / 2))
-    try:
-        half = b.case("calibration at half the rate", ring, "ecmp")
-    finally:
-        shape(b.lab, LinkRate(b.args.mbit))
-    return {"placement": list(ring.placement.hosts), "full": full, "half": half,
-            "half_over_full": ratio(half, full),
-            "claim": "collision-free: within 10 % of the ideal; half the rate: twice the time"}
+    return Comparison("collision-free: within 10 % of the ideal; half the rate: twice the time",
+                      {"rate": [b.case("full", "calibration at the rate", ring, "ecmp"),
+                                b.case("half", "calibration at half the rate", ring, "ecmp", mbit=b.args.mbit / 2)]})
 
 
-def ecmp_vs_eecmp(b: Bench) -> dict[str, Any]:
-    out: dict[str, Any] = {"claim": "E-ECMP + QP scaling beats 5-tuple ECMP, AllReduce up to 40 % (Meta)"}
+def ecmp_vs_eecmp(b: Bench) -> Comparison:
+    groups = {}
     for label, sched in (("alltoall", b.sched("alltoall", "spread", 8, "split")),
                          ("allreduce", b.sched("allreduce", "spread", 8, "split"))):
-        base = b.case(f"{label} ecmp", sched, "ecmp")
-        e = b.case(f"{label} eecmp", sched, "eecmp")
-        out[label] = {"placement": list(sched.placement.hosts), "ecmp": base, "eecmp": e,
-                      "eecmp_over_ecmp": ratio(e, base), "busbw_eecmp_over_ecmp": ratio(e, base, "busbw_MBps")}
-    return out
+        groups[label] = [b.case("ecmp", f"{label} ecmp", sched, "ecmp"),
+                         b.case("eecmp", f"{label} eecmp", sched, "eecmp")]
+    return Comparison("E-ECMP + QP scaling beats 5-tuple ECMP, AllReduce up to 40 % (Meta)", groups)
 
 
-def rr_vs_split(b: Bench) -> dict[str, Any]:
-    split = b.case("split", b.sched("allreduce", "spread", 4, "split"), "eecmp")
-    rr = b.case("round robin", b.sched("allreduce", "spread", 4, "round_robin"), "eecmp")
-    return {"claim": "round-robin (each message whole on the next QP) beats splitting every message (Meta)",
-            "split": split, "round_robin": rr, "rr_over_split": ratio(rr, split)}
+def rr_vs_split(b: Bench) -> Comparison:
+    return Comparison("round-robin (each message whole on the next QP) beats splitting every message (Meta)",
+                      {"allreduce": [b.case("split", "split", b.sched("allreduce", "spread", 4, "split"), "eecmp"),
+                                     b.case("round_robin", "round robin",
+                                            b.sched("allreduce", "spread", 4, "round_robin"), "eecmp")]})
 
 
-def pinning(b: Bench) -> dict[str, Any]:
-    bal = b.case("pin spread", b.sched("allreduce", "spread", 2, "split"), "pin")
+def pinning(b: Bench) -> Comparison:
     uneven = b.sched("allreduce", "uneven", 2, "split")
-    unb = b.case("pin uneven", uneven, "pin")
-    e = b.case("eecmp uneven", uneven, "eecmp")
-    return {"claim": "path pinning loses more than 30 % when one host of each leaf's pair is busy (Meta)",
-            "placements": {"spread": list(b.sched("allreduce", "spread", 2, "split").placement.hosts),
-                           "uneven": list(uneven.placement.hosts)},
-            "pin_spread": bal, "pin_uneven": unb, "eecmp_uneven": e, "uneven_over_spread": ratio(unb, bal),
-            "pin_over_eecmp_uneven": ratio(unb, e)}
+    return Comparison("path pinning loses more than 30 % when one host of each leaf's pair is busy (Meta)",
+                      {"placement": [b.case("pin_spread", "pin spread", b.sched("allreduce", "spread", 2, "split"), "pin"),
+                                     b.case("pin_uneven", "pin uneven", uneven, "pin"),
+                                     b.case("eecmp_uneven", "eecmp uneven", uneven, "eecmp")]},
+                      also={"pin_over_eecmp_uneven": ("placement", "pin_uneven", "eecmp_uneven")})
 
 
-def spine_freeze(b: Bench) -> dict[str, Any]:
+def spine_freeze(b: Bench) -> Comparison:
     sched = b.sched("allreduce", "spread", 2, "split", iterations=b.args.fault_iterations)
-    out: dict[str, Any] = {"claim": "a T1 that stopped forwarding left job throughput largely unaffected (MRC)",
-                           "fault": "freeze p0-t1-0", "fault_at_s": b.args.fault_at, "repair_at_s": b.args.repair_at}
-    for name in b.args.freeze_schemes.split(","):
-        clean = b.case(f"{name} no fault", sched, name, controller=True)
-        hurt = b.case(f"{name} spine frozen", sched, name, fault=Fault("freeze", ("p0-t1-0",)),
-                      fault_at=b.args.fault_at, repair_at=b.args.repair_at, controller=True)
-        out[name] = {"clean": clean, "fault": hurt, "busbw_fault_over_clean": ratio(hurt, clean, "busbw_MBps"),
-                     "time_fault_over_clean": ratio(hurt, clean), "max_fault_over_clean": ratio(hurt, clean, "max_ms")}
-    return out
+    freeze = Fault("freeze", ("p0-t1-0",))
+    groups = {name: [b.case("clean", f"{name} no fault", sched, name, controller=True),
+                     b.case("fault", f"{name} spine frozen", sched, name, fault=freeze, fault_at=b.args.fault_at,
+                            repair_at=b.args.repair_at, controller=True)]
+              for name in b.args.freeze_schemes.split(",")}
+    return Comparison("a T1 that stopped forwarding left job throughput largely unaffected (MRC)", groups,
+                      {"fault": freeze.describe(), "fault_at_s": b.args.fault_at, "repair_at_s": b.args.repair_at})
 
 
-def spray_vs_ethereal(b: Bench) -> dict[str, Any]:
+def spray_vs_ethereal(b: Bench) -> Comparison:
     sched = b.sched("alltoall", "spread", 2, "split")
-    out: dict[str, Any] = {"claim": "Ethereal comes within a few % of ideal spraying; up to 30 % faster than "
-                                    "spraying, also under link failures (Ethereal)"}
     dead = Fault("blackhole", ("p0-t0-0", "p0-t1-0"))
-    for label, kw in (("healthy", {}), ("dead link", {"fault": dead, "fault_at": 0.0})):
-        s = b.case(f"host-spray {label}", sched, "host-spray", **kw)
-        e = b.case(f"ethereal {label}", sched, "ethereal", **kw)
-        out[label] = {"host_spray": s, "ethereal": e, "ethereal_over_spray": ratio(e, s)}
+    groups = {}
+    faults: tuple[tuple[str, dict[str, Any]], ...] = (("healthy", {}), ("dead link", {"fault": dead, "fault_at": 0.0}))
+    for label, kw in faults:
+        groups[label] = [b.case("host_spray", f"host-spray {label}", sched, "host-spray", **kw),
+                         b.case("ethereal", f"ethereal {label}", sched, "ethereal", **kw)]
+    return Comparison("Ethereal comes within a few % of ideal spraying; up to 30 % faster than spraying, also under "
+                      "link failures (Ethereal)", groups, {"dead_link": dead.describe()})
+
+
+def plans(b: Bench, only: list[str], cases: list[str] | None, kernel: bool) -> dict[str, Comparison | str]:
+    """Each chosen comparison with only the chosen groups (`cases`: group names; None: all), or why the
+    kernel data plane lacks it; ValueError naming a group no chosen comparison has."""
+    out: dict[str, Comparison | str] = {}
+    seen: set[str] = set()
+    for name in only:
+        if kernel and name in KERNEL_LACKS:
+            out[name] = f"the kernel data plane has no {KERNEL_LACKS[name]}"
+            continue
+        comp: Comparison = globals()[name](b)
+        seen |= set(comp.groups)
+        if cases is not None:
+            comp.groups = {g: cs for g, cs in comp.groups.items() if g in cases}
+        if comp.groups:
+            out[name] = comp
+    unknown = sorted(set(cases or ()) - seen)
+    if unknown:
+        raise ValueError(f"no comparison chosen has a case '{unknown[0]}' (they have: {', '.join(sorted(seen))})")
     return out
+
+
+def dry_run(b: Bench, chosen: dict[str, Comparison | str], spines: int) -> dict[str, Any]:
+    """What the invocation would run, with a generous wall-time budget (no lab)."""
+    doc: dict[str, Any] = {"runs": b.args.runs, "comparisons": {}}
+    total = 0.0
+    for name, comp in chosen.items():
+        if isinstance(comp, str):
+            doc["comparisons"][name] = {"skipped": comp}
+            continue
+        doc["comparisons"][name] = {g: [c.plan(b.tr, spines) for c in cs] for g, cs in comp.groups.items()}
+        total += b.args.runs * sum(c.budget_s(b.tr, spines) for cs in comp.groups.values() for c in cs)
+    doc["budget_s"] = round(total, 1)
+    return doc
 
 
 def main() -> int:
@@ -175,15 +334,32 @@ def main() -> int:
     ap.add_argument("--mtu", type=int, default=1024)
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--only", action="append", choices=COMPARISONS)
+    ap.add_argument("--case", action="append", help="only this group of the chosen comparisons (repeatable): "
+                    "alltoall, allreduce, rate, placement, healthy, 'dead link', or a freeze scheme")
     ap.add_argument("--dataplane", choices=("bmv2", "kernel"), default="bmv2")
+    ap.add_argument("--dry-run", action="store_true", help="print what would run and a time budget; no lab")
     ap.add_argument("--dir", default="/tmp/srv6-bench-collectives")
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args()
-    from mininet_labs.lab import Lab
+    if args.runs < 1:
+        ap.error("--runs must be at least 1")
     from mininet_labs.labstate import default_topology
 
     model = default_topology(2, 2, 2, 4, grpc_base_port=52001)
-    if args.dataplane == "kernel":
+    kernel = args.dataplane == "kernel"
+    b = Bench(model, args)
+    try:
+        chosen = plans(b, args.only or list(COMPARISONS), args.case, kernel)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    spines = len(model.t1s(0))
+    if args.dry_run:
+        print(json.dumps(dry_run(b, chosen, spines), indent=1))
+        return 0
+    from mininet_labs.lab import Lab
+
+    if kernel:
         import dataclasses
 
         from mininet_labs.backends import nodes_for
@@ -193,23 +369,24 @@ def main() -> int:
                        nodes_for("kernel", name="benchcoll"))
     else:
         lab = Lab(model, args.dir, tag="bc")
-    doc: dict[str, Any] = {"bench": "collectives", "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+    b.lab = lab
+    doc: dict[str, Any] = {"bench": "collectives", "argv": sys.argv[1:],
+                           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                           "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
                            "load1_start": round(os.getloadavg()[0], 2), "dataplane": args.dataplane,
                            "lab": "2 planes x 2 spines x 2 leaves x 4 hosts", "link_mbit": args.mbit,
                            "size": args.size, "iterations": args.iterations, "runs": args.runs,
-                           "transport": Transport(window=args.window, mtu=args.mtu).to_json(), "comparisons": {}}
+                           "transport": b.tr.to_json(), "comparisons": {}}
     t0 = time.monotonic()
     lab.up()
     try:
         shape(lab, LinkRate(args.mbit))
-        b = Bench(lab, args)
-        kernel_skip = {"pinning": "path pinning", "spine_freeze": "a switch process to freeze"}
-        for name in args.only or COMPARISONS:
-            if args.dataplane == "kernel" and name in kernel_skip:
-                doc["comparisons"][name] = {"skipped": f"the kernel data plane has no {kernel_skip[name]}"}
+        for name, comp in chosen.items():
+            if isinstance(comp, str):
+                doc["comparisons"][name] = {"skipped": comp}
                 continue
             print(f"{name}:", file=sys.stderr, flush=True)
-            doc["comparisons"][name] = globals()[name](b)
+            doc["comparisons"][name] = comp.results({g: b.group(cs) for g, cs in comp.groups.items()})
     finally:
         lab.down()
     doc["seconds"] = round(time.monotonic() - t0, 1)

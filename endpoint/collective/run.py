@@ -177,7 +177,7 @@ def run(lab: Lab, transfers: Iterable[Any], s: Scheme, transport: Transport | No
         lab.host(h)
     s = install(lab, s)
     tr = fit_timers(dataclasses.replace(transport or Transport(), policy=s.policy, sport=s.sport, ipv4=s.ipv4),
-                    current(lab.dir), qps_per_link(ts, lab.model.planes))
+                    current(lab.dir), qps_per_link(ts, lab.model.planes), windows_per_round_trip(ts, lab.model.planes))
     Layout(ts, tr.mtu)  # refuses a bad MTU before any process starts
     run_dir = lab.dir / "collective" / str(time.monotonic_ns())
     run_dir.mkdir(parents=True)
@@ -277,14 +277,34 @@ def qps_per_link(ts: Sequence[Transfer], planes: int) -> int:
     return max(1, max((-(-len(v) // max(1, planes)) for v in busy.values()), default=1))
 
 
-def fit_timers(tr: Transport, rate: LinkRate | None, per_link: int = 1) -> Transport:
+def windows_per_round_trip(ts: Sequence[Transfer], planes: int) -> int:
+    """The most QP windows a packet and its ACK can queue behind on one round trip of the first step: the
+    sender's QPs on its NIC port, the QPs sending into the receiver's port (an all-to-all: every peer's),
+    and the receiver's own QPs on the port its ACK leaves by (each spread over the planes)."""
+    first = min((t.iteration, t.step) for t in ts)
+    out: dict[str, set[tuple[str, int]]] = {}
+    into: dict[str, set[tuple[str, int]]] = {}
+    for t in ts:
+        if (t.iteration, t.step) == first:
+            out.setdefault(t.src, set()).add((t.dst, t.qp_index))
+            into.setdefault(t.dst, set()).add((t.src, t.qp_index))
+
+    def port(v: set[tuple[str, int]]) -> int:
+        return -(-len(v) // max(1, planes))
+
+    return max((port(out[t.src]) + port(into[t.dst]) + port(out.get(t.dst, set()))
+                for t in ts if (t.iteration, t.step) == first), default=1)
+
+
+def fit_timers(tr: Transport, rate: LinkRate | None, per_link: int = 1, round_trip: int = 0) -> Transport:
     """On shaped links the windows of the QPs sharing a link wait in its queue (per_link x window frames);
-    a collision doubles it. The minimum RTO is held at twice that, and at least four windows of frames,
-    so queueing is not taken for loss; the maximum at four times the minimum."""
+    a collision doubles it; a round trip can wait behind `round_trip` windows (windows_per_round_trip). The
+    minimum RTO is held above both, and at least four windows of frames, so queueing is not taken for loss
+    (a timeout also marks the EV bad in the endpoint's EV model); the maximum at four times the minimum."""
     if rate is None:
         return tr
     frame_ms = frame_bytes(tr, True) / rate.bytes_per_s * 1e3
-    floor = max(tr.min_rto_ms, round(max(4, 2 * per_link) * tr.window * frame_ms, 1))
+    floor = max(tr.min_rto_ms, round(max(4, 2 * per_link, round_trip) * tr.window * frame_ms, 1))
     return dataclasses.replace(tr, min_rto_ms=floor, max_rto_ms=max(tr.max_rto_ms, 4 * floor))
 
 

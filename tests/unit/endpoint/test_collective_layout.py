@@ -175,6 +175,25 @@ def test_the_rto_floor_covers_the_windows_queued_behind_a_shaped_link() -> None:
     assert (t.min_rto_ms, t.max_rto_ms) == (round(24 * 4 * frame_ms, 1), 4 * round(24 * 4 * frame_ms, 1))
 
 
+def test_the_rto_floor_covers_a_round_trip_behind_the_sender_the_receiver_and_its_acks() -> None:
+    from controller.workload import Workload, place, schedule
+    from endpoint.collective.run import fit_timers, frame_bytes, windows_per_round_trip
+    from mininet_labs.shaping import LinkRate
+
+    topo = build(2, 2, 2, 2)
+    a2a = [Transfer.of(x) for x in schedule(Workload("alltoall", 8192, qps=2, strategy="split"),
+                                            place(topo, "packed")).transfers]
+    ring = [Transfer.of(x) for x in schedule(Workload("allreduce", 8192, qps=2, strategy="split"),
+                                             place(topo, "packed")).transfers]
+    # all-to-all, 4 ranks, 2 QPs: 6 QPs out of each rank, 6 into each, over 2 planes: 3 + 3 + 3 windows
+    assert windows_per_round_trip(a2a, 2) == 9
+    assert windows_per_round_trip(ring, 2) == 3  # one QP a plane out, one in, the receiver's own one
+    tr = Transport(window=4, mtu=1024)
+    frame_ms = frame_bytes(tr, True) / LinkRate(1.0).bytes_per_s * 1e3
+    assert fit_timers(tr, LinkRate(1.0), 3, 9).min_rto_ms == round(9 * 4 * frame_ms, 1)  # above 2 x 3
+    assert fit_timers(tr, LinkRate(1.0), 1, 3).min_rto_ms == round(4 * 4 * frame_ms, 1)  # four windows at least
+
+
 def test_ethereal_parts_of_two_peers_on_the_same_qp_number_keep_their_own_evs() -> None:
     from endpoint.ev import EvTable
     from endpoint.policy import Ethereal, Flow
