@@ -79,19 +79,21 @@ class Scenario:
     schedule: Schedule
     paper: str
     scale: str = ""
+    before_start: bool = False  # the fault in place before the senders start (many faults take long to inject)
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
-    Scenario("ev-loss", Schedule(seconds=4.0, fault_at=1.0, repair_at=3.0),
+    Scenario("ev-loss", Schedule(seconds=4.0, fault_at=1.0, repair_at=3.0, start_delay=3.0),
              "the EV ASSUMED_BAD at once, a backup from the same plane takes its place, line rate kept"),
-    Scenario("t1-blackhole", Schedule(seconds=4.0, fault_at=1.0, repair_at=2.5),
+    Scenario("t1-blackhole", Schedule(seconds=4.0, fault_at=1.0, repair_at=2.5, start_delay=3.0),
              "throughput largely unaffected; the T1's EVs mapped out on every host"),
-    Scenario("t0-flap", Schedule(seconds=8.0, fault_at=1.0, repair_at=6.0),
+    Scenario("t0-flap", Schedule(seconds=8.0, fault_at=1.0, repair_at=6.0, start_delay=3.0),
              "about 25 % of throughput lost during the flapping, full speed right after, no QP failed",
              "5 s of flapping at the --flap-ms period, not a minute"),
-    Scenario("loss1", Schedule(seconds=8.0, fault_at=0.5, repair_at=7.5),
-             "RoCE (go-back-N) all but unusable; MRC about a third of its loss-free throughput"),
-    Scenario("nic-down", Schedule(seconds=4.0, fault_at=1.0, repair_at=2.5),
+    Scenario("loss1", Schedule(seconds=6.0, fault_at=0.5, repair_at=5.5, start_delay=3.0),
+             "RoCE (go-back-N) all but unusable; MRC about a third of its loss-free throughput",
+             before_start=True),
+    Scenario("nic-down", Schedule(seconds=4.0, fault_at=1.0, repair_at=2.5, start_delay=3.0),
              "the local remap in under 1 s; remote senders stop using the plane from the next acknowledgement"),
 )}
 
@@ -283,7 +285,7 @@ def stop_agents(procs: dict[str, subprocess.Popen[Any]], run_dir: Path) -> dict[
             p.wait()
         try:
             doc = json.loads((run_dir / f"loops-{h}.json").read_text())
-            out[h] = {k: doc.get(k) for k in ("rounds", "failed", "denied", "changes")}
+            out[h] = {k: doc.get(k) for k in ("rounds", "achieved_period_ms", "lost", "late", "failed", "denied", "errors")}
         except (OSError, ValueError):
             out[h] = None
     return out
@@ -311,22 +313,33 @@ def one_run(lab: Any, scen: Scenario, fault: LabFault, mode_name: str, args: arg
     work = Work(policy=mode.policy, mode=mode.how, qps=sch.qps, messages=messages, per_message=per_message,
                 rate=args.rate, duration=sch.seconds * 3 + 5, bin_ms=bin_ms, backups=mode.backups)
     load1 = round(os.getloadavg()[0], 2)
-    run = ep.start(lab, PAIRS, work, start_delay=sch.start_delay + (2.0 if mode.loops else 0.0))
+    early = with_fault and scen.before_start
+    if early:  # in place before the senders start: the whole run under it, measured from fault_at
+        fault.apply()
+    try:
+        run = ep.start(lab, PAIRS, work, start_delay=sch.start_delay)
+    except BaseException:
+        fault.revert()
+        raise
     period = args.loop_period_ms or (10.0 if args.dataplane == "kernel" else 20.0)
     agents = start_agents(lab, run.dir, period, period * (2 if args.dataplane == "kernel" else 5)) if mode.loops else {}
     announced = with_fault and mode.announce and fault.failure is not None
     events: list[dict[str, Any]] = []
-    t_fault = t_repair = 0.0
     try:
-        _at(run.started_ns, sch.fault_at)
+        # a sender that came up after the common start starts at once: the schedule counts from when all are up
+        # (their control sockets listen), so that every sender has sent fault_at seconds before the fault
+        base_ns = max(run.started_ns, senders_up(run.dir, 60.0))
+        _at(base_ns, sch.fault_at)
         t_fault = (time.monotonic_ns() - run.started_ns) / 1e9
-        if with_fault:
+        if early:
+            events.append({"what": f"fault: {fault.describe()}", "t_s": 0.0, "in_place_s": 0.0})
+        elif with_fault:
             fault.apply()
             events.append({"what": f"fault: {fault.describe()}", "t_s": round(t_fault, 4),
                            "in_place_s": round((time.monotonic_ns() - run.started_ns) / 1e9, 4)})
             if announced:
                 events.append({"what": "controller: fail recorded", "took_s": lab.fail(fault.failure).seconds})
-        _at(run.started_ns, sch.repair_at)
+        _at(base_ns, sch.repair_at)
         t_repair = (time.monotonic_ns() - run.started_ns) / 1e9
         if with_fault:
             fault.revert()
@@ -343,8 +356,17 @@ def one_run(lab: Any, scen: Scenario, fault: LabFault, mode_name: str, args: arg
         loops = stop_agents(agents, run.dir) if agents else {}
     res = ep_summarize(lab, fault, mode_name, report, events, t_fault, t_repair,  # type: ignore[arg-type]
                        _ep_schedule(sch), False, (mode.how, mode.policy, announced))
-    in_place = events[0]["in_place_s"] if events else t_fault
+    in_place = t_fault if early or not events else events[0]["in_place_s"]
     return digest(res, report, t_fault, in_place, t_repair, load1, loops)
+
+
+def senders_up(run_dir: Path, within: float) -> int:
+    """When (monotonic ns) every sender of PAIRS listens on its control socket; at the deadline, whatever is up."""
+    socks = [run_dir / f"control-{h}.sock" for h in sorted({a for a, _ in PAIRS})]
+    end = time.monotonic() + within
+    while time.monotonic() < end and not all(p.exists() for p in socks):
+        time.sleep(0.02)
+    return time.monotonic_ns()
 
 
 def _ep_schedule(sch: Schedule) -> Any:
