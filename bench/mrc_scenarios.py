@@ -177,6 +177,7 @@ def summarize(baseline: dict[str, Any] | None, runs: list[dict[str, Any]]) -> di
         "evs_mapped_out": len(mapped),
         "hosts_all_mapped_out": [r.get("hosts_all_mapped_out") for r in runs],
         "replacements_same_plane": [r.get("replacements_same_plane") for r in runs],
+        "replaced_ms": spread([m for r in runs for m in r.get("replaced_ms", [])], 2),
         "port_change_ms": {k: spread([r.get("port_change_ms", {}).get(k) for r in runs], 2) for k in ("local", "remote")},
         "load1": [r.get("load1") for r in runs],
     }
@@ -397,11 +398,14 @@ def digest(res: Any, report: Any, t_fault: float, in_place: float, t_repair: flo
         per_host.setdefault(e["sender"], []).append(m is not None)
     repl, ports = [], {}
     for s, doc in report.senders.items():
-        for dst, rs in doc.get("replacements", {}).items():
+        # a destination's table (the controller's and the agents' operations) and each QP's share of it (losses)
+        tables = [(dst, None, rs) for dst, rs in doc.get("replacements", {}).items()] + \
+            [(q["dst"], q["qp"], q.get("replacements", [])) for q in doc["qps"]]
+        for dst, qp, rs in tables:
             for t, old, new, why in rs:
                 if t - t0 >= t_fault:
-                    repl.append({"sender": s, "dst": dst, "ms": round((t - t0 - t_fault) * 1e3, 2), "ev": old, "new": new,
-                                 "same_plane": old >> SPINE_BITS == new >> SPINE_BITS, "why": why})
+                    repl.append({"sender": s, "dst": dst, "qp": qp, "ms": round((t - t0 - t_fault) * 1e3, 2), "ev": old,
+                                 "new": new, "same_plane": old >> SPINE_BITS == new >> SPINE_BITS, "why": why})
         for dst, cs in doc.get("port_changes", {}).items():
             for t, where, plane, up in cs:
                 ms = round((t - t0 - t_fault) * 1e3, 2)
@@ -415,7 +419,8 @@ def digest(res: Any, report: Any, t_fault: float, in_place: float, t_repair: flo
         "complete": res.summary["complete"], "qps_failed": sum(1 for q in res.qps if q["acked"] < q["total"]),
         "evs_through_fault": len(res.evs), "mapped_out_ms": mapped,
         "hosts_all_mapped_out": sorted(h for h, ok in per_host.items() if ok and all(ok)),
-        "replacements": repl, "replacements_same_plane": sum(1 for r in repl if r["same_plane"]) if repl else None,
+        "replacements": repl, "replacements_same_plane": f"{sum(1 for r in repl if r['same_plane'])}/{len(repl)}",
+        "replaced_ms": sorted(r["ms"] for r in repl),
         "port_change_ms": ports, "events": res.events, "loops": loops,
         "series": series, "bin_ms": bin_ms, "fault_s": round(t_fault, 3), "in_place_s": round(in_place, 3),
         "repair_s": round(t_repair, 3), "announced": res.announced,

@@ -84,7 +84,7 @@ def test_summary_gives_each_figure_its_spread_and_the_ratios_to_the_baseline():
     base = {"during_pps": 800.0, "after_pps": 1000.0}
     runs = [{"during_pps": 600.0, "after_pps": 1000.0, "before_pps": 800.0, "recovery_ms": 40.0, "lost_first_try": 7,
              "lost": 0, "qps_failed": 0, "mapped_out_ms": [10.0, 30.0], "evs_through_fault": 2,
-             "port_change_ms": {"remote": 3.5}, "load1": 2.0},
+             "port_change_ms": {"remote": 3.5}, "replaced_ms": [5.0, 7.0], "load1": 2.0},
             {"during_pps": 400.0, "after_pps": 900.0, "before_pps": 1000.0, "recovery_ms": None, "lost_first_try": 9,
              "lost": 1, "qps_failed": 1, "mapped_out_ms": [20.0, None], "evs_through_fault": 2, "load1": 3.0},
             {"during_pps": 800.0, "after_pps": 500.0, "before_pps": 800.0, "recovery_ms": 80.0, "lost_first_try": 8,
@@ -100,6 +100,7 @@ def test_summary_gives_each_figure_its_spread_and_the_ratios_to_the_baseline():
     assert s["mapped_out_ms"] == {"median": 20.0, "min": 10.0, "max": 30.0, "n": 3}
     assert s["port_change_ms"]["remote"] == {"median": 3.5, "min": 3.5, "max": 3.5, "n": 1}
     assert s["port_change_ms"]["local"] == {"median": None, "n": 0}
+    assert s["replaced_ms"] == {"median": 6.0, "min": 5.0, "max": 7.0, "n": 2}
     assert s["load1"] == [2.0, 3.0, 4.0]
 
 
