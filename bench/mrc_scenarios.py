@@ -132,17 +132,24 @@ def rate(series: list[int], bin_ms: float, a: float, b: float) -> float | None:
 
 
 def recovery_ms(series: list[int], bin_ms: float, fault_s: float, healthy: float | None, frac: float = 0.9,
-                span: int = 3) -> float | None:
-    """From the fault to the first bin that starts `span` bins in a row delivering at least `frac` of the
-    healthy rate on average; 0 when it never dropped below; None when it never came back (or no healthy rate)."""
+                span: int = 3, until_s: float | None = None) -> float | None:
+    """From the fault until throughput is back: the first bin after the last dip (`span` bins in a row averaging
+    below `frac` of the healthy rate) that began from the fault to `until_s`, from which `span` bins in a row
+    average at least that again; 0 when it never dipped; None when it never came back (or no healthy rate)."""
     if not healthy:
         return None
     first = int(fault_s * 1000 / bin_ms)
+    last = len(series) - span if until_s is None else min(len(series) - span, int(until_s * 1000 / bin_ms))
     need = frac * healthy * bin_ms / 1000 * span
-    for i in range(first, len(series) - span + 1):
-        if sum(series[i:i + span]) >= need:
-            return round(max(0.0, (i * bin_ms) - fault_s * 1000), 1)
-    return None
+
+    def low(i: int) -> bool:
+        return sum(series[i:i + span]) < need
+
+    dips = [i for i in range(first, last + 1) if low(i)]
+    if not dips:
+        return 0.0
+    back = next((k for k in range(dips[-1] + 1, len(series) - span + 1) if not low(k)), None)
+    return None if back is None else round(back * bin_ms - fault_s * 1000, 1)
 
 
 def mapped_out_ms(transitions: list[list[Any]], fault_s: float) -> float | None:
@@ -416,7 +423,7 @@ def digest(res: Any, report: Any, t_fault: float, in_place: float, t_repair: flo
     return {
         "load1": load1, "before_pps": before, "during_pps": rate(series, bin_ms, in_place, t_repair),
         "after_pps": rate(series, bin_ms, t_repair, t_repair + 1.0),
-        "recovery_ms": recovery_ms(series, bin_ms, t_fault, before, RECOVERED),
+        "recovery_ms": recovery_ms(series, bin_ms, t_fault, before, RECOVERED, until_s=t_repair),
         "lost_first_try": res.summary["lost_first_try"], "lost": res.summary["lost"],
         "complete": res.summary["complete"], "qps_failed": sum(1 for q in res.qps if q["acked"] < q["total"]),
         "evs_through_fault": len(res.evs), "mapped_out_ms": mapped,

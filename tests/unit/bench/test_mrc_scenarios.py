@@ -71,6 +71,10 @@ def test_recovery_is_the_first_span_back_at_the_healthy_share():
     assert mrc.recovery_ms([10] * 10, 20.0, 0.1, 500.0) == 0.0  # never dropped
     assert mrc.recovery_ms([10] * 5 + [1] * 5, 20.0, 0.1, 500.0) is None  # never back
     assert mrc.recovery_ms(series, 20.0, 0.1, None) is None  # no healthy rate to compare with
+    # full rate for 5 bins after the fault, then a dip (bins 10-12): back from bin 13, 160 ms after the fault
+    late = [10] * 10 + [2, 2, 2] + [10] * 4
+    assert mrc.recovery_ms(late, 20.0, 0.1, 500.0) == 160.0
+    assert mrc.recovery_ms(late, 20.0, 0.1, 500.0, until_s=0.12) == 0.0  # a dip that began after until_s is not the fault's
 
 
 def test_an_ev_is_mapped_out_at_its_first_assumed_bad_or_denied_after_the_fault():
