@@ -54,8 +54,10 @@ from mininet_labs.faults import Schedule  # noqa: E402
 PAIRS = [("h0", "h2"), ("h1", "h3"), ("h2", "h0"), ("h3", "h1")]
 SPINE = "p0-t1-1"
 LEAVES = ("p0-t0-0", "p0-t0-1")
-RECOVERED = 0.97  # throughput is back at this share of the run's own before the fault (3 bins in a row): the
-# senders are paced at --rate, so a QP stalled on a dead path shows as a few percent, not as a collapse
+# throughput is back at RECOVERED of the run's own before the fault, averaged over RECOVERY_BINS bins (100 ms): the
+# senders are paced at --rate, so a QP stalled on a dead path shows as a few percent, not as a collapse; the baseline
+# run's own figure (no fault) is the noise floor
+RECOVERED, RECOVERY_BINS = 0.95, 5
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,7 @@ def summarize(baseline: dict[str, Any] | None, runs: list[dict[str, Any]]) -> di
         "during_over_before": spread([ratio(r.get("during_pps"), r.get("before_pps")) for r in runs], 3),
         "during_pps": spread(col("during_pps")), "after_pps": spread(col("after_pps")),
         "baseline_during_pps": base_during, "baseline_after_pps": base_after,
-        "recovery_ms": spread(col("recovery_ms")),
+        "recovery_ms": spread(col("recovery_ms")), "baseline_recovery_ms": baseline.get("recovery_ms") if baseline else None,
         "lost_first_try": spread(col("lost_first_try"), 0), "lost_in_the_end": spread(col("lost"), 0),
         "qps_failed": sum(r.get("qps_failed", 0) for r in runs),
         "mapped_out_ms": spread(mapped, 2),
@@ -423,7 +425,7 @@ def digest(res: Any, report: Any, t_fault: float, in_place: float, t_repair: flo
     return {
         "load1": load1, "before_pps": before, "during_pps": rate(series, bin_ms, in_place, t_repair),
         "after_pps": rate(series, bin_ms, t_repair, t_repair + 1.0),
-        "recovery_ms": recovery_ms(series, bin_ms, t_fault, before, RECOVERED, until_s=t_repair),
+        "recovery_ms": recovery_ms(series, bin_ms, t_fault, before, RECOVERED, RECOVERY_BINS, until_s=t_repair),
         "lost_first_try": res.summary["lost_first_try"], "lost": res.summary["lost"],
         "complete": res.summary["complete"], "qps_failed": sum(1 for q in res.qps if q["acked"] < q["total"]),
         "evs_through_fault": len(res.evs), "mapped_out_ms": mapped,
