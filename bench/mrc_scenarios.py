@@ -478,7 +478,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from endpoint.lab import enable
 
-    doc: dict[str, Any] = {"bench": "mrc_scenarios", "argv": sys.argv[1:], "dataplane": args.dataplane,
+    head = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    doc: dict[str, Any] = {"bench": "mrc_scenarios", "commit": head, "argv": sys.argv[1:], "dataplane": args.dataplane,
                            "lab": "2 planes x 4 T1 x 2 T0 x 2 hosts; h0<->h2, h1<->h3, 4 QPs each",
                            "rate_pps_per_sender": args.rate, "runs": args.runs,
                            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
