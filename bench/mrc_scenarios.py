@@ -232,7 +232,8 @@ class LabFault:
 
 
 def lab_fault(lab: Any, name: str, flap_ms: int) -> LabFault:
-    from controller import fabricops
+    from controller import planning
+    from controller.model import lookup
     from controller.plan.evs import host_evs
 
     if name == "ev-loss":
@@ -240,7 +241,7 @@ def lab_fault(lab: Any, name: str, flap_ms: int) -> LabFault:
                         lambda ev: bool(ev.spine_name == SPINE))
     if name == "t1-blackhole":
         items = [("blackhole", pair, {}) for t0 in LEAVES for pair in ([t0, SPINE], [SPINE, t0])]
-        return LabFault(lab, items, lambda ev: bool(ev.spine_name == SPINE), fabricops.switch_failure(lab.model, SPINE))
+        return LabFault(lab, items, lambda ev: bool(ev.spine_name == SPINE), lookup.switch_failure(lab.model, SPINE))
     if name == "t0-flap":
         return LabFault(lab, [("flap", [LEAVES[0], SPINE], {"period_ms": flap_ms})],
                         lambda ev: bool(ev.spine_name == SPINE and LEAVES[0] in (ev.src_leaf, ev.dst_leaf)))
@@ -249,7 +250,7 @@ def lab_fault(lab: Any, name: str, flap_ms: int) -> LabFault:
                  for t1 in lab.model.t1s(p) for pair in ([t0.name, t1.name], [t1.name, t0.name])]
         return LabFault(lab, items, lambda ev: True)
     if name == "nic-down":
-        fabric = fabricops.fabric(lab.model, "srv6_spray")
+        fabric = planning.fabric(lab.model, "srv6_spray")
         addr = next(e.src for es in host_evs(fabric, "h2").values() for e in es if e.plane == 0)
         return LabFault(lab, [("host-nic-down", ["h2", "0"], {})],
                         lambda ev: bool(ev.plane == 0 and addr in (ev.src, ev.dst)))

@@ -159,7 +159,7 @@ def test_the_cut_comes_while_every_sender_is_sending_however_late_they_came_up(m
 
     from mininet_labs import demo
 
-    monkeypatch.setattr(demo.fabricops, "failure_change", lambda *a: SimpleNamespace(touched=[]))
+    monkeypatch.setattr(demo.planning, "failure_change", lambda *a: SimpleNamespace(touched=[]))
     run = LateSenders(late_s=0.6)
     lab = ScheduleLab(run)
     demo._scenario(lab, lambda *a, **k: None, rate=400.0, seconds=1.0, timeline={}, failover=True)
@@ -173,7 +173,7 @@ def test_a_reconcile_that_comes_late_is_watched_for_loss_before_the_mend(monkeyp
 
     from mininet_labs import demo
 
-    monkeypatch.setattr(demo.fabricops, "failure_change", lambda *a: SimpleNamespace(touched=[]))
+    monkeypatch.setattr(demo.planning, "failure_change", lambda *a: SimpleNamespace(touched=[]))
     run = LateSenders(late_s=0.0)
     lab = ScheduleLab(run, reconcile_s=0.5)  # returns after the mend was due (0.75 s after the senders began)
     demo._scenario(lab, lambda *a, **k: None, rate=400.0, seconds=1.0, timeline={}, failover=True)
