@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from controller.model.denylist import Denylist
 from controller.model.failures import DETECTOR, OPERATOR, Failure, LinkDown, Origin, SwitchDown
 from controller.service.handoff import Controller
 from controller.service.transaction import Proposal, Recorded, primary_of, record_then_apply
@@ -70,6 +71,12 @@ class LoggingStore(Store):
 
     def events_where(self) -> str:
         return self.where
+
+    def load_denylist(self) -> tuple[Denylist, int]:  # the transaction never reads the denylist
+        raise AssertionError("the failure transaction read the denylist")
+
+    def save_denylist(self, dl: Denylist, expect: int | None = None) -> int:
+        raise AssertionError("the failure transaction wrote the denylist")
 
 
 def primary_view(c: Controller) -> dict[str, Any]:
