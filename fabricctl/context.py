@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -85,7 +86,10 @@ class FabricGroup(click.Group):
 
 def _interrupted() -> None:
     """Ctrl-C: one line and exit 130 at once (switch calls still in flight are abandoned; the state
-    file's lock goes with the process and a write under way has removed its temporary file)."""
+    file's lock goes with the process and a write under way has removed its temporary file). A thread the
+    abandoned calls leave may raise before the exit (on a loaded machine it has the time): not said, the
+    line is the answer."""
+    threading.excepthook = lambda args: None
     click.echo("error: interrupted", err=True)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -33,6 +33,7 @@ SETTLE_MS = 500.0
 # After that, how long at least the demo watches for loss before it mends the link: the mend waits for it when the
 # reconcile itself came late (on a loaded 2-core machine it took 0.9-1.5 s), so a late failover is still judged.
 WATCH_MS = 400.0
+LEAD_S = 0.3  # the cut at the earliest this long after the last sender began: its QPs are flowing
 
 
 def loss_window_bound(announced_ms: float) -> float:
@@ -156,10 +157,11 @@ def _scenario(lab: Lab, check: Any, rate: float, seconds: float, timeline: dict[
                               lab.options).touched  # (lab.program: a str the lab checked names a program)
     events: list[tuple[int, str]] = []  # (CLOCK_MONOTONIC ns, what) for the timeline
     try:
-        # the schedule runs from when every sender is sending (start_delay after the call, or later on a loaded
-        # machine): a cut before that hits no traffic, and nothing then shows a failover
-        start = run.wait_sending() / 1e9
-        time.sleep(max(0.0, start + fault_at - time.monotonic()))
+        # the cut comes once every sender is sending (on a loaded machine a sender's process comes up seconds past
+        # its start time: a cut before its first packet shows nothing of it), and no later than that, so the senders
+        # that started on time still send until the mend is watched
+        cut_due = max(run.started_ns / 1e9 + fault_at, run.wait_sending() / 1e9 + LEAD_S)
+        time.sleep(max(0.0, cut_due - time.monotonic()))
         cut_at = time.monotonic()
         events.append((time.monotonic_ns(), "link cut"))
         lab.cut_link(*LINK)
@@ -173,7 +175,7 @@ def _scenario(lab: Lab, check: Any, rate: float, seconds: float, timeline: dict[
               + ("" if sorted(touched) == sorted(want) else f" (the plan changes {', '.join(want)})"),
               touched=touched, announced_ms=round(announced_ms, 1))
         watched = reconciled_ns / 1e9 + (SETTLE_MS + WATCH_MS) / 1e3
-        time.sleep(max(0.0, max(start + repair_at, watched) - time.monotonic()))
+        time.sleep(max(0.0, max(cut_due + repair_at - fault_at, watched) - time.monotonic()))
         mended_ns = time.monotonic_ns()
         events.append((mended_ns, "link mended"))
         lab.mend_link(*LINK)

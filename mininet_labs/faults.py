@@ -35,9 +35,8 @@ KINDS = LINK_KINDS + SWITCH_KINDS + HOST_KINDS
 @dataclass
 class Schedule:
     """When a fault happens in a traffic run: traffic for `seconds` at `rate` packets/s per sender, `qps` QPs per
-    pair; the fault at `fault_at`, its repair at `repair_at` (seconds after every sender is sending: `start_delay`
-    after they were started, so all start together, or later where one came up late); receptions binned every
-    `timeline_ms`."""
+    pair; the fault at `fault_at`, its repair at `repair_at` (seconds after the senders start, `start_delay` after
+    they were started, so all start together); receptions binned every `timeline_ms`."""
 
     seconds: float = 5.0
     fault_at: float = 1.5

@@ -267,9 +267,9 @@ def merge_timelines(report: TrafficReport, t0_ns: int) -> dict[str, Any]:
             "planes": {p: [acc.get(b, 0) for b in range(max(0, last + 1))] for p, acc in sorted(planes.items())}}
 
 
-def _at(sending_ns: int, seconds: float) -> None:
-    """Sleep until `seconds` after every sender was sending (TrafficRun.wait_sending)."""
-    left = sending_ns / 1e9 + seconds - time.monotonic_ns() / 1e9
+def _at(run: TrafficRun, seconds: float) -> None:
+    """Sleep until `seconds` after the senders started."""
+    left = run.started_ns / 1e9 + seconds - time.monotonic_ns() / 1e9
     if left > 0:
         time.sleep(left)
 
@@ -347,10 +347,7 @@ def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]]
         events: list[Event] = []
         tables: dict[str, Any] = {"segments": {n: len(s) for n, s in segments.items()}}
         try:
-            # the schedule runs from when every sender is sending: on a loaded machine a sender's process comes up
-            # past the start time it was given, and a fault kept from that time could miss its traffic
-            sending_ns = run.wait_sending()
-            _at(sending_ns, sch.fault_at)
+            _at(run, sch.fault_at)
             counts["at_fail"] = read_cells(lab, cells, reader)
             t = time.monotonic_ns()
             intfs = down()
@@ -364,7 +361,7 @@ def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]]
                                 result.to_json()))
             tables["present_after_fail"] = segments_present(lab, segments, reader)
             counts["after_fail"] = read_cells(lab, cells, reader)
-            _at(sending_ns, sch.repair_at)
+            _at(run, sch.repair_at)
             counts["at_restore"] = read_cells(lab, cells, reader)
             t = time.monotonic_ns()
             up()
