@@ -18,14 +18,22 @@ replaced by a usable backup of its plane (EvTable.active_set).
 `ev_min_active` (EvTable.min_active): a loss does not make an EV ASSUMED_BAD when that would leave fewer
 usable EVs in the table's active set (the demotion is counted in `floor_held` instead).
 
-Gray paths: the answered probes needed to come back double with every relapse (GOOD again, then a
-loss within `forgive`) and every probe lost after an answered one (the path answers some, loses some),
-up to `max_recover_probes`; a probe answered after its deadline takes back its expiry; `forgive` seconds
-GOOD without a loss forget the strikes. A dead path (no probe answered) is probed at a doubling interval
-instead. Congestion marks (an ECN-CE echo, a trim) leave the
-state alone and mark the EV `congested` for a probe interval: the policy uses a congested EV only when
-no other is left. Times are seconds on one monotonic clock, given by the caller (`now`), so the machine
-is a pure function of its event timeline.
+Gray paths: the answered probes needed to come back (the hold-down) double with every gray strike: a
+relapse (a loss within `forgive` of coming back) and a probe lost after an answered one (the path answers
+some, loses some), up to `max_recover_probes`; a probe answered after its deadline takes back its expiry.
+Each `forgive` seconds GOOD without a loss forgets one strike (the memory decays with clean time only).
+An EV that probes bring back is on *probation* until it has been GOOD without a loss for `forgive` seconds
+and its gray strikes are all forgotten: its weight stays at `probation_weight` and it is still probed; a
+probation probe lost is a loss (ASSUMED_BAD at once). So a path still gray is mostly caught by a probe, not
+by data. After the probation clean ACKs give its weight back. A dead path (no probe answered) is probed at
+a doubling interval instead.
+
+Congestion marks leave the state alone. An ECN-CE echo is a load-balancing signal (the paper's
+"ECN-based load balancing"; the specification names none): it halves the EV's `weight`, its share of
+the sender's per-packet choice, and each clean ACK gives back `weight_regain` up to 1. A trim (the last
+hop's incast, which every EV to that host crosses) marks the EV `congested` for a probe interval: the
+policy uses a congested EV only when no other is left. Times are seconds on one monotonic clock, given
+by the caller (`now`), so the machine is a pure function of its event timeline.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ class EvState(str, enum.Enum):
 
 
 STATE_BITS = {EvState.GOOD: 1 << 0, EvState.ASSUMED_BAD: 1 << 1, EvState.DENIED: 1 << 2, EvState.UNKNOWN: 1 << 31}
+PROBATION_BACKOFF = 4  # a probation probe's timeout in RTOs (a retransmission's after two expiries)
 DEFAULT_EVENT_MASK = STATE_BITS[EvState.GOOD] | STATE_BITS[EvState.ASSUMED_BAD]  # the only ones the spec supports
 
 
@@ -66,9 +75,13 @@ class EvConfig:
     max_probe_interval: float = 0.4
     probe_gap: float = 0.005  # the next probe this long after an answered one
     recover_probes: int = 64  # answered probes in a row that bring an ASSUMED_BAD EV back (doubled per gray strike)
-    max_recover_probes: int = 128
-    forgive: float = 2.0  # GOOD this long without a loss forgets the gray strikes
-    ecn_avoid: bool = True  # an ECN-CE echo marks the EV congested (avoided while others are left)
+    max_recover_probes: int = 256
+    forgive: float = 2.0  # GOOD this long without a loss forgets one gray strike
+    ecn_avoid: bool = True  # an ECN-CE echo cuts the EV's weight (ECN-based load balancing)
+    ecn_cut: float = 0.5  # the weight is multiplied by this on a CE echo
+    weight_regain: float = 1 / 16  # a clean ACK gives back this much weight, up to 1
+    min_weight: float = 1 / 16
+    probation_weight: float = 1 / 16  # the weight of an EV on probation (probes brought it back; still probed)
     reorder_window: float = 0.005  # RACK: a packet sent this much before an acknowledged one (and older than
     # an RTT plus this) is lost, on whatever EV
 
@@ -119,6 +132,9 @@ class EvHealth:
     back_at: float = float("-inf")  # when probes last brought it back
     congested: bool = False
     congested_until: float = float("-inf")
+    weight: float = 1.0  # share of the sender's per-packet choice among the usable EVs (weighted round-robin)
+    probation: bool = False  # brought back by probes: low weight, still probed (until _served)
+    forgot_at: float = float("-inf")  # when a clean spell last forgot a gray strike
     local_up: bool = True  # this host's NIC port of the EV's plane
     remote_up: bool = True  # the destination's, as its last acknowledgement's port-state bitmap said
     floor_held: int = 0  # losses that left it usable because of ev_min_active
@@ -162,6 +178,20 @@ class EvHealth:
         self.congested = True
         self.congested_until = now + self.config.probe_interval
 
+    def _served(self, now: float) -> None:
+        """The probation ends `forgive` seconds GOOD after coming back, once every gray strike is forgotten."""
+        if self.probation and not self.gray and now - self.back_at >= self.config.forgive:
+            self.probation = False
+
+    def _weigh(self, now: float, ce: bool) -> None:
+        """A data ACK: a CE echo cuts the weight (`ecn_avoid`), a clean one gives some back (not on probation)."""
+        c = self.config
+        self._served(now)
+        if ce and c.ecn_avoid:
+            self.weight = ecn_cut(self.weight, c.ecn_cut, c.min_weight)
+        elif not ce and not self.probation:
+            self.weight = regain(self.weight, c.weight_regain)
+
     def _assume_bad(self, now: float, why: str) -> None:
         """A loss that is not a trim: a usable EV is ASSUMED_BAD at once, unless ev_min_active holds it (a port
         down explains the loss: the EV is left as it is)."""
@@ -174,13 +204,19 @@ class EvHealth:
         if now - self.back_at < self.config.forgive:
             self.gray += 1  # it came back and lost again: remember
         self.run, self.strikes, self.probe_deadline, self.expired = 0, 0, None, None
+        self.probation = False
         self.next_probe = now + self.config.probe_interval
         self._go(now, EvState.ASSUMED_BAD, why)
 
     def _forget(self, now: float) -> None:
-        if self.state == EvState.GOOD and now - self.last_loss >= self.config.forgive \
-                and now - self.back_at >= self.config.forgive:
-            self.gray = 0
+        """One gray strike forgotten per `forgive` seconds GOOD without a loss."""
+        if self.state != EvState.GOOD or not self.gray:
+            return
+        spell = max(self.last_loss, self.back_at, self.forgot_at)
+        lapsed = forgotten(now - spell, self.config.forgive, self.gray)
+        if lapsed:
+            self.gray -= lapsed
+            self.forgot_at = spell + lapsed * self.config.forgive
 
     # --- evidence ------------------------------------------------------------------------------
     def on_sent(self, now: float) -> None:
@@ -199,9 +235,9 @@ class EvHealth:
             self._go(now, EvState.GOOD, "first ack")
         if ce:
             s.ecn += 1
-            if self.config.ecn_avoid:
-                self._mark(now)
         self._forget(now)
+        if self.state == EvState.GOOD:
+            self._weigh(now, ce)
 
     def on_timeout(self, now: float) -> None:
         """A packet on this EV went unacknowledged for an RTO."""
@@ -222,14 +258,21 @@ class EvHealth:
         self._mark(now)
 
     # --- probing -------------------------------------------------------------------------------
+    @property
+    def probed(self) -> bool:
+        """ASSUMED_BAD, or GOOD on probation: probed at the probe timers."""
+        return self.state == EvState.ASSUMED_BAD or self.state == EvState.GOOD and self.probation
+
     def probe_due(self, now: float) -> bool:
-        return self.state == EvState.ASSUMED_BAD and self.probe_deadline is None and now >= self.next_probe \
+        return self.probed and self.probe_deadline is None and now >= self.next_probe \
             and self.ports_up  # no probe through a port known down
 
     def on_probe_sent(self, now: float, rto: float | None = None) -> None:
-        """A probe went out: unanswered within `rto` (default this EV's) it is lost."""
+        """A probe went out: unanswered within `rto` (default this EV's) it is lost; on probation within
+        PROBATION_BACKOFF times that (its loss demotes a usable EV at once, an RTT spike must not)."""
         self.stats.probes += 1
-        self.probe_deadline = now + max(self.config.min_rto, self.rto() if rto is None else rto)
+        wait = max(self.config.min_rto, self.rto() if rto is None else rto)
+        self.probe_deadline = now + wait * (PROBATION_BACKOFF if self.state == EvState.GOOD else 1)
 
     def on_probe_ack(self, now: float, rtt: float | None = None) -> None:
         """A probe's answer (rtt: that probe's round trip, a sample even when it came after its deadline).
@@ -237,6 +280,10 @@ class EvHealth:
         (an RTT spike, not a loss) takes back what the expiry did: the run goes on, no gray strike."""
         self.stats.probe_acks += 1
         self._sample(rtt)
+        if self.state == EvState.GOOD and self.probation and self.probe_deadline is not None:
+            self.probe_deadline = None
+            self.next_probe = now + self.config.probe_gap
+            return
         if self.state != EvState.ASSUMED_BAD:
             return
         if self.probe_deadline is None:
@@ -248,13 +295,20 @@ class EvHealth:
         self.run += 1
         if self.run >= self.need:
             self.back_at = now
+            self.weight, self.probation = self.config.probation_weight, True
+            self.next_probe = now + self.config.probe_gap
             self._go(now, EvState.GOOD, f"{self.run} probes answered")
         else:
             self.next_probe = now + self.config.probe_gap
 
     def tick(self, now: float) -> None:
-        """Expire a probe (lost: after an answered one a gray strike, else the dead-path backoff) and a
-        congestion mark a probe interval old."""
+        """Expire a probe (lost: after an answered one a gray strike, else the dead-path backoff; on
+        probation a loss) and a congestion mark a probe interval old."""
+        if self.state == EvState.GOOD and self.probation and self.probe_deadline is not None \
+                and now >= self.probe_deadline:
+            self.stats.probe_losses += 1
+            self.probe_deadline = None
+            self._assume_bad(now, "probe lost on probation")
         if self.state == EvState.ASSUMED_BAD and self.probe_deadline is not None and now >= self.probe_deadline:
             self.stats.probe_losses += 1
             self.probe_deadline = None
@@ -267,11 +321,15 @@ class EvHealth:
             self.strikes += 1
         if self.congested and now >= self.congested_until:
             self.congested = False
+        if self.state == EvState.GOOD:
+            self._forget(now)
+            self._served(now)
 
     # --- the controller ------------------------------------------------------------------------
     def set_state(self, now: float, state: EvState, why: str = "controller") -> None:
         """MODIFY_EV_STATE: the controller sets any state (DENIED only this way); ASSUMED_BAD starts probing."""
         self.probe_deadline, self.run, self.strikes, self.expired = None, 0, 0, None
+        self.probation = False
         self.next_probe = now + self.config.probe_interval
         self._go(now, state, why)
 
@@ -280,6 +338,7 @@ class EvHealth:
         return {"ev": self.ev, "plane": self.plane, "state": self.state.value, "strikes": self.strikes,
                 "local_up": self.local_up, "remote_up": self.remote_up,
                 "gray": self.gray, "need": self.need, "floor_held": self.floor_held,
+                "weight": round(self.weight, 4), "probation": self.probation,
                 "sent": s.sent, "acked": s.acked, "timeouts": s.timeouts, "sack_losses": s.sack_losses,
                 "nacks": s.nacks, "ecn": s.ecn, "probes": s.probes, "probe_acks": s.probe_acks,
                 "probe_losses": s.probe_losses, "sent_while_failed": s.sent_while_failed,
@@ -334,6 +393,21 @@ class EvEvents:
         while self.queue and (n is None or len(out) < n):
             out.append(self.queue.popleft())
         return out
+
+
+def ecn_cut(weight: float, factor: float, floor: float) -> float:
+    """An EV's weight after a CE echo: multiplied by `factor`, not below `floor`."""
+    return max(floor, weight * factor)
+
+
+def regain(weight: float, step: float) -> float:
+    """An EV's weight after a clean ACK: `step` more, at most 1."""
+    return min(1.0, weight + step)
+
+
+def forgotten(clean: float, forgive: float, gray: int) -> int:
+    """Gray strikes a clean spell of `clean` seconds forgets: one per `forgive`, at most the `gray` there are."""
+    return min(gray, int(clean // forgive)) if clean >= 0 and forgive > 0 else 0
 
 
 def plane_of(ev: int) -> int:

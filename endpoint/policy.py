@@ -6,7 +6,9 @@
 - `health`: per-packet spraying over the QP's active EVs that are GOOD or UNKNOWN (congested ones only
   when no other is left), never an ASSUMED_BAD or DENIED one: an active EV so is replaced by a backup
   of its plane (EvTable.active_set); when no active EV is usable, the QP's data waits for a probe to
-  bring one back (`holds`); a retransmission avoids the EV that lost it (MRC).
+  bring one back (`holds`); a retransmission avoids the EV that lost it (MRC). Each EV takes packets in
+  proportion to its weight (a CE echo cuts it, clean ACKs give it back; EvHealth.weight): smooth weighted
+  round-robin, plain round-robin while the weights are equal.
 - `ethereal`: each message is split on arrival into `parts` equal parts, each part sent whole on
   the usable EV with the least assigned (unacknowledged) load, no per-packet spraying (seed 003).
 
@@ -109,18 +111,40 @@ class QpRoundRobin(Policy):
         return table.active[flow.index % len(table.active)]
 
 
+def weighted_turn(credit: dict[int, float], weights: dict[int, float]) -> int:
+    """Smooth weighted round-robin (nginx's): every candidate earns its weight, the richest (the first of
+    equals, in the order given) is chosen and pays the sum. Over any run of picks each candidate's share
+    is its weight's, spread evenly. `credit` (per candidate) is updated in place; absent ones are dropped."""
+    for e in [e for e in credit if e not in weights]:
+        del credit[e]
+    for e, w in weights.items():
+        credit[e] = credit.get(e, 0.0) + w
+    best = max(weights, key=lambda e: credit[e])  # max keeps the first of equals
+    credit[best] -= sum(weights.values())
+    return best
+
+
 class HealthAware(Policy):
-    """Per-packet round-robin over the usable active EVs; a retransmission avoids the EV that lost it."""
+    """Per-packet round-robin over the usable active EVs, weighted by their weights; a retransmission avoids
+    the EV that lost it."""
 
     name = "health"
 
     def __init__(self) -> None:
         self.next: dict[int, int] = {}  # per QP: its packets go round the usable EVs
+        self.credit: dict[int, dict[int, float]] = {}  # per QP: weighted round-robin credit per EV
 
     def _turn(self, flow: Flow) -> int:
         n = self.next.get(flow.qp, flow.index)
         self.next[flow.qp] = n + 1
         return n
+
+    def _choose(self, table: EvTable, flow: Flow, choices: list[int]) -> int:
+        weights = {e: table[e].weight for e in choices}
+        if len(set(weights.values())) <= 1:
+            self.credit.pop(flow.qp, None)
+            return choices[self._turn(flow) % len(choices)]
+        return weighted_turn(self.credit.setdefault(flow.qp, {}), weights)
 
     def holds(self, table: EvTable) -> bool:
         """No active EV usable: data waits for a probe's answer rather than go down a dead path
@@ -128,12 +152,10 @@ class HealthAware(Policy):
         return not usable(table)
 
     def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
-        choices = usable_or_every(table)  # (the sender asks `holds` first: never every EV there)
-        return choices[self._turn(flow) % len(choices)]
+        return self._choose(table, flow, usable_or_every(table))  # (the sender asks `holds` first: never every EV)
 
     def repick(self, table: EvTable, flow: Flow, seq: int, lost_ev: int) -> int:
-        choices = [e for e in usable(table) if e != lost_ev] or usable_or_every(table)
-        return choices[self._turn(flow) % len(choices)]
+        return self._choose(table, flow, [e for e in usable(table) if e != lost_ev] or usable_or_every(table))
 
 
 @dataclass

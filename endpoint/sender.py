@@ -384,7 +384,7 @@ class SenderCore:
                 t = min(t, o.tx + self.rto(q.dst, o.ev) * backoff(o.attempt))
         for table in self.tables.values():
             for h in table.health.values():
-                if h.state == EvState.ASSUMED_BAD:
+                if h.probed:  # ASSUMED_BAD, or on probation
                     t = min(t, h.next_probe if h.probe_deadline is None else h.probe_deadline)
                 if h.congested:
                     t = min(t, h.congested_until)
@@ -427,7 +427,8 @@ class SenderCore:
             for ev in table.ids:
                 h = table[ev]
                 out.append({"profile": d, "ev": ev, "port": h.plane, "state": h.state.value,
-                            "active": ev in table.active, "gray": h.gray, "need": h.need})
+                            "active": ev in table.active, "gray": h.gray, "need": h.need,
+                            "weight": round(h.weight, 4), "probation": h.probation})
         return out
 
     def set_state(self, dst: str, ev: int, state: EvState, now: float) -> None:

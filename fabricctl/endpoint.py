@@ -265,7 +265,9 @@ def _show(answer: dict[str, Any], as_json: bool) -> None:
     for e in answer.get("evs", []):
         click.echo(f"{answer.get('host', '?')} -> {e['profile']} ev {e['ev']:#06x} port {e['port']}: {e['state']}"
                    f"{'' if e['active'] else ' (backup)'}" + (f", gray {e['gray']} (needs {e['need']} probes)"
-                                                              if e.get("gray") else ""))
+                                                              if e.get("gray") else "")
+                   + (", on probation" if e.get("probation") else "")
+                   + (f", weight {e['weight']:g}" if e.get("weight", 1) != 1 else ""))
 
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")

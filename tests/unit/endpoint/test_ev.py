@@ -55,7 +55,7 @@ def test_one_loss_that_is_not_a_trim_makes_a_good_ev_assumed_bad_at_once(loss: s
     assert h.state == EvState.ASSUMED_BAD and len(h.transitions) == 2 and h.next_probe == pytest.approx(0.12)
 
 
-def test_trims_and_ce_marks_never_make_an_ev_assumed_bad_they_mark_it_congested_for_a_probe_interval():
+def test_trims_and_ce_marks_never_make_an_ev_assumed_bad_a_trim_marks_it_congested_for_a_probe_interval():
     h = EvHealth(4, CFG)
     h.on_ack(0.0, 0.001)
     for i in range(10):
@@ -64,12 +64,29 @@ def test_trims_and_ce_marks_never_make_an_ev_assumed_bad_they_mark_it_congested_
     h.tick(0.039)
     assert h.congested  # the last mark at 0.019: quiet until 0.039
     h.tick(0.0391)
-    assert not h.congested
-    h.on_ack(0.05, 0.001, ce=True)
-    assert h.congested and h.stats.ecn == 1 and h.state == EvState.GOOD
-    h.tick(0.07)
-    assert not h.congested and len(h.transitions) == 1  # only UNKNOWN -> GOOD, ever
-    assert not EvHealth(5, EvConfig(ecn_avoid=False)).congested
+    assert not h.congested and h.weight == 1.0  # a trim is the last hop's: the weight is left alone
+    for i in range(10):
+        h.on_ack(0.05 + i * 0.001, 0.001, ce=True)
+    assert not h.congested and h.stats.ecn == 10 and h.state == EvState.GOOD  # CE: the weight, not a mark
+    assert h.weight == CFG.min_weight and len(h.transitions) == 1  # only UNKNOWN -> GOOD, ever
+
+
+def test_a_ce_echo_halves_the_evs_weight_and_clean_acks_give_it_back_step_by_step():
+    h = EvHealth(4, CFG)
+    h.on_ack(0.0, 0.001)
+    weights = []
+    for ce in (True, True, True, False, False, True, False):
+        h.on_ack(0.01, 0.001, ce=ce)
+        weights.append(h.weight)
+    assert weights == [0.5, 0.25, 0.125, 0.1875, 0.25, 0.125, 0.1875]  # x1/2 per CE, +1/16 per clean ACK
+    for _ in range(13):
+        h.on_ack(0.02, 0.001)
+    assert h.weight == 1.0 and not h.probation  # 13 x 1/16 back: whole, and never more
+    h.on_ack(0.03, 0.001)
+    assert h.weight == 1.0
+    off = EvHealth(5, EvConfig(ecn_avoid=False))
+    off.on_ack(0.0, 0.001, ce=True)
+    assert off.weight == 1.0 and off.stats.ecn == 1  # ECN-based load balancing off: counted only
 
 
 def test_answered_probes_bring_an_assumed_bad_ev_back_spaced_by_the_probe_gap():
@@ -142,9 +159,85 @@ def test_a_gray_path_needs_more_answers_each_time_it_loses_again_and_is_forgiven
     h.on_ack(h.back_at + 0.49, 0.001)
     assert h.gray == 2  # not yet `forgive` clean
     h.on_ack(h.back_at + 0.5001, 0.001)
+    assert h.gray == 1 and h.need == 6  # one strike per `forgive` clean
+    h.on_ack(h.back_at + 1.0001, 0.001)
     assert h.gray == 0 and h.need == 3
     h.gray = 10
     assert h.need == CFG.max_recover_probes
+
+
+def answer(h: EvHealth, n: int) -> None:
+    """`n` probes in a row, each answered 1 ms after it went out."""
+    for _ in range(n):
+        probe_round(h, h.next_probe, True)
+
+
+def test_the_hold_down_grows_with_every_relapse_and_decays_only_with_clean_time():
+    h = EvHealth(11, CFG)
+    h.on_ack(0.0, 0.001)
+    h.on_sack_loss(0.1)
+    holds = []  # (answered probes it took, time from the loss to GOOD)
+    for relapse in range(4):
+        lost = h.last_loss
+        answer(h, h.need)
+        holds.append((int(steps(h)[-1][3].split()[0]), round(h.back_at - lost, 3)))
+        assert h.state == EvState.GOOD and h.probation
+        h.on_timeout(h.back_at + 0.1)  # keeps losing: back within `forgive`, lost again
+    # doubled per relapse up to 24: the first probe 20 ms after the loss, then one per gap (5 ms) + RTT (1 ms)
+    assert holds == [(3, 0.033), (6, 0.051), (12, 0.087), (24, 0.159)]
+    assert h.gray == 4 and h.need == 24
+    answer(h, 24)
+    t = h.back_at
+    grays = []
+    for dt in (0.2, 0.49, 0.5, 0.99, 1.0, 1.5, 2.0):  # clean ACKs
+        h.on_ack(t + dt, 0.001)
+        grays.append(h.gray)
+    assert grays == [4, 4, 3, 3, 2, 1, 0]  # one strike forgotten per 0.5 s GOOD without a loss
+    # on probation until every strike is forgotten: the weight held; the ACK that ended it gave back 1/16
+    assert not h.probation and h.weight == CFG.probation_weight + CFG.weight_regain
+    h.on_timeout(t + 2.1)  # a loss long after: a fresh start, no strike
+    assert h.gray == 0 and h.need == 3
+    answer(h, 3)
+    h.on_ack(h.back_at + 0.3, 0.001)
+    h.on_timeout(h.back_at + 0.4)  # relapse: strike 1; its clean time restarts at the loss
+    answer(h, 6)
+    h.on_ack(h.back_at + 0.49, 0.001)
+    assert h.gray == 1  # clean time is GOOD time: from coming back, not from the loss
+    h.on_ack(h.back_at + 0.5, 0.001)
+    assert h.gray == 0
+
+
+def test_an_ev_back_from_assumed_bad_is_on_probation_low_weight_and_probed_then_clean_acks_make_it_whole():
+    h = EvHealth(12, CFG)
+    h.on_ack(0.0, 0.001)
+    h.on_sack_loss(0.1)
+    answer(h, 3)
+    back = h.back_at
+    assert h.state == EvState.GOOD and h.probation and h.weight == CFG.probation_weight and h.usable
+    t = h.next_probe
+    assert h.probe_due(t) and not h.probe_due(t - 1e-4)  # a gap after the last answer
+    h.on_probe_sent(t)
+    assert h.probe_deadline == pytest.approx(t + 4 * CFG.min_rto)  # an RTT spike must not demote a usable EV
+    h.on_probe_ack(t + 0.002, 0.002)
+    assert h.state == EvState.GOOD and h.probe_deadline is None and h.next_probe == pytest.approx(t + 0.007)
+    for i in range(20):
+        h.on_ack(back + 0.02 * i, 0.001)  # clean ACKs within `forgive` (0.5 s): the weight is held
+    assert h.probation and h.weight == CFG.probation_weight
+    h.tick(back + 0.5)  # served: GOOD `forgive` without a loss, no strike to forget
+    assert not h.probation and not h.probe_due(back + 1)  # probes stop
+    for i in range(15):
+        h.on_ack(back + 0.6 + i * 0.001, 0.001)
+    assert h.weight == 1.0  # then clean ACKs give the weight back, 1/16 each
+    # a probation probe lost is a loss: ASSUMED_BAD at once, a strike (within `forgive` of coming back)
+    g = EvHealth(13, CFG)
+    g.on_ack(0.0, 0.001)
+    g.on_timeout(0.1)
+    answer(g, 3)
+    g.on_probe_sent(g.next_probe)
+    g.tick(g.probe_deadline)
+    assert g.state == EvState.ASSUMED_BAD and g.gray == 1 and g.need == 6 and not g.probation
+    assert steps(g)[-1][2:] == ("assumed_bad", "probe lost on probation")
+    assert g.stats.probe_losses == 1
 
 
 def test_denied_only_by_the_controller_never_by_a_probe_and_nothing_else_changes_it():
@@ -306,6 +399,32 @@ def test_health_aware_sprays_over_usable_evs_uncongested_first_never_assumed_bad
     assert not make("spray").holds(t) and not Ethereal().holds(t)  # the others keep sending
     t[0].set_state(0.04, EvState.GOOD)
     assert not p.holds(t) and {p.pick(t, flow(0), s) for s in range(4)} == {0}
+
+
+def test_health_aware_gives_a_ce_echoing_ev_its_weights_share_and_the_whole_again_after_clean_acks():
+    t = EvTable([0, 1, 1024, 1025], CFG)
+    for e in t.ids:
+        t[e].on_ack(0.0, 0.001)
+    p = HealthAware()
+    even = [p.pick(t, flow(0), s) for s in range(8)]
+    assert even == [0, 1, 1024, 1025] * 2  # equal weights: plain round-robin
+    for _ in range(3):
+        t[1].on_ack(0.01, 0.001, ce=True)  # three CE echoes: weight 1/8
+    picks = [p.pick(t, flow(0), s) for s in range(100)]
+    # smooth weighted round-robin: in every 25 picks (weights 1 + 1 + 1 + 1/8 = 25/8) 8, 8, 8 and 1, spread out
+    assert {e: picks.count(e) for e in t.ids} == {0: 32, 1: 4, 1024: 32, 1025: 32}
+    assert [i for i, e in enumerate(picks) if e == 1] == [6, 31, 56, 81]
+    assert p.repick(t, flow(0), 7, lost_ev=0) != 0
+    for _ in range(7):
+        t[1].on_ack(0.02, 0.001)  # 7 clean ACKs: 1/8 + 7/16 (+1/16 each)
+    assert t[1].weight == 0.5625
+    picks = [p.pick(t, flow(0), s) for s in range(200)]
+    assert picks.count(1) in (32, 33)  # 0.5625 / 3.5625 of 200 = 31.6: its share grows with its weight
+    for _ in range(7):
+        t[1].on_ack(0.03, 0.001)
+    assert t[1].weight == 1.0
+    picks = [p.pick(t, flow(0), s) for s in range(8)]
+    assert sorted(picks) == [0, 0, 1, 1, 1024, 1024, 1025, 1025]  # whole again: every EV its turn
 
 
 def test_health_aware_takes_the_backup_of_the_failed_evs_plane():

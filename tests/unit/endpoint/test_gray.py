@@ -44,3 +44,24 @@ def test_health_aware_spraying_loses_a_tenth_of_plain_sprayings_first_tries_on_a
         assert back and h.state == EvState.GOOD  # clean again: brought back
         answered = int(back[0][1].split()[0])
         assert answered > EvConfig().recover_probes  # it was remembered as gray while it lost: more answers needed
+
+
+def test_at_one_percent_a_gray_ev_brought_back_too_soon_is_caught_by_a_probation_probe_not_by_data():
+    """1 % loss for 3.5 s: 64 answered probes in a row happen (53 % likely), so the EV comes back during
+    the fault; on probation (weight 1/16, still probed) its next loss is mostly a probe's."""
+    by_probe, by_data, lost = 0, 0, 0
+    for seed in (1, 2, 3):
+        rnd = random.Random(seed)
+        config = SenderConfig(qps=4, messages=2500, window=8)
+        net = Net("health", config,
+                  drop=lambda ev, t, kind: ev == 1 and kind == "data" and 0.5 <= t < 4.0 and rnd.random() < 0.01)
+        net.sender = SenderCore("h0", net.fwd, make("health"), config, EvConfig(min_rto=0.01))
+        net.run(5.0, rate=500)
+        h = net.sender.tables["h2"][1]
+        demoted = [why for _, _, to, why in h.transitions if to == "assumed_bad"]
+        by_probe += demoted.count("probe lost on probation")
+        by_data += len(demoted) - demoted.count("probe lost on probation")
+        lost += first_try_losses(net)
+        assert h.stats.sent_while_failed == 0
+    assert by_probe >= 1  # a return during the fault, found still losing by a probe
+    assert lost == by_data == 4  # each data-found demotion cost its one packet; 3 of them the first loss of a run

@@ -97,6 +97,8 @@ def test_the_controller_denies_sets_replaces_and_queries_evs_and_the_changes_are
     assert table[0].state == EvState.UNKNOWN
     table[1].on_ack(0.5, 0.001)
     assert [(e.ev, e.state.value, e.why) for e in s.events.poll()] == [(1, "good", "first ack")]  # mask: GOOD, BAD
+    table[1].on_ack(0.6, 0.001, ce=True)  # a CE echo: its weight in the choice halved, what QUERY says
+    assert [(e["ev"], e["weight"], e["probation"]) for e in s.query("h2")][1] == (1, 0.5, False)
 
 
 @pytest.mark.parametrize("request_, error", [

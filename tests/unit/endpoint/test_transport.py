@@ -369,18 +369,33 @@ def test_a_trimmed_packet_is_resent_within_a_round_trip_not_an_rto():
     assert list(q.resend_delays) == ["nack"] and rtt - 1e-9 <= delay <= rtt + 1 / 2000 + 1e-9
 
 
-def test_ce_marks_are_echoed_and_steer_data_away_from_the_ev_for_a_probe_interval():
-    net = Net("health", SenderConfig(qps=1, messages=40, window=8),
-              mark=lambda ev, t: "ce" if ev == 0 and t < 0.004 else None)
-    net.run(1.0)
-    s = net.sender
-    h = s.tables["h2"][0]
-    assert s.done and s.order[0].ecn >= 1 and h.stats.ecn == s.order[0].ecn
-    assert [x[1:] for x in h.transitions] == [("unknown", "good", "first ack")]  # congestion is no failure
-    marked = 0.002  # the first CE echo: the first packet on EV 0, sent at 0, is acknowledged an RTT later
-    data_on_0 = [t for t, ev, probe in net.sent_on if ev == 0 and not probe]
-    assert not [t for t in data_on_0 if marked < t < 0.004 + 0.002]  # avoided while marked
-    assert any(t > 0.004 + 0.002 + 0.01 for t in data_on_0)  # used again a probe interval after the last mark
+def test_ce_echoes_steer_data_away_from_the_ev_by_its_weight_and_clean_acks_bring_it_back():
+    """EV 0's packets come back CE-marked for the first 50 ms: its weight drops, it carries a small share
+    while the others carry the rest, and its share grows back with clean ACKs. The window's DCTCP
+    reaction to the same echoes is as before (with `cc`)."""
+    sent = {}
+    for cc in (False, True):
+        net = Net("health", SenderConfig(qps=1, messages=400, window=8, cc=cc),
+                  mark=lambda ev, t: "ce" if ev == 0 and t < 0.05 else None)
+        net.run(1.0)
+        s, q = net.sender, net.sender.order[0]
+        h = s.tables["h2"][0]
+        assert s.done and q.ecn >= 3 and h.stats.ecn == q.ecn
+        assert [x[1:] for x in h.transitions] == [("unknown", "good", "first ack")]  # congestion is no failure
+        assert h.weight == 1.0  # given back by the clean ACKs after the marks
+
+        def share(a: float, b: float) -> dict[int, int]:
+            on = [ev for t, ev, probe in net.sent_on if not probe and a <= t < b]
+            return {e: on.count(e) for e in (0, 1, 1024, 1025)}
+
+        sent[cc] = [share(0.01, 0.05), share(0.05, 0.1), share(0.1, 0.2)]
+        during, after, later = sent[cc]
+        assert during[0] <= 2 and min(during[e] for e in (1, 1024, 1025)) >= 24  # avoided, not shut out
+        assert during[0] < after[0] < later[0] and later[0] >= 0.75 * max(later.values())  # back with clean ACKs
+        if cc:
+            assert q.cc is not None and q.cc.cuts >= 1 and q.cc.alpha < 1  # DCTCP: cut on CE, alpha from marks
+    assert sent[False] == [{0: 2, 1: 26, 1024: 26, 1025: 26}, {0: 5, 1: 32, 1024: 31, 1025: 32},
+                           {0: 44, 1: 53, 1024: 52, 1025: 51}]  # deterministic: the same events, the same choices
 
 
 def test_oblivious_spraying_keeps_using_a_dead_ev_and_single_path_hash_stalls_on_it():
