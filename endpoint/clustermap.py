@@ -22,13 +22,12 @@ failed link.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from controller.model.denylist import Denylist as Denylist, Link as Link  # the merge is the controller's
 from controller.model.sids import SidPlan, fmt_v6
 from controller.model.topology import Topology
-
-Link = tuple[str, str]  # a directed link (from node, to node): a host by its name, a switch by its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,29 +137,6 @@ def denied_evs(src_host: str, evs: Mapping[str, Sequence[Any]], failed: Iterable
         if ids:
             out[dst] = ids
     return out
-
-
-@dataclass
-class Denylist:
-    """The fabric-wide denylist from every host's reports: each failed link with the hosts that saw it."""
-
-    seen_by: dict[Link, set[str]] = field(default_factory=dict)
-
-    @classmethod
-    def from_reports(cls, reports: Mapping[str, Iterable[Link]]) -> Denylist:
-        """From each host's failed links now (a host reporting none clears what it saw)."""
-        seen: dict[Link, set[str]] = {}
-        for host, links in reports.items():
-            for link in links:
-                seen.setdefault((link[0], link[1]), set()).add(host)
-        return cls(seen)
-
-    @property
-    def links(self) -> frozenset[Link]:
-        return frozenset(self.seen_by)
-
-    def to_json(self) -> list[dict[str, Any]]:
-        return [{"from": a, "to": b, "seen_by": sorted(self.seen_by[(a, b)])} for a, b in sorted(self.seen_by)]
 
 
 def fabric_denied(export: Mapping[str, Any], failed: Iterable[Link]) -> dict[str, dict[str, list[int]]]:

@@ -347,43 +347,90 @@ def replace_cmd(host: str, dst: str, ev: str, ev_new: str, lab_dir: Path, run_di
 
 @endpoint.command("denylist")
 @click.argument("loops_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="DIR")
+@click.option("--push", is_flag=True, help="Record the merged list beside the failures (the state file, or --store) "
+                                          "and push it to every sender of the endpoint run: DENIED for the EVs "
+                                          "crossing a failed link, UNKNOWN again for those the last push denied.")
+@click.option("--follow", is_flag=True, help="With --push: merge and push again whenever a report changes, and "
+                                            "retry the senders that were not reached (Ctrl-C to stop).")
+@click.option("--every", type=Finite(min=0.01, max=3600), default=0.2, show_default=True, metavar="SECONDS",
+              help="With --follow: how often the reports are read.")
+@click.option("--follow-for", type=Finite(min=0, max=86400), metavar="SECONDS",
+              help="With --follow: stop after this long.")
+@click.option("--socket-timeout", type=Finite(min=0.01, max=60), default=1.0, show_default=True, metavar="SECONDS",
+              help="The deadline of each request to a sender's control socket.")
+@_DIR
+@_RUN
 @_JSON
-def denylist_cmd(loops_dir: Path, as_json: bool) -> None:
+@click.pass_obj
+def denylist_cmd(env: Any, loops_dir: Path, push: bool, follow: bool, every: float, follow_for: float | None,
+                 socket_timeout: float, lab_dir: Path, run_dir: Path | None, as_json: bool) -> None:
     """The fabric-wide denylist from the hosts' loop agents (`python3 -m endpoint loops --state DIR/loops-HOST.json`):
     each failed link with its kind and the hosts that saw it, and, with DIR/evs.json (the EV export), the EVs it
     denies at every host.
+
+    With --push, the list is recorded (`fabricctl status` shows it) and every sender of the endpoint run (--run,
+    default the lab's latest) is told through its control socket, so a host whose own loops saw nothing maps
+    the EVs out too. Exit 1 when a sender could not be told (one line each; the others are told).
 
     \b
     Examples:
       fabricctl endpoint denylist /tmp/lab/loops/RUN
       fabricctl endpoint denylist /tmp/lab/loops/RUN --json
+      fabricctl endpoint denylist /tmp/lab/loops/RUN --push
+      fabricctl endpoint denylist /tmp/lab/loops/RUN --push --follow --follow-for 60
     """
-    from endpoint.clustermap import Denylist, fabric_denied
+    from controller.state.store import StoreError
+    from fabricctl import denylist as dl
 
-    reports: dict[str, list[tuple[str, str]]] = {}
-    kinds: dict[tuple[str, str], str] = {}
-    for path in sorted(loops_dir.glob("loops-*.json")):
-        try:
-            doc = json.loads(path.read_text())
-            links = [(f["from"], f["to"]) for f in doc["failed"]]
-            kinds.update(((f["from"], f["to"]), f["kind"]) for f in doc["failed"])
-            reports[str(doc["host"])] = links
-        except (OSError, ValueError, KeyError, TypeError) as why:
-            raise OpError(f"{path}: not a loop agent's report ({why})") from None
-    if not reports:
-        raise OpError(f"no loop agent's report (loops-HOST.json) in {loops_dir}")
-    merged = Denylist.from_reports(reports)
-    evs = loops_dir / "evs.json"
-    denied = fabric_denied(json.loads(evs.read_text()), merged.links) if evs.exists() else None
-    if as_json:
-        click.echo(json.dumps({"hosts": sorted(reports),
-                               "links": [{**e, "kind": kinds[(e["from"], e["to"])]} for e in merged.to_json()],
-                               "denied": denied}, indent=1))
+    if follow and not push:
+        raise OpError("--follow keeps pushing: give --push too")
+    try:
+        reports = dl.read_reports(loops_dir)
+        run = _run(lab_dir, run_dir) if push else None
+        export = dl.load_export(loops_dir / "evs.json")
+        if export is None and run is not None:
+            export = dl.load_export(run / "evs.json")
+    except ValueError as e:
+        raise OpError(str(e)) from None
+    if run is None:
+        merged = dl.Denylist.from_reports(reports.failed)
+        click.echo(json.dumps(dl.summary(reports, merged, export), indent=1) if as_json
+                   else "\n".join(dl.text_lines(reports, merged, export)))
         return
-    click.echo(f"{len(reports)} host(s) reporting: {', '.join(sorted(reports))}")
-    for e in merged.to_json():
-        click.echo(f"{e['from']} -> {e['to']} ({kinds[(e['from'], e['to'])]}): seen by {', '.join(e['seen_by'])}")
-    if not merged.links:
-        click.echo("no failed link")
-    for host, dsts in (denied or {}).items():
-        click.echo(f"{host} denies " + "; ".join(f"{d}: {', '.join(f'{i:#06x}' for i in ids)}" for d, ids in dsts.items()))
+    if export is None:
+        raise OpError(f"--push needs the EV export: no evs.json in {loops_dir} or {run}")
+    store = env.store()
+    pusher = dl.Pusher(export, run, socket_timeout)
+    deadline = None if follow_for is None else time.monotonic() + follow_for
+    failed = False
+    last: dl.Denylist | None = None
+    try:
+        while True:
+            try:
+                before, merged = dl.record(store, reports, env.timeout)
+            except StoreError as e:
+                raise OpError(str(e), dl.NOT_TOLD) from None
+            if last is None or not merged.same_as(last) or pusher.pending(merged.links):
+                results = pusher.push(before.links, merged.links)
+                failed = not all(r.ok for r in results)
+                doc = {**dl.summary(reports, merged, export), "record": store.where, "run": str(run),
+                       "pushed": [r.to_json() for r in results]}
+                if as_json:
+                    click.echo(json.dumps(doc, indent=None if follow else 1))
+                else:
+                    click.echo("\n".join(dl.text_lines(reports, merged, None)))
+                    click.echo(f"recorded in {store.where}; {len(results)} sender(s) in {run}")
+                    for r in results:
+                        click.echo(str(r), err=not r.ok)
+                last = merged
+            if not follow or (deadline is not None and time.monotonic() >= deadline):
+                break
+            time.sleep(every if deadline is None else max(0.0, min(every, deadline - time.monotonic())))
+            try:
+                reports = dl.read_reports(loops_dir)
+            except ValueError as e:
+                click.echo(f"error: {e}", err=True)  # a report being replaced: read again next time
+    except KeyboardInterrupt:
+        pass
+    if failed:
+        raise click.exceptions.Exit(dl.NOT_TOLD)

@@ -10,6 +10,9 @@ import click
 from controller import failover, fabricops
 from controller.fabricops import Outcome
 from controller.plan.delta import Changes
+from controller.model.denylist import Denylist
+from controller.state.store import StoreError
+from fabricctl.denylist import link_lines, links_json, topo_kind
 from controller.service import status as service_status
 from controller.state.statefile import DETECTOR
 from fabricctl.context import _n, Env, _json_option, _print_json, _table, _failures_json, _sorted, _sync
@@ -51,6 +54,10 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
     fab = fabricops.fabric(t, env.program, failures)
     lost = failover.unreachable(fab)
     per_plane = {p: [str(u) for u in lost if u.plane == p] for p in range(t.planes)}
+    try:
+        denylist, deny_problem = env.store().load_denylist()[0], None
+    except StoreError as e:  # the failures were read: say why the denylist was not, and go on
+        denylist, deny_problem = Denylist(), str(e)
     outcomes: dict[str, Outcome] = {}
     if not offline:
         contact = [n for n in chosen if n not in down]
@@ -59,7 +66,9 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
     code = fabricops.exit_code(outcomes.values())
     if as_json:
         _print_json({"topology": t.name, "program": env.program, "state": where,
-                     **({"store_problem": problem} if env.store_url else {}), "failures": _failures_json(t, failures, origins), "controller": service,
+                     **({"store_problem": problem} if env.store_url else {}), "failures": _failures_json(t, failures, origins),
+                     "denylist": links_json(denylist, topo_kind(t)),
+                     **({"denylist_problem": deny_problem} if deny_problem else {}), "controller": service,
                      "unreachable": {str(p): v for p, v in per_plane.items()},
                      "switches": {} if offline else {n: _status_json(n, outcomes) for n in chosen}})
         raise click.exceptions.Exit(code)
@@ -70,6 +79,10 @@ def status(env: Env, switch_names: tuple[str, ...], offline: bool, as_json: bool
         click.echo(f"  failed: {fabricops.describe_failure(t, f)} ({'detected' if origins[f] == DETECTOR else 'operator'})")
     for line in service_status.lines(service):
         click.echo(line)
+    if deny_problem:
+        click.echo(f"denylist: {deny_problem}")
+    for line in link_lines(denylist, topo_kind(t)):
+        click.echo(f"  denied link: {line}")
     for p, items in per_plane.items():
         click.echo(f"plane {p}: " + ("every destination reachable" if not items else f"{len(items)} unreachable"))
         for u in items:

@@ -3,6 +3,7 @@
     /srv6-fabric/<fabric>/failures         the state document (statefile.to_text: export gives the
                                            bytes a state file holds), changed only by transactions
                                            that compare the key's mod_revision with the one read
+    /srv6-fabric/<fabric>/denylist         the fabric-wide denylist (controller.model.denylist), fenced the same way
     /srv6-fabric/<fabric>/leader           the leader's key, under its lease (leader.py)
     /srv6-fabric/<fabric>/view             the leader's published view, under the same lease
     /srv6-fabric/<fabric>/events/<t>-<id>  one event per key, JSON
@@ -34,6 +35,7 @@ from controller.model.failures import Failure
 from controller.state.store import Conflict, Deposed, EtcdTls, EtcdUrl, Record, Store, StoreError, StoreUnavailable, Unreachable
 from controller.state.statefile import OPERATOR, Origin
 from controller.model.topology import Topology
+from controller.model.denylist import Denylist, DenylistError, from_text as denylist_from_text, to_text as denylist_to_text
 
 ROOT = "/srv6-fabric/"
 log = logging.getLogger("controller.state")
@@ -262,6 +264,34 @@ class EtcdStore(Store):
     def export_text(self) -> str | None:
         """The record as a state file holds it (None: nothing recorded)."""
         return self._read()[0]
+
+    def load_denylist(self) -> tuple[Denylist, int]:
+        kvs = self.client.get(self.key("denylist"))
+        if not kvs:
+            return Denylist(), 0
+        try:
+            return denylist_from_text(kvs[0]["value"]), int(kvs[0]["mod_revision"])
+        except DenylistError as e:
+            raise StoreError(f"{self.where}: denylist: {e}") from None
+
+    def save_denylist(self, dl: Denylist, expect: int | None = None) -> int:
+        """As save, for the denylist key: its revision compared, and a leader's key fenced the same way."""
+        rev = self.load_denylist()[1]
+        if expect is not None and rev != expect:
+            raise Conflict(f"{self.where}: the denylist changed (revision {expect} -> {rev}) since it was read")
+        key, leader = b64(self.key("denylist")), b64(self.key("leader"))
+        compare = [{"key": key, "result": "EQUAL", "target": "MOD", "mod_revision": rev}]
+        if self.leader_revision is not None:
+            compare.append({"key": leader, "result": "EQUAL", "target": "CREATE",
+                            "create_revision": self.leader_revision})
+        result = self.client.txn({
+            "compare": compare, "success": [{"request_put": {"key": key, "value": b64(denylist_to_text(dl))}}],
+            "failure": [{"request_range": {"key": leader}}] if self.leader_revision is not None else []})
+        if not result.get("succeeded"):
+            if self.leader_revision is not None and _create_revision(result) != self.leader_revision:
+                raise Deposed(f"{self.where}: denylist not saved: this controller no longer leads")
+            raise Conflict(f"{self.where}: the denylist changed since revision {rev} was read")
+        return int(result["header"]["revision"])
 
     # --- view, events, health --------------------------------------------------------------------
     def read_view(self) -> dict[str, Any] | None:

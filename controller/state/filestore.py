@@ -18,6 +18,8 @@ from controller import failover
 from controller.model.failures import Failure
 from controller.files.safefile import pid_alive
 from controller.state.eventfile import EVENTS_NAME, backlog_offset, new_events
+from controller.model.denylist import Denylist, DenylistError
+from controller.state import denylistrec
 from controller.state.store import Record, Store, StoreError
 from controller.state.statefile import Origin
 from controller.state.statelock import StateLocked, state_lock
@@ -49,6 +51,19 @@ class FileStore(Store):
         try:
             failover.save_state(self.path, failures, origins)
         except FailoverError as e:
+            raise StoreError(str(e)) from None
+        return 0
+
+    def load_denylist(self) -> tuple[Denylist, int]:
+        try:
+            return denylistrec.load_file(denylistrec.file_path(self.path)), 0
+        except DenylistError as e:
+            raise StoreError(str(e)) from None
+
+    def save_denylist(self, dl: Denylist, expect: int | None = None) -> int:
+        try:
+            denylistrec.save_file(denylistrec.file_path(self.path), dl)
+        except DenylistError as e:
             raise StoreError(str(e)) from None
         return 0
 

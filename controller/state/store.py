@@ -23,6 +23,7 @@ from controller.failover import health
 from controller.model.failures import Failure, FailoverError
 from controller.state.statefile import Origin
 from controller.model.topology import Topology
+from controller.model.denylist import Denylist
 
 Record = dict[Failure, Origin]
 DEFAULT_ETCD_PORT = 2379
@@ -201,4 +202,13 @@ class Store(ABC):
 
     def close(self) -> None:
         """Release connections (nothing for the file)."""
+
+    # --- the fabric-wide denylist (controller.model.denylist, beside the failures) ---------------
+    @abstractmethod
+    def load_denylist(self) -> tuple[Denylist, int]:
+        """The recorded denylist and the revision it was read at (as load_rev)."""
+
+    @abstractmethod
+    def save_denylist(self, dl: Denylist, expect: int | None = None) -> int:
+        """Write the denylist if it is still at revision `expect` (as save: Conflict if it moved on)."""
 

@@ -155,3 +155,27 @@ def test_the_event_sink_keeps_only_the_newest_events_in_etcd(cluster: EtcdCluste
     assert sink.trim() == 2 and [doc["n"] for _, doc in store.events_since(None, limit=100)[0]] == list(range(9, 14))
     with pytest.raises(ValueError, match="at least 1"):
         EventSink(store, keep=0)
+
+
+def test_the_denylist_is_recorded_beside_the_failures_and_status_shows_who_saw_it(cluster: EtcdCluster,
+                                                                                   tmp_path) -> None:
+    from controller.plan.evs import export
+    from controller.routes import Fabric
+    from controller.model.topology import load
+
+    loops, run_dir = tmp_path / "loops", tmp_path / "run"
+    loops.mkdir()
+    run_dir.mkdir()  # an endpoint run with no sender running: recorded, nobody to tell
+    (loops / "evs.json").write_text(json.dumps(export(Fabric(load(LAB)))))
+    (loops / "loops-h0.json").write_text(json.dumps({"host": "h0", "failed": [
+        {"from": "p0-t1-1", "to": "p0-t0-0", "kind": "t1-t0"}], "denied": {}}))
+    r = run(cluster, "endpoint", "denylist", str(loops), "--push", "--run", str(run_dir))
+    assert r.exit_code == 0, r.output
+    dl, rev = store(cluster).load_denylist()
+    assert dl.seen_by == {("p0-t1-1", "p0-t0-0"): {"h0"}} and rev > 0
+    assert store(cluster).load() == {}  # the failures are not touched
+    r = run(cluster, "status", "--offline", "--json")
+    assert [(e["from"], e["to"], e["seen_by"], e["kind"]) for e in json.loads(r.output)["denylist"]] == [
+        ("p0-t1-1", "p0-t0-0", ["h0"], "t1-t0")]
+    r = run(cluster, "endpoint", "denylist", str(loops), "--push", "--run", str(run_dir))
+    assert store(cluster).load_denylist() == (dl, rev)  # nothing changed: not written again

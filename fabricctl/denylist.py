@@ -1,0 +1,114 @@
+"""`fabricctl endpoint denylist`: the hosts' loop reports merged into the fabric-wide denylist, shown, recorded
+beside the failures (the state file's or etcd's record) and pushed to every sender of an endpoint run."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from controller.model.denylist import Denylist as Denylist, Link
+from controller.model.topology import Topology
+from controller.state.store import Conflict, Store
+from endpoint.clustermap import fabric_denied, link_kind
+from endpoint.denypush import PushResult, Reports, host_push, merge, push_all, read_reports as read_reports, sockets_in
+
+NOT_TOLD = 1  # the exit code when a sender or the record could not be reached (fabricctl's SWITCH_ERROR)
+RECORD_TRIES = 5  # a record that moved on meanwhile (etcd) is read again and merged again this often
+
+
+def when(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def link_lines(dl: Denylist, kind: Callable[[Link], str]) -> list[str]:
+    """One line per denied link: its direction, kind, who saw it and since when."""
+    return [f"{a} -> {b} ({kind((a, b))}): seen by {', '.join(sorted(dl.seen_by[(a, b)]))}"
+            + (f" since {when(dl.since[(a, b)])}" if (a, b) in dl.since else "") for a, b in sorted(dl.seen_by)]
+
+
+def links_json(dl: Denylist, kind: Callable[[Link], str]) -> list[dict[str, Any]]:
+    return [{**e, "kind": kind((e["from"], e["to"]))} for e in dl.to_json()]
+
+
+def topo_kind(topo: Topology) -> Callable[[Link], str]:
+    """The kind of a recorded link in `topo` ('?' for a link whose switch it does not know)."""
+    def kind(link: Link) -> str:
+        if not (topo.has_switch(link[0]) or topo.has_switch(link[1])):
+            return "?"
+        return link_kind(topo, link)
+    return kind
+
+
+def record(store: Store, reports: Reports, lock_timeout: float, now: Callable[[], float] = time.time
+           ) -> tuple[Denylist, Denylist]:
+    """Merge the reports against the recorded list and save the result if it differs (under the store's lock,
+    read-compute-save again when another writer got there first): (the list before, the list now)."""
+    for _ in range(RECORD_TRIES):
+        with store.locked(lock_timeout):
+            before, rev = store.load_denylist()
+            merged = merge(reports, before, now())
+            if merged.seen_by == before.seen_by and merged.since == before.since:
+                return before, merged
+            try:
+                store.save_denylist(merged, expect=rev)
+            except Conflict:
+                continue
+            return before, merged
+    raise Conflict(f"{store.where}: the denylist kept changing while it was merged ({RECORD_TRIES} tries)")
+
+
+@dataclass
+class Pusher:
+    """Pushes to one endpoint run's senders; remembers per host the links its sender last took, so a host that
+    missed a push is told everything it missed at the next one."""
+
+    export: Mapping[str, Any]
+    run_dir: Path
+    timeout: float
+    taken: dict[str, frozenset[Link]] = field(default_factory=dict)
+
+    def push(self, before: frozenset[Link], now: frozenset[Link]) -> list[PushResult]:
+        sockets = sockets_in(self.run_dir)
+        pushes = {h: host_push(self.export, h, self.taken.get(h, before), now) for h in sockets}
+        results = push_all(pushes, sockets, self.timeout)
+        for r in results:
+            if r.ok:
+                self.taken[r.host] = now
+        return results
+
+    def pending(self, now: frozenset[Link]) -> bool:
+        """A sender that has not taken `now` yet (or a new one)."""
+        return any(self.taken.get(h) != now for h in sockets_in(self.run_dir))
+
+
+def summary(reports: Reports, merged: Denylist, export: Mapping[str, Any] | None) -> dict[str, Any]:
+    kind = lambda link: reports.kinds.get(link, "?")  # noqa: E731
+    return {"hosts": sorted(reports.failed), "links": links_json(merged, kind),
+            "denied": fabric_denied(export, merged.links) if export is not None else None}
+
+
+def text_lines(reports: Reports, merged: Denylist, export: Mapping[str, Any] | None) -> list[str]:
+    out = [f"{len(reports.failed)} host(s) reporting: {', '.join(sorted(reports.failed))}",
+           *link_lines(merged, lambda link: reports.kinds.get(link, "?"))]
+    if not merged.links:
+        out.append("no failed link")
+    for host, dsts in (fabric_denied(export, merged.links) if export is not None else {}).items():
+        out.append(f"{host} denies " + "; ".join(f"{d}: {', '.join(f'{i:#06x}' for i in ids)}" for d, ids in dsts.items()))
+    return out
+
+
+def load_export(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not an EV export ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("hosts"), dict):
+        raise ValueError(f"{path}: not an EV export (no \"hosts\")")
+    return doc
