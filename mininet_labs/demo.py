@@ -96,6 +96,16 @@ def _all_pairs(lab: Lab, check: Any, when: str) -> None:
           f"{t['icrc_bad']} bad ICRC" + ("" if report.ok else f"; {report.problems()[0]}"))
 
 
+def loss_window_ms(q: QpStats, cut_ns: int) -> float | None:
+    """The QP's longest loss window: a gap between two delivered packets, or, for a QP whose first packets went into
+    the cut (its sender came up late on a loaded machine, so nothing was delivered before the loss), the time from
+    the cut to its first delivery. None when no loss of it closed."""
+    spans = [g.rx_ms for g in q.gaps if g.rx_ms is not None]
+    spans += [(g.first_after_ns - cut_ns) / 1e6 for g in q.gaps
+              if g.after == -1 and g.first_after_ns is not None and g.first_after_ns > cut_ns]
+    return max(spans) if spans else None
+
+
 def never_recovered(report: TrafficReport, reconciled_ns: int) -> list[tuple[str, str, int]]:
     """(sender, receiver, QP) of each QP that received nothing after a loss begun before the controller reconciled,
     although its sender still sent on it after that. A QP whose last packet went into the cut before the reconcile
@@ -162,8 +172,9 @@ def _scenario(lab: Lab, check: Any, rate: float, seconds: float, timeline: dict[
         # that started on time still send until the mend is watched
         cut_due = max(run.started_ns / 1e9 + fault_at, run.wait_sending() / 1e9 + LEAD_S)
         time.sleep(max(0.0, cut_due - time.monotonic()))
-        cut_at = time.monotonic()
-        events.append((time.monotonic_ns(), "link cut"))
+        cut_ns = time.monotonic_ns()
+        cut_at = cut_ns / 1e9
+        events.append((cut_ns, "link cut"))
         lab.cut_link(*LINK)
         touched = lab.fail(failure).touched if failover else []
         reconciled_ns = time.monotonic_ns()
@@ -198,7 +209,7 @@ def _scenario(lab: Lab, check: Any, rate: float, seconds: float, timeline: dict[
     hit = [q for q in plane0 if q.lost]
     check("QPs through the cut", bool(hit), f"{len(hit)} of {len(plane0)} plane 0 QPs lost packets in the cut"
           + ("" if hit else ": the cut hit no traffic, so nothing shows a failover"))
-    windows = [q.loss_window_ms for q in hit if q.loss_window_ms is not None]
+    windows = [w for q in hit if (w := loss_window_ms(q, cut_ns)) is not None]
     open_gaps = never_recovered(report, reconciled_ns)
     lost0 = sum(q.lost for q in plane0)
     worst = max(windows) if windows else None

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("scapy")
 
-from mininet_labs.demo import never_recovered  # noqa: E402
+from mininet_labs.demo import loss_window_ms, never_recovered  # noqa: E402
 from mininet_labs.receiver import Gap, QpStats, RecvResult  # noqa: E402
 from mininet_labs.traffic import QpSent, SendResult  # noqa: E402
 from mininet_labs.trafficrun import TrafficReport  # noqa: E402
@@ -186,3 +186,14 @@ def test_the_loss_window_bound_stretches_only_past_a_late_reconcile() -> None:
 
     assert loss_window_bound(0.0) == loss_window_bound(240.0) == LOSS_WINDOW_BOUND_MS  # untold, or told in time
     assert loss_window_bound(1505.0) == 1505.0 + SETTLE_MS
+
+
+def test_a_qp_whose_first_packets_went_into_the_cut_has_its_window_from_the_cut_to_its_first_delivery() -> None:
+    cut = 5_000_000_000
+    late_head = QpStats("h0", 7, 10, received=7, lost=3, gaps=[Gap(-1, 3, 3, None, cut + 80_000_000)])
+    assert loss_window_ms(late_head, cut) == 80.0
+    closed = QpStats("h0", 8, 10, received=7, lost=3,
+                     gaps=[Gap(-1, 0, 1, None, cut - 5_000_000), Gap(2, 5, 2, cut, cut + 60_000_000, rx_ms=60.0)])
+    assert loss_window_ms(closed, cut) == 60.0  # a head lost before the cut is not the cut's
+    tail = QpStats("h0", 9, 10, received=8, lost=2, gaps=[Gap(7, None, 2, cut - 1_000_000)])
+    assert loss_window_ms(tail, cut) is None  # a tail lost in the cut never closed
