@@ -309,7 +309,7 @@ def one_run(lab: Any, scen: Scenario, fault: LabFault, mode_name: str, args: arg
     """One run of a mode: traffic on the scenario's schedule, the fault in place from fault_at to repair_at
     (or none: the baseline); the run's figures."""
     from endpoint import lab as ep
-    from endpoint.scenarios import summarize as ep_summarize
+    from endpoint.scenarios import abandon, summarize as ep_summarize
 
     mode, sch = MODES[mode_name], scen.schedule
     bin_ms = sch.timeline_ms
@@ -360,10 +360,7 @@ def one_run(lab: Any, scen: Scenario, fault: LabFault, mode_name: str, args: arg
                 events.append({"what": "controller: restore recorded", "took_s": lab.restore(fault.failure).seconds})
         report = run.wait()
     except BaseException:
-        run.kill()
-        fault.revert()
-        if lab.failures():
-            lab.restore()
+        abandon(lab, run, fault)
         raise
     finally:
         loops = stop_agents(agents, run.dir) if agents else {}

@@ -68,7 +68,7 @@ class ControlSocket:
         try:
             if os.stat(self.path).st_ino == self._ino:  # ours, not a later sender's
                 os.unlink(self.path)
-        except OSError:
+        except OSError:  # already gone, or never ours to remove: nothing of ours is left either way
             pass
 
 

@@ -169,7 +169,7 @@ def run(spec: AgentSpec) -> dict[str, Any]:
     sink = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)  # no ICMP port unreachable for the loops
     try:
         sink.bind(("::", LOOP_PORT))
-    except OSError:
+    except OSError:  # the port is bound already (another agent on this host): any bound socket keeps ICMP errors away
         pass
     frames = {}  # loop index -> (the loop, the NIC it leaves from)
     for i, p in enumerate(probes):

@@ -142,10 +142,7 @@ def run_mode(lab: Lab, fault: Fault | Bottleneck, mode: str, pairs: list[tuple[s
         controller_untouched = not announce and not lab.failures()
         report = run.wait()
     except BaseException:
-        run.kill()
-        fault.revert()
-        if lab.failures():
-            lab.restore()
+        abandon(lab, run, fault)
         raise
     # a bottleneck takes the runtime CLI a while to set: it counts from when it is in place
     fault_s = events[0]["in_place_s"] if isinstance(fault, Bottleneck) else events[0]["t_s"]
@@ -393,3 +390,12 @@ def describe(c: Comparison) -> list[str]:
                          f"trimmed {x['trimmed']} + {x['trimmed_unmatched']} before their QP's first packet")
     lines += [f"  note: {n}" for n in c.notes]
     return lines
+
+
+def abandon(lab: Any, run: Any, fault: Any) -> None:
+    """A run cut short (an error, Ctrl-C): its senders stopped, its fault undone and any failure it recorded
+    restored, so the lab is left as it was found."""
+    run.kill()
+    fault.revert()
+    if lab.failures():
+        lab.restore()

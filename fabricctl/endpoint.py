@@ -231,7 +231,7 @@ def events_cmd(hosts: tuple[str, ...], lab_dir: Path, run_dir: Path | None, foll
     try:
         for e in follow_events(run, hosts, follow, follow_for):
             click.echo(json.dumps(e) if as_json else describe_event(e))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C is how a --follow ends: an ordinary stop, not an error
         pass
 
 
@@ -430,7 +430,7 @@ def denylist_cmd(env: Any, loops_dir: Path, push: bool, follow: bool, every: flo
                 reports = dl.read_reports(loops_dir)
             except ValueError as e:
                 click.echo(f"error: {e}", err=True)  # a report being replaced: read again next time
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C is how a --follow ends: an ordinary stop, not an error
         pass
     if failed:
         raise click.exceptions.Exit(dl.NOT_TOLD)
