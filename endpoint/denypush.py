@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.model.denylist import Denylist, Link
+from controller.model.denylist import Link
 from endpoint.clustermap import denied_evs
 from endpoint.control import ControlError, request
 
@@ -130,7 +130,3 @@ def sockets_in(run_dir: Path) -> dict[str, str]:
     """The control sockets of an endpoint run's senders (RUN/control-HOST.sock)."""
     return {p.name[len("control-"):-len(".sock")]: str(p) for p in sorted(run_dir.glob("control-*.sock"))}
 
-
-def merge(reports: Reports, before: Denylist, now: float) -> Denylist:
-    """The merged list, each link's `since` kept from `before` while it stays."""
-    return Denylist.from_reports(reports.failed, now=now, before=before)

@@ -13,12 +13,12 @@ from typing import Any
 
 from controller.model.denylist import Denylist as Denylist, Link
 from controller.model.topology import Topology
-from controller.state.store import Conflict, Store
+from controller.service.denylistpush import Told, record as record_reports
+from controller.state.store import Store
 from endpoint.clustermap import fabric_denied, link_kind
-from endpoint.denypush import PushResult, Reports, host_push, merge, push_all, read_reports as read_reports, sockets_in
+from endpoint.denypush import PushResult, Reports, host_push, push_all, read_reports as read_reports, sockets_in
 
 NOT_TOLD = 1  # the exit code when a sender or the record could not be reached (fabricctl's SWITCH_ERROR)
-RECORD_TRIES = 5  # a record that moved on meanwhile (etcd) is read again and merged again this often
 
 
 def when(t: float) -> str:
@@ -46,20 +46,9 @@ def topo_kind(topo: Topology) -> Callable[[Link], str]:
 
 def record(store: Store, reports: Reports, lock_timeout: float, now: Callable[[], float] = time.time
            ) -> tuple[Denylist, Denylist]:
-    """Merge the reports against the recorded list and save the result if it differs (under the store's lock,
-    read-compute-save again when another writer got there first): (the list before, the list now)."""
-    for _ in range(RECORD_TRIES):
-        with store.locked(lock_timeout):
-            before, rev = store.load_denylist()
-            merged = merge(reports, before, now())
-            if merged.seen_by == before.seen_by and merged.since == before.since:
-                return before, merged
-            try:
-                store.save_denylist(merged, expect=rev)
-            except Conflict:
-                continue
-            return before, merged
-    raise Conflict(f"{store.where}: the denylist kept changing while it was merged ({RECORD_TRIES} tries)")
+    """Merge the reports against the recorded list and save the result if it differs (the controller's merge):
+    (the list before, the list now)."""
+    return record_reports(store, reports.failed, lock_timeout, now)
 
 
 @dataclass
@@ -84,6 +73,60 @@ class Pusher:
     def pending(self, now: frozenset[Link]) -> bool:
         """A sender that has not taken `now` yet (or a new one)."""
         return any(self.taken.get(h) != now for h in sockets_in(self.run_dir))
+
+
+class EndpointPush:
+    """`fabricctl run --endpoints DIR`'s sink (controller.service.denylistpush.EndpointSink): the senders of an endpoint
+    run's directory (RUN/control-HOST.sock, the EV export RUN/evs.json), or of a lab directory's latest endpoint run,
+    looked up again at every push so a new run's senders are told the whole list. Only the senders that have not
+    taken the list are asked, in parallel, each request with `timeout`."""
+
+    def __init__(self, directory: Path, timeout: float) -> None:
+        self.directory, self.timeout = directory, timeout
+        self.pushers: dict[Path, Pusher] = {}
+
+    @property
+    def where(self) -> str:
+        return str(self.directory)
+
+    def run_dir(self) -> Path:
+        """The endpoint run: DIR itself, or the newest of DIR/endpoint/NS. ValueError (one line) when there is none."""
+        runs = self.directory / "endpoint"
+        if not runs.is_dir():
+            return self.directory
+        found = [p for p in runs.glob("*") if p.is_dir() and p.name.isdigit()]
+        if not found:
+            raise ValueError(f"no endpoint run in {runs}")
+        return max(found, key=lambda p: int(p.name))
+
+    def _pusher(self) -> Pusher | None:
+        """The run's pusher; None while it has no sender (nothing to tell yet)."""
+        run = self.run_dir()
+        if run not in self.pushers:
+            if not sockets_in(run):
+                return None
+            export = load_export(run / "evs.json")
+            if export is None:
+                raise ValueError(f"no EV export (evs.json) in {run}: its senders' EVs are not known")
+            self.pushers = {run: Pusher(export, run, self.timeout)}  # an older run's senders are gone
+        return self.pushers[run]
+
+    def pending(self, now: frozenset[Link]) -> bool:
+        pusher = self._pusher()
+        return pusher is not None and pusher.pending(now)
+
+    def push(self, before: frozenset[Link], now: frozenset[Link]) -> list[Told]:
+        pusher = self._pusher()
+        if pusher is None:
+            return []
+        sockets = sockets_in(pusher.run_dir)
+        todo = {h: p for h, p in sockets.items() if pusher.taken.get(h) != now}
+        pushes = {h: host_push(pusher.export, h, pusher.taken.get(h, before), now) for h in todo}
+        results = push_all(pushes, sockets, self.timeout)
+        for r in results:
+            if r.ok:
+                pusher.taken[r.host] = now
+        return [Told(r.host, r.error, str(r).split(": ", 1)[1]) for r in results]
 
 
 def summary(reports: Reports, merged: Denylist, export: Mapping[str, Any] | None) -> dict[str, Any]:

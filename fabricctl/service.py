@@ -64,6 +64,16 @@ from fabricctl.options import MAX_SECONDS, Finite
 @click.option("--carrier-events", type=click.Path(dir_okay=False, path_type=Path), metavar="SOCKET",
               help="Listen on this unix datagram socket for port status (a port's carrier lost or back, e.g. from "
               "'fabricctl lab carrier-watch'): a lost carrier fails its link at once, the probes restore it.")
+@click.option("--endpoints", "endpoints_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="DIR",
+              help="Push the recorded denylist to the endpoints there, as the leader (a standby pushes nothing): an "
+              "endpoint run's directory (RUN/control-HOST.sock, RUN/evs.json) or a lab's directory, whose latest "
+              "endpoint run is looked up again at every push. DENIED for the EVs crossing a denied link, UNKNOWN again "
+              "once no denied link is on them; hosts are told in parallel, on a thread of their own.")
+@click.option("--loops", "loops_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="DIR",
+              help="With --endpoints: record the hosts' loop agents' reports there (DIR/loops-HOST.json) into the "
+              "denylist first, as 'fabricctl endpoint denylist DIR --push' does.")
+@click.option("--endpoint-timeout", type=Finite(min=0.01, max=60), default=0.5, show_default=True, metavar="SECONDS",
+              help="With --endpoints: the deadline of each request to a sender's control socket.")
 @click.option("--no-probe", is_flag=True, help="Hold the sessions and the plan, but send no probes.")
 @click.option("--duration", type=Finite(min=0, max=MAX_SECONDS), default=0.0, metavar="SECONDS",
               help="Stop after this long (0: run until SIGTERM or Ctrl-C).")
@@ -78,8 +88,8 @@ from fabricctl.options import MAX_SECONDS, Finite
 def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, window: int, gray_loss: float,
             max_damping: int, metrics_port: int, events_file: Path | None, counters_every: float, nice: int,
             port_evidence: bool, host_probes: bool, host_every: int, switch_deadline: float, ping_every: float,
-            carrier_events: Path | None, no_probe: bool, duration: float,
-            web_listen: str | None, web_allow_remote: bool, lease_ttl: int) -> None:
+            carrier_events: Path | None, endpoints_dir: Path | None, loops_dir: Path | None, endpoint_timeout: float,
+            no_probe: bool, duration: float, web_listen: str | None, web_allow_remote: bool, lease_ttl: int) -> None:
     """Run the controller: hold the fabric at its plan and heal it by itself.
 
     Each switch is held as its record says: a switch that names a network namespace (the kernel
@@ -103,11 +113,14 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
       fabricctl --election-id 10 run --metrics-port 9300
       fabricctl --election-id 5 run            # hot backup beside the one above
       fabricctl run --period 20 --fail-after 3 --restore-after 100 --gray-loss 0.05
+      fabricctl run --endpoints /tmp/srv6-fabric-lab --loops /tmp/srv6-fabric-lab/loops/RUN
     """
     if probe_timeout < period:
         raise OpError(f"--probe-timeout ({probe_timeout:g} ms) must be at least --period ({period:g} ms)", BAD_INPUT)
     if carrier_events is not None and (problem := path_problem(carrier_events)) is not None:
         raise OpError(f"--carrier-events: {problem}", BAD_INPUT)
+    if loops_dir is not None and endpoints_dir is None:
+        raise OpError("--loops records the reports to push them: give --endpoints too", BAD_INPUT)
     topo = env.topo()
     try:
         thresholds = Thresholds(k, m, window, gray_loss, max_damping)
@@ -121,6 +134,13 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
                     port_evidence=port_evidence, host_probes=host_probes, host_every=host_every,
                     switch_deadline=switch_deadline / 1000, ping_every=ping_every / 1000,
                     carrier_events=carrier_events)
+    extra: dict[str, Any] = {}
+    if endpoints_dir is not None:  # chosen once: the service pushes to this sink, whatever the data planes
+        from fabricctl.denylist import EndpointPush, read_reports
+
+        extra["endpoints"] = EndpointPush(endpoints_dir, endpoint_timeout)
+        if loops_dir is not None:
+            extra["reports"] = lambda: read_reports(loops_dir).failed
     if any(kind_of(sw) == "p4runtime" for sw in topo.switches):
         env.p4info()  # exit 5 with a hint when the artifacts are missing
     env.failures()  # exit 2 on an unreadable state file, before anything starts
@@ -137,7 +157,7 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
             web.start()
             click.echo(announce(web), err=True)
         try:
-            _run_led(env, topo, state, config, lease_ttl, duration)
+            _run_led(env, topo, state, config, lease_ttl, duration, extra)
         finally:
             if web is not None:
                 web.close()
@@ -164,7 +184,7 @@ def run_cmd(env: Any, period: float, probe_timeout: float, k: int, m: int, windo
         except OSError as e:
             raise OpError(f"cannot take the controller lease {lease.path}: {e.strerror or e}", BAD_INPUT) from None
     try:
-        service = _service(env, topo, state, config)
+        service = _service(env, topo, state, config, **extra)
     except BaseException:
         if web is not None:
             web.server_close()
@@ -257,7 +277,8 @@ def _line(event: dict[str, Any]) -> str:
     return f"{when} {event.get('kind')} {rest}".rstrip()
 
 
-def _run_led(env: Any, topo: Any, state: Path, config: Config, ttl: int, duration: float) -> None:
+def _run_led(env: Any, topo: Any, state: Path, config: Config, ttl: int, duration: float,
+             extra: dict[str, Any]) -> None:
     """`run` on an etcd store: leadership decides the election id (controller.service.ha)."""
     from controller.service.ha import run_led
 
@@ -267,7 +288,7 @@ def _run_led(env: Any, topo: Any, state: Path, config: Config, ttl: int, duratio
     signal.signal(signal.SIGINT, lambda *_: stop.set())
 
     def make(cfg: Config, fence: Any, publish: Any, sink: Any) -> FabricService:
-        return _service(env, topo, state, cfg, store=store, fence=fence, publish=publish, sink=sink)
+        return _service(env, topo, state, cfg, store=store, fence=fence, publish=publish, sink=sink, **extra)
 
     click.echo(f"running on {store}: {len(topo.switches)} switches; campaigning for leadership (lease TTL {ttl} s)",
                err=True)

@@ -65,6 +65,10 @@ class Metrics:
                                       registry=r)
         self.packet_io = Gauge("fabric_probe_packets", "Probe packets through P4Runtime since start (out, in; refused: not sent, the stream's backlog full)",
                                ["way"], registry=r)
+        self.denylist_links = Gauge("fabric_denylist_links", "Directed links in the recorded denylist (as the leader "
+                                    "last read it to push to the endpoints)", registry=r)
+        self.denylist_pushes = Counter("fabric_denylist_pushes", "Pushes of the denylist to a host's endpoint, by "
+                                       "outcome (told, not_told)", ["host", "outcome"], registry=r)
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
         if port:

@@ -21,6 +21,7 @@ from controller.runtime.p4info import P4Info
 from controller.model.failures import SwitchDown
 from controller.routes import Options
 from controller.plan.p4names import Program
+from controller.service.denylistpush import DenylistPusher, EndpointSink, ReportSource
 from controller.service.detect import Change, Thresholds
 from controller.service.events import EventLog
 from controller.service.healer import Healer
@@ -94,6 +95,7 @@ class Config:
     switch_deadline: float = 0.5  # seconds a switch has to answer any call; past it, it is silent (liveness.py)
     ping_every: float = 0.1  # seconds between liveness calls to each switch (0: none, no switch is recorded hung)
     carrier_events: Path | None = None  # a unix datagram socket port-status sources send to (portstatus.py)
+    denylist_every: float = 0.2  # seconds between the denylist pusher's passes (with endpoints to tell)
 
 
 class FabricService:
@@ -103,9 +105,11 @@ class FabricService:
                  options: Options | None = None, store: Store | None = None,
                  fence: Callable[[], str | None] | None = None,
                  publish: Callable[[dict[str, Any]], None] | None = None,
-                 sink: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 sink: Callable[[dict[str, Any]], None] | None = None, endpoints: EndpointSink | None = None,
+                 reports: ReportSource | None = None) -> None:
         """`store`: where the record lives (default: the state file `state`); `fence` (etcd
-        leadership) is asked before every switch write; `publish` replaces the status file."""
+        leadership) is asked before every switch write; `publish` replaces the status file; `endpoints`: the
+        hosts the recorded denylist is pushed to (as the leader), `reports` the loop reports recorded first."""
         self.topo, self.program, self.state, self.config = topo, program, state, config
         self.store = store if store is not None else FileStore(state)
         self.fence, self.publish = fence, publish
@@ -159,6 +163,16 @@ class FabricService:
         self.path_labels = self._path_labels()
         self.link_changes = {"down": 0, "up": 0}
         self.path_reads: dict[str, tuple[float, dict[int, int]]] = {}  # leaf -> (when, path_index -> packets)
+        self.denylist = None if endpoints is None else DenylistPusher(
+            self.store, endpoints, lambda kind, **f: self.events.emit(kind, **f), self.leading, reports=reports,
+            every=config.denylist_every, on_told=lambda t: self.metrics.denylist_pushes.labels(
+                t.host, "told" if t.ok else "not_told").inc(), on_links=self.metrics.denylist_links.set)
+
+    def leading(self) -> bool:
+        """Whether this controller is the fabric's writer now: its fence (etcd leadership) open, and primary on some
+        switch (a P4Runtime backup is not; a namespace switch is held by the lease holder alone)."""
+        return (self.fence is None or self.fence() is None) and \
+            any(s.role_name == "primary" for s in self.sessions.values())
 
     def _handle(self, sw: Switch) -> SwitchHandle:
         cls = handle_class(sw)
@@ -228,6 +242,8 @@ class FabricService:
                 self.port_status.start()
             if self.carrier is not None:
                 self.carrier.start()
+        if self.denylist is not None:  # its own thread: a host slow to answer holds up no switch work
+            self.denylist.start()
         self._threads = [threading.Thread(target=self._status_loop, name="status", daemon=True)]
         if self.config.counters_every > 0:
             self._threads.append(threading.Thread(target=self._counters_loop, name="counters", daemon=True))
@@ -246,6 +262,8 @@ class FabricService:
         for s in self.sessions.values():
             s.stop()
         self.healer.stop()
+        if self.denylist is not None:
+            self.denylist.stop()
         self.calls.close()
         for t in self._threads:
             t.join(timeout=5)
@@ -432,7 +450,8 @@ class FabricService:
                            "stalls": self.prober.stalls,
                            "refused": self._refused(), "io_errors": dict(self.prober.io_errors)},
                 "rss_kb": rss_kb(), "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 3),
-                **({"paths": self._path_rows()} if self.path_labels else {})}
+                **({"paths": self._path_rows()} if self.path_labels else {}),
+                **({"denylist": self.denylist.view()} if self.denylist is not None else {})}
 
     def _path_rows(self) -> list[dict[str, Any]]:
         """The last path_packets reading per leaf and path (for the live view's rates; empty until read)."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from controller.files.atomic import write_atomic
 from controller.files.safefile import pid_alive
+from controller.service.denylistpush import lines as denylist_lines
 
 STATUS_NAME = ".fabric-service.json"
 
@@ -89,4 +90,4 @@ def lines(view: dict[str, Any] | None) -> list[str]:
         why = "; ".join(d["reason"] for d in dirs if not d["up"] and d.get("reason"))
         out.append(f"  link {name}: {'up' if link['up'] else 'DOWN'}, probes {sent - lost}/{sent} back, "
                    f"last {ago}" + (f", delay {max(delays):.2f} ms" if delays else "") + (f" ({why})" if why else ""))
-    return out
+    return out + denylist_lines(view.get("denylist"))

@@ -240,3 +240,103 @@ def test_denylist_follow_pushes_once_while_nothing_changes(tmp_path, run_dir):
     lines = r.output.splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["pushed"][0]["denied"] == {"h0": ONE, "h1": ONE}
     assert h2.got == [{"op": "deny", "dst": "h0", "evs": ONE}, {"op": "deny", "dst": "h1", "evs": ONE}]
+
+
+class Holding:
+    """A sender that takes a request and holds it unanswered until `release` (or its client gives up); `held_while`
+    says whether `release` came while the client still waited."""
+
+    def __init__(self, path: Path, release: threading.Event) -> None:
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(str(path))
+        self.srv.listen(1)
+        self.release = release
+        self.held_while: bool | None = None
+        self.thread = threading.Thread(target=self._serve)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        self.srv.settimeout(10)
+        conn, _ = self.srv.accept()
+        with conn:
+            conn.recv(4096)
+            conn.settimeout(0.01)
+            for _ in range(1000):  # until released, or the client closed (it gave up): 10 s at most
+                if self.release.is_set():
+                    self.held_while = True
+                    return
+                try:
+                    if conn.recv(1) == b"":
+                        self.held_while = False
+                        return
+                except socket.timeout:
+                    pass
+
+    def close(self) -> None:
+        self.thread.join()
+        self.srv.close()
+
+
+def test_run_endpoints_a_slow_sender_holds_up_none_of_the_others(run_dir):
+    from fabricctl.denylist import EndpointPush
+
+    (run_dir / "evs.json").write_text(json.dumps(EXPORT))
+    told = threading.Event()
+
+    class Telling(Recorder):
+        def _answer(self, req: dict[str, Any]) -> dict[str, Any]:
+            out = super()._answer(req)
+            if len(self.got) == 2:
+                told.set()
+            return out
+
+    slow = Holding(run_dir / "control-h1.sock", told)  # h1 is asked first in host order
+    h2 = Telling(run_dir / "control-h2.sock", sends_to=("h0",))
+    try:
+        results = EndpointPush(run_dir, timeout=5.0).push(frozenset(), frozenset({UP, DOWN}))
+    finally:
+        told.set()
+        slow.close()
+        h2.close()
+    assert slow.held_while is True  # h2 was told while h1's request was still unanswered
+    assert [(t.host, t.ok) for t in results] == [("h1", False), ("h2", True)]
+    assert h2.got == [{"op": "deny", "dst": "h0", "evs": ONE}, {"op": "deny", "dst": "h1", "evs": ONE}]
+
+
+def test_run_endpoints_in_a_lab_directory_follow_its_latest_run_and_ask_only_who_has_not_taken_the_list(tmp_path):
+    from fabricctl.denylist import EndpointPush
+
+    sink = EndpointPush(tmp_path, timeout=1.0)
+    (tmp_path / "endpoint").mkdir()
+    with pytest.raises(ValueError, match=f"^no endpoint run in {tmp_path / 'endpoint'}$"):
+        sink.pending(frozenset())
+    old, new = tmp_path / "endpoint" / "100", tmp_path / "endpoint" / "2000"
+    old.mkdir()
+    assert not sink.pending(frozenset({DOWN})) and sink.push(frozenset(), frozenset({DOWN})) == []  # no sender yet
+    new.mkdir()
+    h2 = Recorder(new / "control-h2.sock")
+    try:
+        with pytest.raises(ValueError, match=f"^no EV export \\(evs.json\\) in {new}: its senders' EVs are not known$"):
+            sink.push(frozenset(), frozenset({DOWN}))
+        (new / "evs.json").write_text(json.dumps(EXPORT))
+        assert sink.pending(frozenset({DOWN}))
+        first = sink.push(frozenset(), frozenset({DOWN}))
+        assert not sink.pending(frozenset({DOWN})) and sink.push(frozenset(), frozenset({DOWN})) == []
+        h3 = Recorder(new / "control-h3.sock")
+        try:
+            assert sink.pending(frozenset({DOWN}))
+            second = sink.push(frozenset(), frozenset({DOWN}))
+        finally:
+            h3.close()
+    finally:
+        h2.close()
+    assert [(t.host, t.ok, t.what) for t in first] == [("h2", True, "denied h0: 0x0001; h1: 0x0001")]
+    assert [(t.host, t.ok) for t in second] == [("h3", True)]
+    assert h2.got == [{"op": "deny", "dst": "h0", "evs": ONE}, {"op": "deny", "dst": "h1", "evs": ONE}]
+    assert h3.got == h2.got and sink.where == str(tmp_path)
+
+
+def test_run_loops_needs_endpoints(tmp_path):
+    r = CliRunner().invoke(cli, ["run", "--loops", str(tmp_path)])
+    assert r.exit_code == 2 and r.output.strip().splitlines()[-1] == \
+        "error: --loops records the reports to push them: give --endpoints too"
