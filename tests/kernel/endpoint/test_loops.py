@@ -2,7 +2,8 @@
 a T1 whose namespace drops every IPv6 packet it gets (links and carriers up) is localized by the loop agent of
 every host, the far leaf's included, as its own leaf's links to that T1, and the EVs through it are denied at
 every host; once it forwards again, nothing is. With one host's agent only, the merged denylist pushed maps the
-EV out at a sender on the other leaf, and `fabricctl status` shows who saw the links."""
+EV out at a sender on the other leaf, and `fabricctl status` shows who saw the links; under `fabricctl run
+--endpoints --loops` the same reaches that sender with no `fabricctl endpoint denylist` at all."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any
 import pytest
 
 from controller.model.topology import from_dict, to_dict
-from tests.loopcheck import SPINE, figures, one_agent_pushed_to_a_remote_host, t1_mapped_out_by_every_host
+from tests.loopcheck import (SPINE, figures, one_agent_pushed_to_a_remote_host, one_agent_under_run_reaches_a_remote_host,
+                             t1_mapped_out_by_every_host)
 
 TABLE = "sf_loops_stop"
 
@@ -60,3 +62,7 @@ def test_a_t1_that_stops_forwarding_is_mapped_out_by_every_host_with_no_controll
 
 def test_one_hosts_report_pushed_maps_the_t1_out_at_a_sender_on_the_other_leaf(endpoint_lab: Any) -> None:
     print(one_agent_pushed_to_a_remote_host(endpoint_lab, *_nft_stop_restart(endpoint_lab)))
+
+
+def test_under_fabricctl_run_one_hosts_report_reaches_a_sender_on_the_other_leaf_as_denied(endpoint_lab: Any) -> None:
+    print(one_agent_under_run_reaches_a_remote_host(endpoint_lab, *_nft_stop_restart(endpoint_lab)))
