@@ -122,23 +122,28 @@ class DenylistPusher:
             self.led, self.pushed = False, None
             return
         self.led = True
-        try:
-            if self.reports is not None:
+        problem = None  # reports that cannot be read now: said, and the record pushed as it stands
+        if self.reports is not None:
+            try:
                 before, merged = record(self.store, self.reports(), self.lock_timeout)
+            except (ValueError, OSError) as e:  # StoreError is a ValueError: a report being replaced, the store away
+                problem = str(e) or type(e).__name__
+            else:
                 if not merged.same_as(before):
                     self.emit("denylist_recorded", added=sorted(map(_link, merged.links - before.links)),
                               removed=sorted(map(_link, before.links - merged.links)), links=len(merged.links))
+        try:
             links = self.store.load_denylist()[0].links
             if self.on_links is not None:
                 self.on_links(len(links))
             if links == self.pushed and not self.sink.pending(links):
-                self._say_problem(None)
+                self._say_problem(problem)
                 return
             told = self.sink.push(self.pushed if self.pushed is not None else frozenset(), links)
-        except (ValueError, OSError) as e:  # StoreError is a ValueError: a report being replaced, the store away
+        except (ValueError, OSError) as e:  # the store away, no EV export for the endpoints' run
             self._say_problem(str(e) or type(e).__name__)
             return
-        self._say_problem(None)
+        self._say_problem(problem)
         changed, self.pushed = links != self.pushed, links
         for t in told:
             if self.on_told is not None:
