@@ -179,3 +179,20 @@ def test_a_slow_host_holds_no_lock_and_its_pass_runs_on_the_pushers_own_thread(t
         sink.hold.set()
         s.pusher.stop()
     assert s.sink.calls[0] == (frozenset(), frozenset({DOWN}))
+
+
+def test_the_service_leads_with_its_fence_open_and_primary_on_some_switch():
+    from types import SimpleNamespace
+
+    from controller.service.runner import FabricService
+
+    svc = object.__new__(FabricService)  # leading() reads the fence and the sessions' roles alone
+    svc.fence = None
+    svc.sessions = {"p0-t0-0": SimpleNamespace(role_name="backup"), "p0-t0-1": SimpleNamespace(role_name="down")}
+    assert not svc.leading()  # a P4Runtime hot backup: another controller is primary
+    svc.sessions["p0-t0-1"] = SimpleNamespace(role_name="primary")
+    assert svc.leading()
+    svc.fence = lambda: "the lease was not renewed"  # etcd leadership lost
+    assert not svc.leading()
+    svc.fence = lambda: None
+    assert svc.leading()
