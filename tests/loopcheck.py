@@ -220,7 +220,8 @@ def one_agent_under_run_reaches_a_remote_host(lab: Any, stop: Callable[[], None]
     """Only AGENT_HOST runs a loop agent; REMOTE (the other leaf) runs a sender to it; `fabricctl run --endpoints
     LAB --loops DIR` runs, and no `fabricctl endpoint denylist`. With SPINE stopped, the controller records the
     agent's report and REMOTE's sender has its EV through SPINE DENIED; `fabricctl status` says REMOTE was told;
-    once SPINE forwards and the report is clean, the EV is taken back. The controller's denylist events."""
+    once SPINE forwards and the report is clean, the EV is taken back. The controller's denylist events and two
+    figures: from the record's change to the push (event times), and from SPINE's stop to the DENIED state read."""
     from tests.paths import REPO
 
     one = OneAgent(lab, lab.dir / "loops" / f"{os.getpid()}-run")
@@ -239,15 +240,18 @@ def one_agent_under_run_reaches_a_remote_host(lab: Any, stop: Callable[[], None]
         first = _until("the leader's first push (the empty list)", lambda: pushed([]), said=denylist)
         assert first[0]["told"] == [REMOTE] and first[0]["endpoints"] == str(lab.dir)
         assert one.remote_states()[THROUGH] != "denied"
+        stopped = time.monotonic()
         stop()
         try:
             _until(f"{REMOTE}'s EV through {SPINE} DENIED", lambda: one.remote_states()[THROUGH] == "denied",
                    said=lambda: (one.remote_states(), denylist()))
+            seen_denied = time.monotonic() - stopped
             states = one.remote_states()
             assert [ev for ev, s in states.items() if s == "denied"] == [THROUGH], states
             recorded = [e for e in denylist() if e["kind"] == "denylist_recorded"]
             assert recorded[0]["added"] == both and recorded[0]["removed"] == []
             assert pushed(both)[0]["told"] == [REMOTE] and pushed(both)[0]["not_told"] == []
+            record_to_push = pushed(both)[0]["t"] - recorded[0]["t"]
 
             def status_lines() -> list[str]:
                 from click.testing import CliRunner
@@ -275,4 +279,5 @@ def one_agent_under_run_reaches_a_remote_host(lab: Any, stop: Callable[[], None]
             out, err = run.communicate(timeout=30)
             assert run.returncode == 0, err
         one.close()
-    return {e["kind"]: e for e in denylist()}
+    return {"events": [(e["kind"], e.get("links"), e.get("told")) for e in denylist()],
+            "recorded_to_pushed_ms": round(record_to_push * 1000, 1), "stop_to_denied_seen_s": round(seen_denied, 2)}
