@@ -22,9 +22,9 @@ Modes:
   host-loops    the same, with every host's loop agent denying the EVs through what it localizes
   leaf          plain RoCEv2, the leaves spray per packet (kernel: Linux multipath hashes per flow); the
                 controller told at once where the scenario is a failure it records (t1-blackhole)
-  eecmp         one path per QP, the 5-tuple hash's (host-hash: the path E-ECMP gives a QP), no backups;
-                also this lab's single-path RoCE for loss1 (selective retransmission: go-back-N is not in
-                the transport)
+  eecmp         one path per QP, the 5-tuple hash's (host-hash: the path E-ECMP gives a QP), no backups
+  roce-gbn      the same single path per QP, and go-back-N: RoCEv2 RC without selective repeat (the receiver
+                takes PSNs only in order; a loss resends everything from the lost PSN): loss1's RoCE
 Not a test: Python senders on two shared cores; figures vary with the machine's load (given per run).
 """
 
@@ -74,6 +74,7 @@ MODES: dict[str, Mode] = {
     "host-loops": Mode("host", "health", backups=1, loops=True),
     "leaf": Mode("leaf", "spray", announce=True),
     "eecmp": Mode("host", "hash"),
+    "roce-gbn": Mode("host", "roce-gbn"),
 }
 
 
