@@ -88,7 +88,8 @@ class EvConfig:
     probation_weight: float = 1 / 16  # the weight of an EV on probation (probes brought it back; still probed)
     reorder_window: float = 0.005  # RACK: a packet sent this much before an acknowledged one (and older than
     # an RTT plus this) is lost, on whatever EV
-    floor_yield: int = 3  # losses in a row, no ACK between, that demote an EV the ev_min_active floor holds
+    floor_yield: int = 8  # losses in a row, no ACK between, that demote an EV the ev_min_active floor holds
+    # (a dead path loses its whole flight in an RTT; at 4 % background loss 8 in a row is 1 in 10^11)
 
 
 @dataclass
