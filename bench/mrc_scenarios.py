@@ -381,10 +381,9 @@ def senders_up(run_dir: Path, within: float) -> int:
 
 
 def _ep_schedule(sch: Schedule) -> Any:
-    from endpoint.scenarios import Schedule as EpSchedule
+    from endpoint.scenarios import EndpointSchedule
 
-    return EpSchedule(seconds=sch.seconds, fault_at=sch.fault_at, repair_at=sch.repair_at, rate=sch.rate, qps=sch.qps,
-                      bin_ms=sch.timeline_ms, start_delay=sch.start_delay)
+    return EndpointSchedule(**asdict(sch))  # the fault library's schedule, the senders' settings as the bench's
 
 
 def _at(started_ns: int, seconds: float) -> None:
