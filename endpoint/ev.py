@@ -19,7 +19,8 @@ replaced by a usable backup of its plane (EvTable.active_set).
 usable EVs in the table's active set (a usable backup of its plane that would take its place counts; the
 demotion is counted in `floor_held` instead). The floor holds background loss (uniform random loss on every
 link makes every EV lose now and then; one loss each would map them all out), not a dead path: an EV that
-loses `floor_yield` packets in a row with no acknowledgement between goes ASSUMED_BAD whatever the floor.
+loses `floor_yield` packets in a row, over an RTO at least, with no acknowledgement between goes ASSUMED_BAD
+whatever the floor.
 `default_min_active` is the specification's examples' choice, a quarter of the EVs.
 
 Gray paths: the answered probes needed to come back (the hold-down) double with every gray strike: a
@@ -145,6 +146,7 @@ class EvHealth:
     remote_up: bool = True  # the destination's, as its last acknowledgement's port-state bitmap said
     floor_held: int = 0  # losses that left it usable because of ev_min_active
     dry: int = 0  # losses since its last acknowledgement (a dead path's grow without end)
+    dry_since: float = float("-inf")  # the first of them
     may_demote: Callable[[EvHealth], bool] | None = None  # ev_min_active, set by the table that owns this health
     listener: Listener | None = None
     transitions: list[tuple[float, str, str, str]] = field(default_factory=list)  # (t, from, to, why)
@@ -203,10 +205,14 @@ class EvHealth:
         """A loss that is not a trim: a usable EV is ASSUMED_BAD at once, unless ev_min_active holds it (a port
         down explains the loss: the EV is left as it is)."""
         self.last_loss = now
+        if not self.dry:
+            self.dry_since = now
         self.dry += 1
         if not self.usable:
             return
-        if self.dry < self.config.floor_yield and self.may_demote is not None and not self.may_demote(self):
+        # dead: floor_yield losses in a row over an RTO at least (a burst of timeouts at one instant is a stall)
+        dead = self.dry >= self.config.floor_yield and now - self.dry_since >= self.rto()
+        if not dead and self.may_demote is not None and not self.may_demote(self):
             self.floor_held += 1
             return
         if now - self.back_at < self.config.forgive:
@@ -473,16 +479,14 @@ class EvTable:
         return [i for i in self.ids if self.health[i].state in states]
 
     def _may_demote(self, h: EvHealth) -> bool:
-        """ev_min_active: whether the active set keeps `min_active` usable EVs without `h` (a usable backup of
-        of its plane takes the place of an active EV that is not)."""
-        if h.ev not in self.active:
-            return True
+        """ev_min_active: whether the active set keeps `min_active` usable EVs without `h`: per plane, as many
+        as it has active places and usable EVs (a usable backup takes the place of an active EV that is not;
+        the QPs' shares of this table swap on their own, so which EV holds a place is not counted)."""
         left = 0
         for plane in {self.health[e].plane for e in self.active}:
-            slots = [e for e in self.active if self.health[e].plane == plane]
-            ok = sum(1 for e in slots if e != h.ev and self.health[e].usable)
-            spare = sum(1 for b in self.backup if self.health[b].plane == plane and self.health[b].usable)
-            left += min(len(slots), ok + spare)
+            places = sum(1 for e in self.active if self.health[e].plane == plane)
+            ok = sum(1 for e in self.ids if e != h.ev and self.health[e].plane == plane and self.health[e].usable)
+            left += min(places, ok)
         return left >= self.min_active
 
     def _changed(self, h: EvHealth, now: float, old: EvState, to: EvState, why: str) -> None:

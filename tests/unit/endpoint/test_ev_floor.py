@@ -42,6 +42,18 @@ def test_a_loss_whose_place_a_usable_backup_of_its_plane_takes_is_not_held_by_th
     assert t[1024].state == EvState.ASSUMED_BAD and t.active_set(0.2) == [1, 1025]
 
 
+def test_the_floor_holds_a_backup_that_took_an_active_place_in_a_qps_share_of_the_table():
+    t = lab_table()  # active 0 1 2 | 1024 1025 1026, backups 3 | 1027, floor 2
+    qp = t.view(IDS, active=list(t.active))  # a QP's share: it swaps on its own
+    for e in (0, 1, 2, 1024, 1025, 1026):
+        t[e].on_sack_loss(0.1)
+        qp.active_set(0.1)
+    assert [e for e in qp.active if qp[e].usable] == [3, 1027] and t.active == [0, 1, 2, 1024, 1025, 1026]
+    t[3].on_sack_loss(0.2)  # not in the destination's active list, but holding a place in the QP's
+    assert t[3].state == EvState.UNKNOWN and t[3].floor_held == 1
+    assert [e for e in qp.active_set(0.2) if qp[e].usable] == [3, 1027]
+
+
 def test_a_good_ev_still_goes_assumed_bad_at_its_first_loss_while_the_others_are_usable():
     t = lab_table()
     for e in IDS:
@@ -50,18 +62,23 @@ def test_a_good_ev_still_goes_assumed_bad_at_its_first_loss_while_the_others_are
     assert [tr[1:] for tr in t[1].transitions] == [("unknown", "good", "first ack"), ("good", "assumed_bad", "timeout")]
 
 
-def test_a_dead_ev_goes_assumed_bad_through_the_floor_after_floor_yield_losses_with_no_ack_between():
+def test_a_dead_ev_goes_assumed_bad_through_the_floor_after_floor_yield_losses_over_an_rto_with_no_ack_between():
     t = EvTable(IDS, CFG, planes=PLANES, min_active=8)  # no backups, every EV held at the floor
     assert CFG.floor_yield == 8
     t[0].on_ack(0.0, 0.001)
+    assert t[0].rto() == pytest.approx(0.025)  # the floor: 1 ms + 4 x 0.5 ms
     for i in range(7):  # background loss: 7 in a row, then an ACK, then more: never 8 in a row
-        t[0].on_sack_loss(0.1 + i * 0.001)
-    t[0].on_ack(0.11, 0.001)
-    t[0].on_sack_loss(0.12)
+        t[0].on_sack_loss(0.1 + i * 0.005)
+    t[0].on_ack(0.14, 0.001)
+    t[0].on_sack_loss(0.15)
     assert t[0].state == EvState.GOOD and t[0].floor_held == 8 and t[0].dry == 1
-    for i in range(7):  # the path died: loss after loss, nothing acknowledged
-        t[0].on_timeout(0.2 + i * 0.001)
-    assert t[0].transitions[-1] == (0.206, "good", "assumed_bad", "timeout") and t[0].floor_held == 14
+    for i in range(20):  # a stall: 20 timeouts at one instant are no dead path
+        t[1].on_timeout(0.2)
+    assert t[1].state == EvState.UNKNOWN and t[1].floor_held == 20
+    for i in range(9):  # the path died: loss after loss, nothing acknowledged, 5 ms apart
+        t[2].on_timeout(0.2 + i * 0.005)
+    # the 8th in a row came 35 ms after the first (over the 25 ms RTO): through the floor
+    assert t[2].transitions == [(0.235, "unknown", "assumed_bad", "timeout")] and t[2].floor_held == 7
 
 
 def uniform_loss(t: EvTable, loss: float, until: float, seed: int, dead: tuple[int, float] | None = None,
@@ -100,7 +117,7 @@ def test_uniform_loss_on_every_ev_leaves_at_least_the_floor_usable_without_it_no
     assert counts[-1][1] == 0 and sum(1 for _, c in counts if c == 0) > len(counts) // 2  # mapped out, mostly
 
 
-def test_under_uniform_loss_an_ev_that_dies_goes_assumed_bad_at_its_eighth_loss_in_a_row_and_stays_out():
+def test_under_uniform_loss_an_ev_that_dies_goes_assumed_bad_after_eight_losses_over_an_rto_and_stays_out():
     t = lab_table(config=EvConfig())
     uniform_loss(t, 0.04, 2.0, 7)
     held = usable(t, 2.0)
@@ -109,5 +126,6 @@ def test_under_uniform_loss_an_ev_that_dies_goes_assumed_bad_at_its_eighth_loss_
     t2 = lab_table(config=EvConfig())
     uniform_loss(t2, 0.04, 3.0, 7, dead=(victim, 2.0))
     down = [tr for tr in t2[victim].transitions if tr[0] >= 2.0]
-    assert down[0][2] == "assumed_bad" and down[0][0] <= 2.0 + 7 * 0.001  # at most its 8th packet after the death
+    # its 8th loss in a row came within 7 ms, then it waits for an RTO (25 ms) after the first of them
+    assert down[0][2] == "assumed_bad" and 2.0 + 0.025 <= down[0][0] <= 2.0 + 0.025 + 0.001
     assert t2[victim].state == EvState.ASSUMED_BAD and victim not in usable(t2, 3.0)
