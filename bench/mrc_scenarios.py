@@ -22,9 +22,9 @@ Modes:
   host-loops    the same, with every host's loop agent denying the EVs through what it localizes
   leaf          plain RoCEv2, the leaves spray per packet (kernel: Linux multipath hashes per flow); the
                 controller told at once where the scenario is a failure it records (t1-blackhole)
-  eecmp         one path per QP, the 5-tuple hash's (host-hash: the path E-ECMP gives a QP), no backups;
-                also this lab's single-path RoCE for loss1 (selective retransmission: go-back-N is not in
-                the transport)
+  eecmp         one path per QP, the 5-tuple hash's (host-hash: the path E-ECMP gives a QP), no backups
+  roce-gbn      the same single path per QP, and go-back-N: RoCEv2 RC without selective repeat (the receiver
+                takes PSNs only in order; a loss resends everything from the lost PSN): loss1's RoCE
 Not a test: Python senders on two shared cores; figures vary with the machine's load (given per run).
 """
 
@@ -74,6 +74,7 @@ MODES: dict[str, Mode] = {
     "host-loops": Mode("host", "health", backups=1, loops=True),
     "leaf": Mode("leaf", "spray", announce=True),
     "eecmp": Mode("host", "hash"),
+    "roce-gbn": Mode("host", "roce-gbn"),
 }
 
 
@@ -380,10 +381,9 @@ def senders_up(run_dir: Path, within: float) -> int:
 
 
 def _ep_schedule(sch: Schedule) -> Any:
-    from endpoint.scenarios import Schedule as EpSchedule
+    from endpoint.scenarios import EndpointSchedule
 
-    return EpSchedule(seconds=sch.seconds, fault_at=sch.fault_at, repair_at=sch.repair_at, rate=sch.rate, qps=sch.qps,
-                      bin_ms=sch.timeline_ms, start_delay=sch.start_delay)
+    return EndpointSchedule(**asdict(sch))  # the fault library's schedule, the senders' settings as the bench's
 
 
 def _at(started_ns: int, seconds: float) -> None:

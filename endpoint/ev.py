@@ -16,7 +16,12 @@ makes the EVs of that plane unusable without changing their state. An active EV 
 replaced by a usable backup of its plane (EvTable.active_set).
 
 `ev_min_active` (EvTable.min_active): a loss does not make an EV ASSUMED_BAD when that would leave fewer
-usable EVs in the table's active set (the demotion is counted in `floor_held` instead).
+usable EVs in the table's active set (a usable backup of its plane that would take its place counts; the
+demotion is counted in `floor_held` instead). The floor holds background loss (uniform random loss on every
+link makes every EV lose now and then; one loss each would map them all out), not a dead path: an EV that
+loses `floor_yield` packets in a row, over an RTO at least, with no acknowledgement between goes ASSUMED_BAD
+whatever the floor.
+`default_min_active` is the specification's examples' choice, a quarter of the EVs.
 
 Gray paths: the answered probes needed to come back (the hold-down) double with every gray strike: a
 relapse (a loss within `forgive` of coming back) and a probe lost after an answered one (the path answers
@@ -84,6 +89,8 @@ class EvConfig:
     probation_weight: float = 1 / 16  # the weight of an EV on probation (probes brought it back; still probed)
     reorder_window: float = 0.005  # RACK: a packet sent this much before an acknowledged one (and older than
     # an RTT plus this) is lost, on whatever EV
+    floor_yield: int = 8  # losses in a row, no ACK between, that demote an EV the ev_min_active floor holds
+    # (a dead path loses its whole flight in an RTT; at 4 % background loss 8 in a row is 1 in 10^11)
 
 
 @dataclass
@@ -138,6 +145,8 @@ class EvHealth:
     local_up: bool = True  # this host's NIC port of the EV's plane
     remote_up: bool = True  # the destination's, as its last acknowledgement's port-state bitmap said
     floor_held: int = 0  # losses that left it usable because of ev_min_active
+    dry: int = 0  # losses since its last acknowledgement (a dead path's grow without end)
+    dry_since: float = float("-inf")  # the first of them
     may_demote: Callable[[EvHealth], bool] | None = None  # ev_min_active, set by the table that owns this health
     listener: Listener | None = None
     transitions: list[tuple[float, str, str, str]] = field(default_factory=list)  # (t, from, to, why)
@@ -196,9 +205,14 @@ class EvHealth:
         """A loss that is not a trim: a usable EV is ASSUMED_BAD at once, unless ev_min_active holds it (a port
         down explains the loss: the EV is left as it is)."""
         self.last_loss = now
+        if not self.dry:
+            self.dry_since = now
+        self.dry += 1
         if not self.usable:
             return
-        if self.may_demote is not None and not self.may_demote(self):
+        # dead: floor_yield losses in a row over an RTO at least (a burst of timeouts at one instant is a stall)
+        dead = self.dry >= self.config.floor_yield and now - self.dry_since >= self.rto()
+        if not dead and self.may_demote is not None and not self.may_demote(self):
             self.floor_held += 1
             return
         if now - self.back_at < self.config.forgive:
@@ -230,6 +244,7 @@ class EvHealth:
         ASSUMED_BAD one waits for its probes (the ACK may be of a packet sent before the loss)."""
         s = self.stats
         s.acked += 1
+        self.dry = 0
         self._sample(rtt)
         if self.state == EvState.UNKNOWN:
             self._go(now, EvState.GOOD, "first ack")
@@ -464,8 +479,15 @@ class EvTable:
         return [i for i in self.ids if self.health[i].state in states]
 
     def _may_demote(self, h: EvHealth) -> bool:
-        usable = sum(1 for e in self.active if self.health[e].usable)
-        return h.ev not in self.active or usable - 1 >= self.min_active
+        """ev_min_active: whether the active set keeps `min_active` usable EVs without `h`: per plane, as many
+        as it has active places and usable EVs (a usable backup takes the place of an active EV that is not;
+        the QPs' shares of this table swap on their own, so which EV holds a place is not counted)."""
+        left = 0
+        for plane in {self.health[e].plane for e in self.active}:
+            places = sum(1 for e in self.active if self.health[e].plane == plane)
+            ok = sum(1 for e in self.ids if e != h.ev and self.health[e].plane == plane and self.health[e].usable)
+            left += min(places, ok)
+        return left >= self.min_active
 
     def _changed(self, h: EvHealth, now: float, old: EvState, to: EvState, why: str) -> None:
         if self.events is not None:
@@ -532,6 +554,12 @@ class EvTable:
 
     def to_json(self) -> list[dict[str, Any]]:
         return [self.health[i].to_json() for i in self.ids]
+
+
+def default_min_active(evs: int, active: int) -> int:
+    """ev_min_active when none is given: a quarter of the EVs (the specification's examples set ev_count / 4),
+    at least 1, at most the active ones."""
+    return min(active, max(1, evs // 4))
 
 
 def split_active(ids: list[int], planes: dict[int, int], backups_per_plane: int) -> list[int]:

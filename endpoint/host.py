@@ -310,7 +310,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--bin-ms", type=float, default=20.0)
     s.add_argument("--cc", action="store_true", help="DCTCP congestion window per QP (at most --window)")
     s.add_argument("--backups-per-plane", type=int, default=0, help="EVs per plane kept as backups")
-    s.add_argument("--ev-min-active", type=int, default=0, help="usable active EVs a loss may not go below")
+    s.add_argument("--ev-min-active", type=int, default=None,
+                   help="usable active EVs a loss may not go below (default: a quarter of the EVs; 0: no floor)")
     s.add_argument("--recover-probes", type=int, default=EvConfig.recover_probes,
                    help="answered probes in a row that bring an ASSUMED_BAD EV back (doubled per gray strike)")
     s.add_argument("--events", help="append EV state change events here (JSON lines)")

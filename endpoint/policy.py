@@ -2,6 +2,8 @@
 
 - `spray`: oblivious per-packet spraying, round-robin over every EV whatever its state.
 - `hash`: the 5-tuple hash of the QP's flow picks one EV for good (a classic RoCE NIC behind ECMP).
+- `roce-gbn`: the same single path, and the transport goes back N (RoCEv2 RC without selective repeat:
+  the receiver takes PSNs only in order, a loss resends everything from the lost PSN; `go_back_n`).
 - `qp-rr`: QP k takes EV k mod n (one path per QP, QPs spread evenly).
 - `health`: per-packet spraying over the QP's active EVs that are GOOD or UNKNOWN (congested ones only
   when no other is left), never an ASSUMED_BAD or DENIED one: an active EV so is replaced by a backup
@@ -38,6 +40,7 @@ class Policy:
     """Base: subclasses choose `pick` (a new packet) and may override `repick`, `on_message`, `on_done`."""
 
     name = "?"
+    go_back_n = False  # the sender's transport: selective retransmission (False) or go-back-N (True)
 
     def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
         """The EV of the flow's packet number `seq` (0-based within the QP)."""
@@ -100,6 +103,13 @@ class FiveTupleHash(Policy):
     def pick(self, table: EvTable, flow: Flow, seq: int) -> int:
         key = f"{flow.src}|{flow.dst}|17|{flow.sport}|4791".encode()
         return table.active[zlib.crc32(key) % len(table.active)]
+
+
+class RoceGoBackN(FiveTupleHash):
+    """Single-path RoCEv2 RC: one EV per QP by its 5-tuple hash, and go-back-N retransmission."""
+
+    name = "roce-gbn"
+    go_back_n = True
 
 
 class QpRoundRobin(Policy):
@@ -205,7 +215,8 @@ class Ethereal(Policy):
         self._add(flow.dst, ev, -packets)
 
 
-POLICIES: dict[str, type[Policy]] = {p.name: p for p in (Spray, FiveTupleHash, QpRoundRobin, HealthAware, Ethereal)}
+POLICIES: dict[str, type[Policy]] = {p.name: p for p in (Spray, FiveTupleHash, RoceGoBackN, QpRoundRobin, HealthAware,
+                                                           Ethereal)}
 
 
 def make(name: str, **kwargs: int) -> Policy:

@@ -5,6 +5,11 @@ returns the ACK to send (or None): an ACK for every data packet with a good ICRC
 NACK for a trimmed one, a probe ACK for a probe. Per (sender, QP) it counts what arrived: distinct
 PSNs, duplicates, the reorder distance of each late packet (how many higher PSNs came first,
 histogram in powers of two), per EV (by first copy, and every copy), CE marks, trimmed packets, bad ICRCs.
+
+A go-back-N QP's data (wire.DATA_GBN: RoCEv2 RC without selective repeat) is taken only in PSN order, as an
+RC responder does: the expected PSN is acknowledged (an ACK covers every PSN up to its own), a duplicate is
+acknowledged with the last PSN taken, and a PSN past the expected one is dropped, the first such of a
+sequence error answered by one NAK carrying the expected PSN (the next NAK only after it came).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.plan.evs import Ev
-from endpoint.wire import ACK, DATA, NACK, PROBE, PROBE_ACK, REV_PROBE, REV_PROBE_ACK, AckHeader, DataHeader, Received, ev_of
+from endpoint.wire import ACK, DATA, DATA_GBN, NACK, PROBE, PROBE_ACK, REV_PROBE, REV_PROBE_ACK, AckHeader, DataHeader, Received, ev_of
 
 PSN_MASK = 0xFFFFFF
 
@@ -44,6 +49,10 @@ class QpRx:
     reorder: dict[str, int] = field(default_factory=dict)
     highest: int = -1
     seen: set[int] = field(default_factory=set)
+    in_order: bool = False  # a go-back-N QP: PSNs taken only in order
+    next_offset: int = 0  # in order: the expected PSN (as an offset from start_psn)
+    nak_out: bool = False  # in order: the sequence error's NAK is sent, the expected PSN has not come since
+    out_of_sequence: int = 0  # in order: PSNs past the expected one, dropped
 
     @property
     def lost(self) -> int:
@@ -52,7 +61,7 @@ class QpRx:
     def to_json(self) -> dict[str, Any]:
         return {"sender": self.sender, "qp": self.qp, "expected": self.expected, "received": self.received,
                 "lost": self.lost, "duplicated": self.duplicated, "ecn": self.ecn, "trimmed": self.trimmed,
-                "icrc_bad": self.icrc_bad, "per_ev": {str(k): v for k, v in sorted(self.per_ev.items())},
+                "icrc_bad": self.icrc_bad, "out_of_sequence": self.out_of_sequence, "per_ev": {str(k): v for k, v in sorted(self.per_ev.items())},
                 "carried": {str(k): v for k, v in sorted(self.carried.items())},
                 "reorder": dict(sorted(self.reorder.items(), key=lambda kv: int(kv[0].split("-")[0])))}
 
@@ -121,6 +130,9 @@ class ReceiverCore:
             q = self.qps.get((peer, rx.qp))
             if q is not None:
                 q.trimmed += 1
+                if q.in_order:  # lost like any PSN the receiver did not take: the sequence error's NAK, once
+                    offset = (rx.psn - q.start_psn) & PSN_MASK
+                    return None if q.nak_out or offset < q.next_offset else self._nak(q, peer, ev, ev_id, rx.flow_label)
             else:
                 self.trimmed_unmatched += 1
             # the payload is gone; the flow label says which transmission it was (wire.tx_stamp)
@@ -135,22 +147,30 @@ class ReceiverCore:
             self.probes += 1
             return Reply(peer, ev, rx.qp, rx.psn, AckHeader(PROBE_ACK, ev_id, header.ev_seq, header.tx_ns,
                                                             ports=self.ports))
-        if header.kind != DATA:
+        if header.kind not in (DATA, DATA_GBN):
             self.unknown += 1
             return None
         self.last_data[peer] = now_ns
         q = self.qps.get((peer, rx.qp))
         if q is None:
-            q = self.qps[peer, rx.qp] = QpRx(peer, rx.qp, header.total, header.start_psn)
+            q = self.qps[peer, rx.qp] = QpRx(peer, rx.qp, header.total, header.start_psn,
+                                             in_order=header.kind == DATA_GBN)
         if not rx.icrc_ok:
             q.icrc_bad += 1
             return None
         ce = rx.ecn == 3
         if ce:
             q.ecn += 1
-        q.carried[ev_id] = q.carried.get(ev_id, 0) + 1
         offset = (rx.psn - q.start_psn) & PSN_MASK
-        if offset in q.seen:
+        psn = rx.psn
+        if q.in_order and offset > q.next_offset:  # a PSN sequence error: dropped
+            q.out_of_sequence += 1
+            return None if q.nak_out else self._nak(q, peer, ev, ev_id, header.tx_ns, ce)
+        q.carried[ev_id] = q.carried.get(ev_id, 0) + 1
+        if q.in_order and offset < q.next_offset:
+            q.duplicated += 1
+            psn = q.start_psn + q.next_offset - 1  # acknowledged with the last PSN taken
+        elif offset in q.seen:
             q.duplicated += 1
         else:
             q.seen.add(offset)
@@ -162,7 +182,15 @@ class ReceiverCore:
             if self.bin_ns:
                 b = now_ns // self.bin_ns
                 self.bins[b] = self.bins.get(b, 0) + 1
-        return Reply(peer, ev, rx.qp, rx.psn, AckHeader(ACK, ev_id, header.ev_seq, header.tx_ns, ce, self.ports))
+            if q.in_order:
+                q.next_offset, q.nak_out = offset + 1, False
+        return Reply(peer, ev, rx.qp, psn & PSN_MASK, AckHeader(ACK, ev_id, header.ev_seq, header.tx_ns, ce, self.ports))
+
+    def _nak(self, q: QpRx, peer: str, ev: Ev, ev_id: int, tx_ns: int, ce: bool = False) -> Reply:
+        """The NAK of a go-back-N QP's sequence error: the expected PSN, once until it comes."""
+        q.nak_out = True
+        return Reply(peer, ev, q.qp, (q.start_psn + q.next_offset) & PSN_MASK,
+                     AckHeader(NACK, ev_id, 0, tx_ns, ce, self.ports))
 
     def _reverse(self, peer: str, ev: Ev) -> Ev:
         """The EV an acknowledgement of data that came on `ev` rides: its plane's reverse EV."""

@@ -41,6 +41,7 @@ MODES: dict[str, tuple[str, str, bool]] = {
     "host-spray": ("host", "spray", False),
     "host-ethereal": ("host", "ethereal", False),
     "host-hash": ("host", "hash", False),
+    "roce-gbn": ("host", "roce-gbn", False),  # single-path RoCEv2 RC: one EV per QP, go-back-N
 }
 
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from controller.plan.evs import Ev
 from endpoint.cc import Dctcp
-from endpoint.ev import EvConfig, EvEvents, EvState, EvTable, split_active
+from endpoint.ev import EvConfig, EvEvents, EvState, EvTable, default_min_active, split_active
 from endpoint.policy import Flow, Policy
 from endpoint.rto import HostRtt
-from endpoint.wire import DATA, NACK, PROBE, PROBE_ACK, REV_PROBE, REV_PROBE_ACK, AckHeader, DataHeader, tx_stamp
+from endpoint.wire import DATA, DATA_GBN, NACK, PROBE, PROBE_ACK, REV_PROBE, REV_PROBE_ACK, AckHeader, DataHeader, tx_stamp
 
 PSN_MASK = 0xFFFFFF
 QP_MASK = 0xFFFFFF  # the BTH's destination QP, 24 bits (IBTA 9.2)
@@ -83,6 +83,7 @@ class QpState:
     resend_delays: dict[str, list[float]] = field(default_factory=dict)  # how seen -> lost send to its resend (s)
     resend_rtts: dict[str, list[float]] = field(default_factory=dict)  # how seen -> that delay in the EV's SRTTs
     cc: Dctcp | None = None  # the congestion window (SenderConfig.cc), else the fixed window
+    rewinds: int = 0  # go-back-N: times the QP went back to a lost PSN and sent everything from it again
 
     @property
     def done(self) -> bool:
@@ -106,7 +107,8 @@ class SenderConfig:
     bin_ms: float = 20.0
     cc: bool = False  # DCTCP congestion window per QP (endpoint.cc), at most `window`
     backups_per_plane: int = 0  # EVs per plane and destination kept as backups (replace an ASSUMED_BAD one)
-    ev_min_active: int = 0  # the specification's floor: usable active EVs a loss may not go below
+    ev_min_active: int | None = None  # the specification's floor: usable active EVs a loss may not go below
+    # (None: ev.default_min_active, a quarter of the EVs)
     event_queue: int = 1024  # EV state change events waiting at most (more are dropped and counted)
 
     def __post_init__(self) -> None:
@@ -147,8 +149,10 @@ class SenderCore:
         for d, v in self.evs.items():
             planes = {e.id: e.plane for e in v.values()}
             ids = sorted(v)
-            self.tables[d] = EvTable(ids, ev_config, planes=planes, active=split_active(ids, planes, config.backups_per_plane),
-                                     min_active=config.ev_min_active, profile=d, events=self.events)
+            active = split_active(ids, planes, config.backups_per_plane)
+            floor = default_min_active(len(ids), len(active)) if config.ev_min_active is None else config.ev_min_active
+            self.tables[d] = EvTable(ids, ev_config, planes=planes, active=active, min_active=floor, profile=d,
+                                     events=self.events)
         self.rtts = {d: HostRtt() for d in self.evs}  # per destination host, over all its EVs
         self.ev_seq: dict[tuple[str, int], int] = {}
         self.qps: dict[tuple[str, int], QpState] = {}
@@ -177,6 +181,7 @@ class SenderCore:
         self.late_acks = 0
         self.reorder_window = (ev_config or EvConfig()).reorder_window  # RACK's, doubled on each spurious loss
         self.local_ports = 0  # this host's port-state bitmap as last read (0: unknown), in reverse probe answers
+        self.go_back_n = policy.go_back_n  # RoCEv2 RC without selective repeat (policy roce-gbn)
 
     def _qp_view(self, table: EvTable, k: int) -> EvTable:
         """QP k's EVs: its share of the active ones, the backups its own too."""
@@ -219,7 +224,9 @@ class SenderCore:
                 self.rr = (self.rr + i + 1) % n
                 seq = q.next_seq
                 q.next_seq += 1
-                if seq % q.per_message == 0:
+                if seq in q.attempts:  # go-back-N: sent before, and the receiver dropped it (or it was lost)
+                    q.retransmitted += 1
+                elif seq % q.per_message == 0:
                     self.policy.on_message(q.table, q.flow, seq, min(q.per_message, q.total - seq))
                 return self._send(q, seq, self.policy.pick(q.table, q.flow, seq), now, now_ns)
         if not self.done:
@@ -242,7 +249,7 @@ class SenderCore:
         b = self._bin(now_ns)
         per = self.ev_bins.setdefault(ev, {})
         per[b] = per.get(b, 0) + 1
-        header = DataHeader(DATA, self.host, ev, ev_seq, q.total, q.start_psn, now_ns, min(attempt, 255))
+        header = DataHeader(DATA_GBN if self.go_back_n else DATA, self.host, ev, ev_seq, q.total, q.start_psn, now_ns, min(attempt, 255))
         return Tx(q.dst, ev, q.qp, (q.start_psn + seq) & PSN_MASK, header)
 
     def _bin(self, now_ns: int) -> int:
@@ -267,6 +274,9 @@ class SenderCore:
         if q is None:
             return
         seq = (psn - q.start_psn) & PSN_MASK
+        if self.go_back_n:
+            self._gbn_ack(q, seq, ack, rtt, now, now_ns)
+            return
         out = q.outstanding.get(seq)
         if ack.kind == NACK:
             q.trims += 1
@@ -313,6 +323,36 @@ class SenderCore:
         srtt = table[ack.ev].stats.srtt or 0.0
         for o in [o for o in q.outstanding.values() if o.tx + reo < out.tx and now - o.tx > srtt + reo]:
             self._lost(q, o, now, "sack")
+
+    def _gbn_ack(self, q: QpState, seq: int, ack: AckHeader, rtt: float, now: float, now_ns: int) -> None:
+        """Go-back-N, the receiver taking PSNs only in order: an ACK acknowledges every PSN up to its own; a NAK
+        (PSN sequence error) says the receiver expects `seq` and dropped what came after it: back to `seq`."""
+        table = self.tables[q.dst]
+        out = q.outstanding.get(seq)
+        fresh = ack.kind != NACK and out is not None and out.tx_ns == ack.tx_ns
+        for s in range(len(q.acked), min(seq if ack.kind == NACK else seq + 1, q.total)):  # (acked: a prefix)
+            self._acked(q, s, now, now_ns, q.outstanding.get(s))
+        q.next_seq = max(q.next_seq, len(q.acked))
+        if ack.kind == NACK:
+            if seq == len(q.acked) < q.next_seq:
+                self._go_back(q, seq)
+            return
+        if ack.ce:
+            q.ecn += 1
+        table[ack.ev].on_ack(now, rtt if fresh else None, ack.ce)  # (Karn: no sample from another transmission's)
+        if fresh:
+            self.rtts[q.dst].sample(rtt)
+
+    def _go_back(self, q: QpState, seq: int) -> None:
+        """Go-back-N: every PSN from `seq` on is sent again in order; what is in flight after it is given up
+        (the receiver drops it). No EV evidence: a single-path RoCE NIC has no other path."""
+        for o in [o for o in q.outstanding.values() if o.seq >= seq]:
+            del q.outstanding[o.seq]
+            self.policy.on_done(q.flow, o.ev)
+            if o.attempt == 0:
+                q.lost_first_tx[o.seq] = (o.first_tx, o.first_tx_ns)
+        q.next_seq = seq
+        q.rewinds += 1
 
     def _acked(self, q: QpState, seq: int, now: float, now_ns: int, out: Outstanding | None) -> None:
         if out is not None:
@@ -367,6 +407,9 @@ class SenderCore:
         for q in self.order:
             for o in list(q.outstanding.values()):
                 if o.seq in q.outstanding and now - o.tx >= self.rto(q.dst, o.ev) * backoff(o.attempt):
+                    if self.go_back_n:
+                        self._go_back(q, len(q.acked))  # the oldest unacknowledged PSN and all after it
+                        break
                     self._lost(q, o, now, "timeout")
         probes = []
         for dst, table in self.tables.items():
@@ -493,7 +536,7 @@ class SenderCore:
             qps.append({
                 "dst": q.dst, "qp": q.qp, "evs": q.table.ids, "total": q.total, "acked": len(q.acked),
                 "lost_first_try": len(lost),
-                "retransmitted": q.retransmitted, "spurious": q.spurious, "trims": q.trims, "ecn": q.ecn, "duplicate_acks": q.duplicate_acks,
+                "retransmitted": q.retransmitted, "rewinds": q.rewinds, "spurious": q.spurious, "trims": q.trims, "ecn": q.ecn, "duplicate_acks": q.duplicate_acks,
                 "per_ev": {str(k): v for k, v in sorted(q.per_ev.items())},
                 "loss_span_ms": round((lost[-1] - lost[0]) * 1e3, 3) if lost else None,
                 "first_loss_s": lost[0] if lost else None, "last_loss_s": lost[-1] if lost else None,

@@ -30,6 +30,7 @@ OP_SEND_ONLY, OP_ACK = 0x04, 0x11
 AETH_ACK, AETH_NAK = 0x00, 0x60  # IBA 9.7.5.1.1: syndrome ACK (credits 0) / NAK (PSN sequence error)
 SPORT_BASE = 0xC000
 DATA, PROBE, REV_PROBE = 1, 2, 3  # REV_PROBE: a receiver's probe of a reverse EV, answered by the data's sender
+DATA_GBN = 4  # data of a go-back-N QP (RoCEv2 RC without selective repeat): the receiver takes it only in PSN order
 ACK, NACK, PROBE_ACK, REV_PROBE_ACK = 1, 2, 3, 4
 DATA_MAGIC, ACK_MAGIC = b"MRCE", b"MRCA"
 

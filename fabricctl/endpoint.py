@@ -40,7 +40,8 @@ def endpoint() -> None:
 @click.argument("where", nargs=-1, required=True, metavar="T0 T1 | HOST")
 @click.option("--modes", help="Comma-separated. Link faults (default leaf,host): leaf (leaves spray, controller "
                               "told), leaf-unattended (leaves spray, a controller service in this process finds the "
-                              "fault by its probes), host (health-aware EVs), host-spray, host-ethereal, host-hash. "
+                              "fault by its probes), host (health-aware EVs), host-spray, host-ethereal, host-hash, "
+                              "roce-gbn (one EV per QP, go-back-N: RoCEv2 without selective repeat). "
                               "incast (default "
                               "host,host-trim): host, host-trim, leaf, leaf-trim (-trim: the switches trim).")
 @click.option("--percent", type=click.IntRange(1, 100), default=10, show_default=True, help="gray: loss in percent.")

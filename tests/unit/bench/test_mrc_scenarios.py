@@ -30,7 +30,7 @@ def test_defaults_take_every_scenario_and_mode_three_runs_on_the_kernel_lab():
     a = mrc.parse_args([])
     assert (a.dataplane, a.runs, a.json) == ("kernel", 3, False)
     assert a.scenario == ["ev-loss", "t1-blackhole", "t0-flap", "loss1", "nic-down"]
-    assert a.mode == ["host", "host-loops", "leaf", "eecmp"]
+    assert a.mode == ["host", "host-loops", "leaf", "eecmp", "roce-gbn"]
 
 
 def test_scenario_and_mode_repeat_and_keep_their_order():

@@ -458,7 +458,7 @@ def test_ethereal_splits_a_message_into_equal_single_path_parts_on_the_least_loa
 
 def test_make_names_the_known_policies_for_an_unknown_one():
     assert make("ethereal", parts=2).parts == 2 and make("health").name == "health"
-    with pytest.raises(ValueError, match="unknown policy 'ecmp' .*spray, hash, qp-rr, health, ethereal"):
+    with pytest.raises(ValueError, match="unknown policy 'ecmp' .*spray, hash, roce-gbn, qp-rr, health, ethereal"):
         make("ecmp")
 
 

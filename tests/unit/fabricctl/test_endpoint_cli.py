@@ -26,6 +26,9 @@ def run(*args: str) -> Result:
                                                       "leaf-trim)",)),
     (["cut", "p0-t0-0", "p0-t1-0", "--modes", "host-trim"],
      ("error: unknown mode 'host-trim' (known: leaf, leaf-unattended, host,",)),
+    (["cut", "p0-t0-0", "p0-t1-0", "--modes", "host,roce"],
+     ("error: unknown mode 'roce' (known: leaf, leaf-unattended, host, host-spray, host-ethereal, host-hash, "
+      "roce-gbn)",)),
     (["incast", "h2", "--ecn-at", "8"], ("error: --ecn-at (8) must be below --trim-at (8)",)),
     (["incast", "h2", "--bottleneck-pps", "0"], ("--bottleneck-pps", "0")),  # click's range check
     (["incast", "h2", "--queue-depth", "5000"], ("--queue-depth", "5000")),
