@@ -23,7 +23,6 @@ DATA_OVERHEAD = 14 + 40 + 8 + 12 + DataHeader.SIZE + 4  # Ethernet, IPv6, UDP, B
 ACK_FRAME = 14 + 40 + 8 + 12 + 4 + AckHeader.SIZE + 4  # Ethernet, IPv6, UDP, BTH, AETH, the ACK header, ICRC
 CARRIER = 40  # the outer IPv6 header of a host-written carrier
 HOPS = 4  # links a packet crosses one way: host - leaf - spine - leaf - host
-RTO_MARGIN = 2.0  # the minimum RTO in round trips at the queue's depth: a collision can double the queue
 MIN_RECOVER_PROBES = 4  # answered probes in a row that bring an EV back, however slow the link
 
 
@@ -79,7 +78,8 @@ def recover_probes(hold_down: float, cycle: float, most: int) -> int:
 def fit(base: EvConfig, q: LinkQueue | None) -> EvConfig:
     """`base` with its timers held above what the link's queue can delay (None: `base` as it is):
 
-    - min RTO: RTO_MARGIN round trips with the queues full; max RTO at least 4 times that;
+    - min RTO: a round trip with the queues full (the caller's queue counts what a collision adds); max RTO
+      at least 4 times that;
     - probe interval: a round trip (a probe sent sooner waits in the queue that delayed the loss's packet);
       the dead-path backoff's cap at least 4 intervals;
     - answered probes to come back: as many as keep base's hold-down in time (base's count at base's probe
@@ -90,7 +90,7 @@ def fit(base: EvConfig, q: LinkQueue | None) -> EvConfig:
     if q is None:
         return base
     rt = round_trip(q)
-    min_rto = max(base.min_rto, RTO_MARGIN * rt)
+    min_rto = max(base.min_rto, rt)
     probe = max(base.probe_interval, rt)
     need = recover_probes(base.recover_probes * base.probe_gap, base.probe_gap + rt, base.recover_probes)
     cap = max(need, base.max_recover_probes * need // max(1, base.recover_probes))
