@@ -110,6 +110,26 @@ def test_a_loss_without_a_named_transmission_is_never_undone():
     assert h.state == EvState.ASSUMED_BAD
 
 
+
+def test_a_spurious_loss_widens_a_fitted_reorder_window_and_never_narrows_it():
+    """RACK's window doubles on each spurious loss up to twice the configured one (at least 50 ms): a window
+    fitted to a shaped link's queue (340 ms) grows to 680 ms, and is not cut to the 50 ms a fabric needs."""
+    from controller.model.topology import load
+    from controller.plan.evs import host_evs
+    from controller.routes import Fabric
+    from endpoint.policy import make
+    from endpoint.sender import SenderCore
+    from tests.unit.endpoint.test_transport import LAB
+
+    evs = host_evs(Fabric(load(LAB)), "h0", ["h2"])
+    s = SenderCore("h0", evs, make("health"), SenderConfig(qps=1, messages=8, window=8),
+                   EvConfig(min_rto=0.01, reorder_window=0.34))
+    tx = s.next_packet(0.0, 0)
+    s.tick(0.0101, 10_100_000)
+    s.on_ack("h2", tx.qp, tx.psn, ack_of(tx), 0.03, 30_000_000)
+    assert s.order[0].spurious == 1 and s.reorder_window == pytest.approx(0.68)
+    assert Net("health", SenderConfig(qps=1)).sender.max_reorder == 0.05  # a 5 ms window: up to 50 ms, as before
+
 # --- the timers from the link -----------------------------------------------------------------------
 
 def test_the_round_trip_is_every_hop_storing_the_frame_and_its_ack_behind_the_queued_frames():
