@@ -17,9 +17,9 @@ The lab: 2 planes x 2 spines x 2 leaves x 4 hosts, every link shaped to --mbit (
 - spine_freeze (MRC): a spine stops forwarding mid-AllReduce (SIGSTOP) with the controller running, under
   leaf spraying, host EV spraying and E-ECMP; against the same run without the fault;
 - spray_vs_ethereal (Ethereal): host EV spraying against split-and-assign, healthy and with a dead link;
-- ev_timers: host EV spraying and Ethereal (all-to-all and ring AllReduce) with the EV timers as they were
-  (fixed, no late-ACK undo) against the timers fitted to the link (endpoint.timers): spurious resends,
-  ASSUMED_BAD verdicts, undone ones and probes beside the times.
+- ev_timers: host EV spraying and Ethereal (all-to-all and ring AllReduce, and the all-to-all with a dead
+  link) with the EV timers as they were (fixed, no late-ACK undo) against the timers fitted to the link
+  (endpoint.timers): spurious resends, ASSUMED_BAD verdicts, undone ones and probes beside the times.
 
 Within a comparison the cases take turns (baseline run 1, compared run 1, baseline run 2, ...), so each
 ratio is also given run by run ("paired": the spread of the per-run ratios) beside the ratio of the
@@ -320,6 +320,12 @@ def ev_timers(b: Bench) -> Comparison:
         for name in ("host-spray", "ethereal"):
             groups[f"{coll} {name}"] = [b.case("fixed", f"{coll} {name}, timers fixed", sched, name, tr=fixed_timers(b, sched)),
                                         b.case("fitted", f"{coll} {name}, timers fitted", sched, name)]
+    sched, dead = b.sched("alltoall", "spread", 2, "split"), Fault("blackhole", ("p0-t0-0", "p0-t1-0"))
+    for name in ("host-spray", "ethereal"):  # losses that are real: the dead link's EVs must still go out
+        groups[f"dead link {name}"] = [
+            b.case("fixed", f"dead link {name}, timers fixed", sched, name, tr=fixed_timers(b, sched), fault=dead,
+                   fault_at=0.0),
+            b.case("fitted", f"dead link {name}, timers fitted", sched, name, fault=dead, fault_at=0.0)]
     return Comparison("queueing behind a shaped link is not taken for loss: fewer spurious resends, no EV mapped "
                       "out by one, the collective no slower", groups)
 
@@ -375,7 +381,7 @@ def main() -> int:
     ap.add_argument("--only", action="append", choices=COMPARISONS)
     ap.add_argument("--case", action="append", help="only this group of the chosen comparisons (repeatable): "
                     "alltoall, allreduce, rate, placement, healthy, 'dead link', a freeze scheme, or 'alltoall host-spray' "
-                    "(ev_timers: alltoall or allreduce, host-spray or ethereal)")
+                    "(ev_timers: alltoall, allreduce or dead link, then host-spray or ethereal)")
     ap.add_argument("--dataplane", choices=("bmv2", "kernel"), default="bmv2")
     ap.add_argument("--dry-run", action="store_true", help="print what would run and a time budget; no lab")
     ap.add_argument("--dir", default="/tmp/srv6-bench-collectives")
