@@ -18,8 +18,9 @@ The lab: 2 planes x 2 spines x 2 leaves x 4 hosts, every link shaped to --mbit (
   leaf spraying, host EV spraying and E-ECMP; against the same run without the fault;
 - spray_vs_ethereal (Ethereal): host EV spraying against split-and-assign, healthy and with a dead link;
 - ev_timers: host EV spraying and Ethereal (all-to-all and ring AllReduce, and the all-to-all with a dead
-  link) with the EV timers as they were (fixed, no late-ACK undo) against the timers fitted to the link
-  (endpoint.timers): spurious resends, ASSUMED_BAD verdicts, undone ones and probes beside the times.
+  link) with the EV timers as they were (fixed, no late-ACK undo), the same with the undo, and the timers
+  fitted to the link (endpoint.timers): spurious resends, ASSUMED_BAD verdicts, undone ones and probes beside
+  the times.
 
 Within a comparison the cases take turns (baseline run 1, compared run 1, baseline run 2, ...), so each
 ratio is also given run by run ("paired": the spread of the per-run ratios) beside the ratio of the
@@ -318,8 +319,12 @@ def ev_timers(b: Bench) -> Comparison:
     for coll in ("alltoall", "allreduce"):
         sched = b.sched(coll, "spread", 2, "split")
         for name in ("host-spray", "ethereal"):
-            groups[f"{coll} {name}"] = [b.case("fixed", f"{coll} {name}, timers fixed", sched, name, tr=fixed_timers(b, sched)),
-                                        b.case("fitted", f"{coll} {name}, timers fitted", sched, name)]
+            fixed = fixed_timers(b, sched)
+            groups[f"{coll} {name}"] = [
+                b.case("fixed", f"{coll} {name}, timers fixed", sched, name, tr=fixed),
+                b.case("fixed_undo", f"{coll} {name}, timers fixed, late-ACK undo", sched, name,
+                       tr=dataclasses.replace(fixed, undo_spurious=True)),
+                b.case("fitted", f"{coll} {name}, timers fitted", sched, name)]
     sched, dead = b.sched("alltoall", "spread", 2, "split"), Fault("blackhole", ("p0-t0-0", "p0-t1-0"))
     for name in ("host-spray", "ethereal"):  # losses that are real: the dead link's EVs must still go out
         groups[f"dead link {name}"] = [
