@@ -16,7 +16,11 @@ The lab: 2 planes x 2 spines x 2 leaves x 4 hosts, every link shaped to --mbit (
 - pinning (Meta): path pinning on a balanced placement against one host of each leaf's pair busy (and E-ECMP there);
 - spine_freeze (MRC): a spine stops forwarding mid-AllReduce (SIGSTOP) with the controller running, under
   leaf spraying, host EV spraying and E-ECMP; against the same run without the fault;
-- spray_vs_ethereal (Ethereal): host EV spraying against split-and-assign, healthy and with a dead link.
+- spray_vs_ethereal (Ethereal): host EV spraying against split-and-assign, healthy and with a dead link;
+- ev_timers: host EV spraying and Ethereal (all-to-all and ring AllReduce, and the all-to-all with a dead
+  link) with the EV timers as they were (fixed, no late-ACK undo), the same with the undo, and the timers
+  fitted to the link (endpoint.timers): spurious resends, ASSUMED_BAD verdicts, undone ones and probes beside
+  the times.
 
 Within a comparison the cases take turns (baseline run 1, compared run 1, baseline run 2, ...), so each
 ratio is also given run by run ("paired": the spread of the per-run ratios) beside the ratio of the
@@ -27,6 +31,7 @@ medians, and a drift of the machine's load falls on both sides alike. `--only` (
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -44,12 +49,13 @@ from controller.workload import Rates, Schedule, Workload, ideal_time, place, sc
 from controller.workload.metrics import RunMetrics  # noqa: E402
 from endpoint.collective.rank import Transport  # noqa: E402
 from endpoint.collective.report import JobReport, job, wire_share  # noqa: E402
-from endpoint.collective.run import Fault  # noqa: E402
+from endpoint.collective.layout import Transfer  # noqa: E402
+from endpoint.collective.run import Fault, frame_bytes, queued_windows  # noqa: E402
 from endpoint.collective.schemes import SCHEMES, scheme  # noqa: E402
 from mininet_labs.lab import LabError  # noqa: E402
 from mininet_labs.shaping import LinkRate, shape  # noqa: E402
 
-COMPARISONS = ("calibration", "ecmp_vs_eecmp", "rr_vs_split", "pinning", "spine_freeze", "spray_vs_ethereal")
+COMPARISONS = ("calibration", "ecmp_vs_eecmp", "rr_vs_split", "pinning", "spine_freeze", "spray_vs_ethereal", "ev_timers")
 KERNEL_LACKS = {"pinning": "path pinning", "spine_freeze": "switch process to freeze"}
 RUN_OVERHEAD_S = 4.0  # a run's rank processes starting and the scheme installed (dry-run estimate)
 
@@ -64,6 +70,7 @@ class Case:
     scheme: str
     mbit: float
     kw: dict[str, Any] = field(default_factory=dict)
+    tr: Transport | None = None  # the bench's transport unless given
 
     def ideal_wire(self, transport: Transport, spines: int) -> float:
         """Seconds an iteration takes at best at this rate for this transport (report.measure's ideal_wire)."""
@@ -131,6 +138,15 @@ def controller_events(rep: JobReport) -> list[dict[str, Any]]:
     return timeline(path, rep.run.started_ns, rep.run.started_ns) if path and path.exists() else []
 
 
+def ev_figures(ranks: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """The ranks' EV model counters: resends whose first try was acknowledged after all (spurious), ASSUMED_BAD
+    verdicts, those a late ACK took back (undone), probes sent."""
+    evs = [e for r in ranks.values() for table in r["evs"].values() for e in table]
+    return {"spurious": sum(q["spurious"] for r in ranks.values() for q in r["qps"]),
+            "assumed_bad": sum(1 for e in evs for t in e["transitions"] if t[2] == "assumed_bad"),
+            "undone": sum(e.get("undone", 0) for e in evs), "probes": sum(r["probes_sent"] for r in ranks.values())}
+
+
 def figures(rep: JobReport) -> dict[str, Any]:
     """One run's figures (times in ms, bandwidth in MB/s)."""
     m = rep.metrics
@@ -145,11 +161,11 @@ def figures(rep: JobReport) -> dict[str, Any]:
             "slowdown_wire": rep.slowdown_wire, "link_max_over_mean": rep.to_json()["link_max_over_mean"],
             "retransmits": m.retransmits, "iteration_ms": [round(i.time * 1e3, 1) for i in m.iterations],
             "worst_hit_stretch": max(hits) if hits else None, "events": rep.to_json()["events"],
-            "controller_events": ctl, "detected_s": detected_after(rep.to_json()["events"] + ctl)}
+            "controller_events": ctl, "detected_s": detected_after(rep.to_json()["events"] + ctl), **ev_figures(rep.run.ranks)}
 
 
 FIGURES = ("time_ms", "p99_ms", "max_ms", "run_ms", "busbw_MBps", "slowdown", "slowdown_wire", "link_max_over_mean",
-           "retransmits", "worst_hit_stretch", "detected_s", "load1")
+           "retransmits", "spurious", "assumed_bad", "undone", "probes", "worst_hit_stretch", "detected_s", "load1")
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -190,9 +206,10 @@ class Bench:
         return schedule(Workload(collective, size or self.args.size, iterations or self.args.iterations,  # type: ignore[arg-type]
                                  warmup=1, qps=qps, strategy=strategy), place(self.model, placement, 4))  # type: ignore[arg-type]
 
-    def case(self, key: str, label: str, sched: Schedule, name: str, mbit: float | None = None, **kw: Any) -> Case:
+    def case(self, key: str, label: str, sched: Schedule, name: str, mbit: float | None = None,
+             tr: Transport | None = None, **kw: Any) -> Case:
         scheme(name)  # an unknown name fails here, before any lab time is spent
-        return Case(key, label, sched, name, mbit or self.args.mbit, kw)
+        return Case(key, label, sched, name, mbit or self.args.mbit, kw, tr)
 
     def at_rate(self, mbit: float) -> None:
         if mbit != self.shaped:
@@ -203,12 +220,13 @@ class Bench:
         self.at_rate(c.mbit)
         t0 = time.monotonic()
         try:
-            fig = figures(job(self.lab, c.sched, scheme(c.scheme), self.tr, timeout=self.args.timeout, **c.kw))
+            fig = figures(job(self.lab, c.sched, scheme(c.scheme), c.tr or self.tr, timeout=self.args.timeout, **c.kw))
         except LabError as e:  # a rank failed or the run timed out: an incomplete run, the others still run
             fig = {"complete": False, "problems": [str(e)]}
         r = {**fig, "wall_s": round(time.monotonic() - t0, 1), "load1": round(os.getloadavg()[0], 2)}
         print(f"  {c.label} run {i + 1}: {r.get('time_ms', 0):.0f} ms (x{r.get('slowdown_wire') or 0:.2f} wire ideal), "
-              f"run {r.get('run_ms') or 0:.0f} ms, {r.get('retransmits')} resent, load {r['load1']}, "
+              f"run {r.get('run_ms') or 0:.0f} ms, {r.get('retransmits')} resent ({r.get('spurious')} spurious, "
+              f"{r.get('assumed_bad')} ASSUMED_BAD, {r.get('undone')} undone), load {r['load1']}, "
               f"problems {r['problems']}", file=sys.stderr, flush=True)
         return r
 
@@ -285,6 +303,38 @@ def spray_vs_ethereal(b: Bench) -> Comparison:
                       "link failures (Ethereal)", groups, {"dead_link": dead.describe()})
 
 
+def fixed_timers(b: Bench, sched: Schedule) -> Transport:
+    """The EV timers as the runner set them before they were fitted to the link: the minimum RTO at the frame
+    time of the windows a round trip queues behind (no hop, no ACK), the maximum four times that, 20 ms
+    probes, 64 answered probes to come back, RACK's 5 ms window, no late-ACK undo."""
+    ts = [Transfer.of(t) for t in sched.transfers]
+    frame_ms = frame_bytes(b.tr, True) / LinkRate(b.args.mbit).bytes_per_s * 1e3
+    floor = max(b.tr.min_rto_ms, round(queued_windows(ts, b.model.planes) * b.tr.window * frame_ms, 1))
+    return dataclasses.replace(b.tr, timers="fixed", min_rto_ms=floor, max_rto_ms=max(b.tr.max_rto_ms, 4 * floor),
+                               undo_spurious=False)
+
+
+def ev_timers(b: Bench) -> Comparison:
+    groups = {}
+    for coll in ("alltoall", "allreduce"):
+        sched = b.sched(coll, "spread", 2, "split")
+        for name in ("host-spray", "ethereal"):
+            fixed = fixed_timers(b, sched)
+            groups[f"{coll} {name}"] = [
+                b.case("fixed", f"{coll} {name}, timers fixed", sched, name, tr=fixed),
+                b.case("fixed_undo", f"{coll} {name}, timers fixed, late-ACK undo", sched, name,
+                       tr=dataclasses.replace(fixed, undo_spurious=True)),
+                b.case("fitted", f"{coll} {name}, timers fitted", sched, name)]
+    sched, dead = b.sched("alltoall", "spread", 2, "split"), Fault("blackhole", ("p0-t0-0", "p0-t1-0"))
+    for name in ("host-spray", "ethereal"):  # losses that are real: the dead link's EVs must still go out
+        groups[f"dead link {name}"] = [
+            b.case("fixed", f"dead link {name}, timers fixed", sched, name, tr=fixed_timers(b, sched), fault=dead,
+                   fault_at=0.0),
+            b.case("fitted", f"dead link {name}, timers fitted", sched, name, fault=dead, fault_at=0.0)]
+    return Comparison("queueing behind a shaped link is not taken for loss: fewer spurious resends, no EV mapped "
+                      "out by one, the collective no slower", groups)
+
+
 def plans(b: Bench, only: list[str], cases: list[str] | None, kernel: bool) -> dict[str, Comparison | str]:
     """Each chosen comparison with only the chosen groups (`cases`: group names; None: all), or why the
     kernel data plane lacks it; ValueError naming a group no chosen comparison has."""
@@ -335,7 +385,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--only", action="append", choices=COMPARISONS)
     ap.add_argument("--case", action="append", help="only this group of the chosen comparisons (repeatable): "
-                    "alltoall, allreduce, rate, placement, healthy, 'dead link', or a freeze scheme")
+                    "alltoall, allreduce, rate, placement, healthy, 'dead link', a freeze scheme, or 'alltoall host-spray' "
+                    "(ev_timers: alltoall, allreduce or dead link, then host-spray or ethereal)")
     ap.add_argument("--dataplane", choices=("bmv2", "kernel"), default="bmv2")
     ap.add_argument("--dry-run", action="store_true", help="print what would run and a time budget; no lab")
     ap.add_argument("--dir", default="/tmp/srv6-bench-collectives")
@@ -360,8 +411,6 @@ def main() -> int:
     from mininet_labs.lab import Lab
 
     if kernel:
-        import dataclasses
-
         from mininet_labs.backends import nodes_for
 
         # endpoint mode's carriers pass a kernel leaf's SR boundary only when the topology says so at lab up

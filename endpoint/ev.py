@@ -6,8 +6,9 @@ The states are the specification's (`enum mrc_ctl_ev_state`, mrc_ctl.h):
 - GOOD: used for data.
 - ASSUMED_BAD: a packet sent on it was lost and not trimmed (a retransmission timeout, or a later packet
   on the same FIFO path acknowledged first): not used for data, probed in the background; enough
-  answered probes in a row bring it back to GOOD. A trim (NACK) is congestion, not a dead path: it never
-  makes an EV ASSUMED_BAD.
+  answered probes in a row bring it back to GOOD, and so does the late ACK of the very packet whose loss
+  made it ASSUMED_BAD (queued, not lost: `on_late_ack`). A trim (NACK) is congestion, not a dead path: it
+  never makes an EV ASSUMED_BAD.
 - DENIED: set only by the controller (`set_state`, MODIFY_EV_STATE); never used, never probed, no
   evidence changes it; the controller's next `set_state` takes it back.
 
@@ -91,6 +92,7 @@ class EvConfig:
     # an RTT plus this) is lost, on whatever EV
     floor_yield: int = 8  # losses in a row, no ACK between, that demote an EV the ev_min_active floor holds
     # (a dead path loses its whole flight in an RTT; at 4 % background loss 8 in a row is 1 in 10^11)
+    undo_spurious: bool = True  # a late ACK of the packet whose loss made the EV ASSUMED_BAD takes the verdict back
 
 
 @dataclass
@@ -107,6 +109,7 @@ class EvStats:
     probe_acks: int = 0
     probe_losses: int = 0
     sent_while_failed: int = 0  # data sent while ASSUMED_BAD or DENIED (health-aware: 0; oblivious: many)
+    undone: int = 0  # ASSUMED_BAD verdicts taken back: the lost packet's ACK came late (queued, not lost)
     srtt: float | None = None
     rttvar: float = 0.0
     min_rtt: float | None = None
@@ -147,6 +150,7 @@ class EvHealth:
     floor_held: int = 0  # losses that left it usable because of ev_min_active
     dry: int = 0  # losses since its last acknowledgement (a dead path's grow without end)
     dry_since: float = float("-inf")  # the first of them
+    undo: tuple[object, int, bool, float] | None = None  # (the lost transmission, gray, probation, last_loss before)
     may_demote: Callable[[EvHealth], bool] | None = None  # ev_min_active, set by the table that owns this health
     listener: Listener | None = None
     transitions: list[tuple[float, str, str, str]] = field(default_factory=list)  # (t, from, to, why)
@@ -201,9 +205,10 @@ class EvHealth:
         elif not ce and not self.probation:
             self.weight = regain(self.weight, c.weight_regain)
 
-    def _assume_bad(self, now: float, why: str) -> None:
+    def _assume_bad(self, now: float, why: str, sent: object = None) -> None:
         """A loss that is not a trim: a usable EV is ASSUMED_BAD at once, unless ev_min_active holds it (a port
-        down explains the loss: the EV is left as it is)."""
+        down explains the loss: the EV is left as it is). `sent` names the lost transmission: its late ACK undoes."""
+        before = (sent, self.gray, self.probation, self.last_loss)
         self.last_loss = now
         if not self.dry:
             self.dry_since = now
@@ -219,6 +224,7 @@ class EvHealth:
             self.gray += 1  # it came back and lost again: remember
         self.run, self.strikes, self.probe_deadline, self.expired = 0, 0, None, None
         self.probation = False
+        self.undo = before if sent is not None and self.config.undo_spurious else None
         self.next_probe = now + self.config.probe_interval
         self._go(now, EvState.ASSUMED_BAD, why)
 
@@ -254,15 +260,27 @@ class EvHealth:
         if self.state == EvState.GOOD:
             self._weigh(now, ce)
 
-    def on_timeout(self, now: float) -> None:
-        """A packet on this EV went unacknowledged for an RTO."""
+    def on_timeout(self, now: float, sent: object = None) -> None:
+        """A packet on this EV (transmission `sent`) went unacknowledged for an RTO."""
         self.stats.timeouts += 1
-        self._assume_bad(now, "timeout")
+        self._assume_bad(now, "timeout", sent)
 
-    def on_sack_loss(self, now: float) -> None:
-        """A packet on this EV is missing while a later one on the same path was acknowledged."""
+    def on_sack_loss(self, now: float, sent: object = None) -> None:
+        """A packet on this EV (transmission `sent`) is missing while a later one was acknowledged."""
         self.stats.sack_losses += 1
-        self._assume_bad(now, "sack loss")
+        self._assume_bad(now, "sack loss", sent)
+
+    def on_late_ack(self, now: float, sent: object) -> None:
+        """The ACK of transmission `sent`, already declared lost (Eifel, RFC 3522; F-RTO, RFC 5682). If that
+        loss made this EV ASSUMED_BAD, the packet was queued, not lost: the verdict and its gray strike are
+        taken back (GOOD, on probation again if it was). A packet truly lost sends no ACK: its EV stays out."""
+        if self.state != EvState.ASSUMED_BAD or self.undo is None or self.undo[0] != sent:
+            return
+        _, self.gray, self.probation, self.last_loss = self.undo
+        self.undo, self.run, self.strikes, self.probe_deadline, self.expired = None, 0, 0, None, None
+        self.stats.undone += 1
+        self.next_probe = now + self.config.probe_gap
+        self._go(now, EvState.GOOD, "late ack: queued, not lost")
 
     def on_nack(self, now: float) -> None:
         """A packet on this EV was trimmed: congestion, not a dead path. The headers came through, so an
@@ -343,7 +361,7 @@ class EvHealth:
     # --- the controller ------------------------------------------------------------------------
     def set_state(self, now: float, state: EvState, why: str = "controller") -> None:
         """MODIFY_EV_STATE: the controller sets any state (DENIED only this way); ASSUMED_BAD starts probing."""
-        self.probe_deadline, self.run, self.strikes, self.expired = None, 0, 0, None
+        self.probe_deadline, self.run, self.strikes, self.expired, self.undo = None, 0, 0, None, None
         self.probation = False
         self.next_probe = now + self.config.probe_interval
         self._go(now, state, why)
@@ -356,7 +374,7 @@ class EvHealth:
                 "weight": round(self.weight, 4), "probation": self.probation,
                 "sent": s.sent, "acked": s.acked, "timeouts": s.timeouts, "sack_losses": s.sack_losses,
                 "nacks": s.nacks, "ecn": s.ecn, "probes": s.probes, "probe_acks": s.probe_acks,
-                "probe_losses": s.probe_losses, "sent_while_failed": s.sent_while_failed,
+                "probe_losses": s.probe_losses, "sent_while_failed": s.sent_while_failed, "undone": s.undone,
                 "srtt_ms": None if s.srtt is None else round(s.srtt * 1e3, 3),
                 "min_rtt_ms": None if s.min_rtt is None else round(s.min_rtt * 1e3, 3),
                 "transitions": [list(t) for t in self.transitions]}

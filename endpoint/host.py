@@ -33,6 +33,7 @@ from endpoint.control import ControlSocket
 from endpoint.ev import EvConfig
 from endpoint.receiver import ReceiverCore
 from endpoint.sender import SenderConfig, SenderCore, Tx
+from endpoint.timers import fit, link_queue
 from endpoint.wire import (OP_ACK, OP_SEND_ONLY, REV_PROBE, TRIM_DSCP, AckHeader, DataHeader, ack_frame, data_frame,
                            parse)
 from mininet_labs.traffic import ETH_P_ALL, HostNic, _send_all, host_nics
@@ -314,6 +315,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="usable active EVs a loss may not go below (default: a quarter of the EVs; 0: no floor)")
     s.add_argument("--recover-probes", type=int, default=EvConfig.recover_probes,
                    help="answered probes in a row that bring an ASSUMED_BAD EV back (doubled per gray strike)")
+    s.add_argument("--link-mbit", type=float, default=0.0,
+                   help="the shaped links' rate: the EV timers are fitted to it (0: unshaped, the timers as given)")
+    s.add_argument("--queued-frames", type=int, default=0, help="data frames a round trip can queue behind")
     s.add_argument("--events", help="append EV state change events here (JSON lines)")
     s.add_argument("--control", help="take the controller's requests on a Unix socket here")
     r = sub.choices["recv"]
@@ -335,8 +339,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg = SenderConfig(args.qps, args.messages, args.per_message, args.size, args.window, ev_count=args.ev_count,
                                evs_per_qp=args.evs_per_qp, bin_ms=args.bin_ms, cc=args.cc,
                                backups_per_plane=args.backups_per_plane, ev_min_active=args.ev_min_active)
-            evc = EvConfig(min_rto=args.min_rto_ms / 1e3, probe_interval=args.probe_ms / 1e3,
-                           recover_probes=args.recover_probes)
+            evc = fit(EvConfig(min_rto=args.min_rto_ms / 1e3, probe_interval=args.probe_ms / 1e3,
+                               recover_probes=args.recover_probes),
+                      link_queue(args.link_mbit, args.queued_frames, args.size))
             doc = send(SendSpec(args.topology, args.evs, args.host, args.to, args.policy, cfg, evc, args.rate,
                                 args.duration, args.parts, args.start_at_ns, args.events, args.control))
         else:

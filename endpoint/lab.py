@@ -52,6 +52,8 @@ class Workload:
     bin_ms: float = 20.0
     cc: bool = False  # DCTCP congestion window per QP (endpoint.cc)
     recover_probes: int = EvConfig.recover_probes  # answered probes that bring an ASSUMED_BAD EV back
+    link_mbit: float = 0.0  # the shaped links' rate the EV timers are fitted to (0: unshaped; endpoint.timers)
+    queued_frames: int = 0  # data frames a round trip can queue behind on those links
 
     def argv(self) -> list[str]:
         return ["--policy", self.policy, "--qps", str(self.qps), "--messages", str(self.messages),
@@ -59,6 +61,7 @@ class Workload:
                 "--ev-count", str(self.ev_count), "--evs-per-qp", str(self.evs_per_qp), "--parts", str(self.parts), "--rate", str(self.rate),
                 "--min-rto-ms", str(self.min_rto_ms), "--probe-ms", str(self.probe_ms),
                 "--duration", str(self.duration), "--bin-ms", str(self.bin_ms), "--recover-probes", str(self.recover_probes),
+                "--link-mbit", str(self.link_mbit), "--queued-frames", str(self.queued_frames),
                 *(["--cc"] if self.cc else [])]
 
 

@@ -32,6 +32,7 @@ from endpoint.lab import EndpointReport, Workload, enable, start
 from endpoint.unattended import Probing, service, timeline
 from mininet_labs.faults import Schedule
 from mininet_labs.lab import Lab, LabError
+from mininet_labs.shaping import current
 
 # mode -> (how packets find their path, EV policy, is the controller told)
 MODES: dict[str, tuple[str, str, bool]] = {
@@ -96,6 +97,14 @@ def default_pairs(lab: Lab, t0: str) -> list[tuple[str, str]]:
     return list(zip(leaf.host_names, other.host_names))
 
 
+def queued_frames(pairs: list[tuple[str, str]], qps: int, window: int) -> int:
+    """Data frames a round trip can queue behind: every window a sender keeps out (its QPs to each of its
+    destinations) and every window sent into one receiver (its senders' QPs), at the busiest of each."""
+    out = max(sum(1 for a, _ in pairs if a == s) for s, _ in pairs)
+    into = max(sum(1 for _, b in pairs if b == d) for _, d in pairs)
+    return (out + into) * qps * window
+
+
 def _at(started_ns: int, seconds: float) -> None:
     left = started_ns / 1e9 + seconds - time.monotonic()
     if left > 0:
@@ -114,10 +123,12 @@ def run_mode(lab: Lab, fault: Fault | Bottleneck, mode: str, pairs: list[tuple[s
         raise LabError("the lab has recorded failures ('fabricctl restore all' first): a scenario starts healthy")
     per_sender = max(sum(1 for a, _ in pairs if a == s) for s, _ in pairs)
     messages = max(sch.qps, int(sch.seconds * sch.rate / per_sender / sch.per_message) // sch.qps * sch.qps)
+    rate = current(lab.dir)
     work = Workload(policy=policy, mode=how, qps=sch.qps, messages=messages, per_message=sch.per_message,
                     window=sch.window, evs_per_qp=sch.evs_per_qp if how == "host" else sch.leaf_evs_per_qp, rate=sch.rate,
                     min_rto_ms=sch.min_rto_ms, probe_ms=sch.probe_ms, duration=sch.seconds * 3 + 5, bin_ms=sch.timeline_ms,
-                    cc=sch.cc, recover_probes=sch.recover_probes)
+                    cc=sch.cc, recover_probes=sch.recover_probes, link_mbit=rate.mbit if rate else 0.0,
+                    queued_frames=queued_frames(pairs, sch.qps, sch.window))
     run = start(lab, pairs, work, start_delay=sch.start_delay)
     events: list[dict[str, Any]] = []
     try:

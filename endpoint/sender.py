@@ -180,6 +180,7 @@ class SenderCore:
         self.held = 0  # times a QP's packet waited because every EV of the QP was failed or probing
         self.late_acks = 0
         self.reorder_window = (ev_config or EvConfig()).reorder_window  # RACK's, doubled on each spurious loss
+        self.max_reorder = max(0.05, 2 * self.reorder_window)  # up to this
         self.local_ports = 0  # this host's port-state bitmap as last read (0: unknown), in reverse probe answers
         self.go_back_n = policy.go_back_n  # RoCEv2 RC without selective repeat (policy roce-gbn)
 
@@ -299,7 +300,7 @@ class SenderCore:
             if lost is not None and lost[1] == ack.tx_ns:  # the first try arrived after all
                 del q.lost_first_tx[seq]
                 q.spurious += 1
-                self.reorder_window = min(2 * self.reorder_window, 0.05)  # RFC 8985 7.2: widen on a spurious loss
+                self.reorder_window = min(2 * self.reorder_window, self.max_reorder)  # RFC 8985 7.2: widen on a spurious loss
             if seq in q.acked:
                 q.duplicate_acks += 1
             else:
@@ -307,6 +308,7 @@ class SenderCore:
                 self._acked(q, seq, now, now_ns, out)
             # no RTT sample (Karn, RFC 6298 3): an ACK of a transmission declared lost is the outlier that made it
             # look lost; sampled, it raised the RTO after every CPU stall on the lab and slowed cut detection
+            table[ack.ev].on_late_ack(now, ack.tx_ns)  # its loss made the EV ASSUMED_BAD: queued, not lost
             table[ack.ev].on_ack(now, None, ack.ce)
             return
         self._acked(q, seq, now, now_ns, out)
@@ -393,9 +395,9 @@ class SenderCore:
             q.cc.on_loss(now, table[out.ev].stats.srtt or table.config.min_rto)
         before = table[out.ev].state
         if how == "sack":
-            table[out.ev].on_sack_loss(now)
+            table[out.ev].on_sack_loss(now, out.tx_ns)
         else:
-            table[out.ev].on_timeout(now)
+            table[out.ev].on_timeout(now, out.tx_ns)
         self.resend.append((q, out.seq, out.ev))
         if before != EvState.ASSUMED_BAD and table[out.ev].state == EvState.ASSUMED_BAD:
             for oq, o in self._on_ev(q.dst, out.ev):  # the path is dead: everything on it is lost

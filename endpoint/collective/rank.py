@@ -37,6 +37,7 @@ from endpoint.ev import EvConfig
 from endpoint.host import PORTS_EVERY, _Nics
 from endpoint.receiver import ReceiverCore
 from endpoint.sender import QpState, SenderConfig, SenderCore, Tx
+from endpoint.timers import fit, link_queue
 from endpoint.wire import DATA, ECT0, OP_ACK, OP_SEND_ONLY, AckHeader, DataHeader, ack_frame, encap, parse, sport_of
 from mininet_labs.traffic import _send_all, host_nics, roce_frame
 
@@ -48,7 +49,8 @@ BATCH = 32  # packets sent before the sockets are read again
 class Transport:
     """How every rank sends: EV policy, UDP source port ('ev': the EV's, one per host pair and path as
     the endpoint sends; 'qp': one per QP, as a NIC that spreads QPs over ports), QPs, window, data bytes
-    per packet, timers (ms)."""
+    per packet, the EV model's timers (ms) and, with `timers` "link", the link they are fitted to
+    (endpoint.timers.fit: run.run sets the lab's rate and the frames a round trip can queue behind)."""
 
     policy: str = "qp-rr"
     sport: str = "ev"
@@ -59,12 +61,25 @@ class Transport:
     min_rto_ms: float = 25.0
     max_rto_ms: float = 1000.0
     probe_ms: float = 20.0
+    recover_probes: int = EvConfig.recover_probes
+    undo_spurious: bool = EvConfig.undo_spurious  # a late ACK takes back the ASSUMED_BAD its packet's loss made
+    timers: str = "link"  # "link": fitted to link_mbit and queued_frames; "fixed": as given
+    link_mbit: float = 0.0  # the links' rate (0: unshaped)
+    queued_frames: int = 0  # data frames a round trip can queue behind
     ipv4: bool = False  # RoCEv2 over the hosts' IPv4 addresses (eecmp_qp_hash routes IPv4 only)
     nic_failover: str = "none"  # "shift": QPs bound to a failed NIC move to another (policy qp-rr; shift.py)
     nic_retries: int = shift.RETRIES
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def ev_config(self) -> EvConfig:
+        """The EV model every rank runs: the configured timers, fitted to the link unless `timers` is "fixed"."""
+        base = EvConfig(min_rto=self.min_rto_ms / 1e3, max_rto=self.max_rto_ms / 1e3, probe_interval=self.probe_ms / 1e3,
+                        recover_probes=self.recover_probes, undo_spurious=self.undo_spurious)
+        if self.timers == "fixed":
+            return base
+        return fit(base, link_queue(self.link_mbit, self.queued_frames, self.mtu))
 
 
 def qp_sport(qp: int) -> int:
@@ -98,8 +113,7 @@ def run_rank(plan: dict[str, Any], me: str, out: Path) -> dict[str, Any]:
     policy = shift.OnNic(base) if transport.policy == "qp-rr" else base  # a QP bound to one NIC: SHIFT moves it
     core = SenderCore(me, {d: evs[d] for d in dests}, policy,
                       SenderConfig(qps, 0, per_message, transport.mtu, transport.window, qp_base=transport.qp_base),
-                      EvConfig(min_rto=transport.min_rto_ms / 1e3, max_rto=transport.max_rto_ms / 1e3,
-                               probe_interval=transport.probe_ms / 1e3))
+                      transport.ev_config())
     receiver = ReceiverCore(me, evs, bin_ms=0)
     peers = {e.dst: d for d, v in evs.items() for e in v}
     nics = _Nics(plan["topology"], me)

@@ -21,15 +21,12 @@ from controller.workload import Rates, Receipt, Record, Schedule, check_delivery
 from controller.workload import metrics as wm
 from endpoint.collective.layout import Layout
 from endpoint.collective.rank import Transport
-from endpoint.collective.run import CARRIER, CollectiveRun, Fault, frame_bytes, run
+from endpoint.collective.run import CollectiveRun, Fault, frame_bytes, run
 from endpoint.collective.schemes import Scheme
 from endpoint.collective.shift import moves
-from endpoint.wire import AckHeader
+from endpoint.timers import ACK_FRAME, CARRIER
 from mininet_labs.lab import Lab
 from mininet_labs.shaping import LinkRate, current, fabric_link_bytes
-
-ACK_FRAME = 14 + 40 + 8 + 12 + 4 + AckHeader.SIZE + 4  # Ethernet, IPv6, UDP, BTH, AETH, the ACK header, ICRC
-
 
 def records(r: CollectiveRun) -> list[Record]:
     """One record per transfer that started and arrived whole: start (sender) and end (receiver), seconds."""

@@ -29,7 +29,7 @@ from endpoint.collective.layout import Layout, Transfer
 from endpoint.collective.rank import FORMAT, Transport
 from endpoint.collective.schemes import Scheme, on_kernel
 from endpoint.lab import export_evs
-from endpoint.wire import DataHeader
+from endpoint.timers import data_frame_bytes
 from mininet_labs.lab import Lab, LabError
 from mininet_labs.processes import stop_all, with_repo_path
 from mininet_labs.shaping import LinkRate, current
@@ -176,8 +176,8 @@ def run(lab: Lab, transfers: Iterable[Any], s: Scheme, transport: Transport | No
     for h in sorted({t.src for t in ts} | {t.dst for t in ts}):
         lab.host(h)
     s = install(lab, s)
-    tr = fit_timers(dataclasses.replace(transport or Transport(), policy=s.policy, sport=s.sport, ipv4=s.ipv4),
-                    current(lab.dir), qps_per_link(ts, lab.model.planes), windows_per_round_trip(ts, lab.model.planes))
+    tr = on_link(dataclasses.replace(transport or Transport(), policy=s.policy, sport=s.sport, ipv4=s.ipv4),
+                 current(lab.dir), queued_windows(ts, lab.model.planes))
     Layout(ts, tr.mtu)  # refuses a bad MTU before any process starts
     run_dir = lab.dir / "collective" / str(time.monotonic_ns())
     run_dir.mkdir(parents=True)
@@ -257,13 +257,9 @@ def with_local_peers(lab: Lab, doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-WIRE_OVERHEAD = 14 + 40 + 8 + 12 + DataHeader.SIZE + 4  # Ethernet, IPv6, UDP, BTH, the transport's header, ICRC
-CARRIER = 40  # the outer IPv6 header of a host-written carrier
-
-
 def frame_bytes(tr: Transport, carrier: bool = False) -> int:
     """Bytes of a full data frame on the wire (what tbf counts)."""
-    return tr.mtu + WIRE_OVERHEAD + (CARRIER if carrier else 0)
+    return data_frame_bytes(tr.mtu, carrier)
 
 
 def qps_per_link(ts: Sequence[Transfer], planes: int) -> int:
@@ -296,16 +292,18 @@ def windows_per_round_trip(ts: Sequence[Transfer], planes: int) -> int:
                 for t in ts if (t.iteration, t.step) == first), default=1)
 
 
-def fit_timers(tr: Transport, rate: LinkRate | None, per_link: int = 1, round_trip: int = 0) -> Transport:
-    """On shaped links the windows of the QPs sharing a link wait in its queue (per_link x window frames);
-    a collision doubles it; a round trip can wait behind `round_trip` windows (windows_per_round_trip). The
-    minimum RTO is held above both, and at least four windows of frames, so queueing is not taken for loss
-    (a timeout also marks the EV bad in the endpoint's EV model); the maximum at four times the minimum."""
-    if rate is None:
+def queued_windows(ts: Sequence[Transfer], planes: int) -> int:
+    """The QP windows a round trip of the first step can queue behind: those of windows_per_round_trip, and
+    at least twice the QPs on one port (a collision doubles its queue) and four."""
+    return max(4, 2 * qps_per_link(ts, planes), windows_per_round_trip(ts, planes))
+
+
+def on_link(tr: Transport, rate: LinkRate | None, windows: int) -> Transport:
+    """The transport told the link its EV timers are fitted to (endpoint.timers.fit, in each rank): the
+    shaped rate and `windows` of its frames queued (no rate: unshaped, the timers as configured)."""
+    if rate is None or tr.timers != "link":
         return tr
-    frame_ms = frame_bytes(tr, True) / rate.bytes_per_s * 1e3
-    floor = max(tr.min_rto_ms, round(max(4, 2 * per_link, round_trip) * tr.window * frame_ms, 1))
-    return dataclasses.replace(tr, min_rto_ms=floor, max_rto_ms=max(tr.max_rto_ms, 4 * floor))
+    return dataclasses.replace(tr, link_mbit=rate.mbit, queued_frames=windows * tr.window)
 
 
 def _done(run_dir: Path, hosts: Sequence[str]) -> int:

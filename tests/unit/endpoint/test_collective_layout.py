@@ -155,43 +155,30 @@ def test_ipv4_frames_read_back_with_the_peers_ipv6_addresses() -> None:
     assert v4.parse(bytes(bad), to_v6).icrc_ok is False  # type: ignore[union-attr]
 
 
-def test_the_rto_floor_covers_the_windows_queued_behind_a_shaped_link() -> None:
+def test_the_ranks_are_told_the_shaped_link_and_the_windows_a_round_trip_queues_behind() -> None:
     from controller.workload import Workload, place, schedule
-    from endpoint.collective.run import fit_timers, frame_bytes, qps_per_link
+    from endpoint.collective.run import on_link, qps_per_link, queued_windows, windows_per_round_trip
     from mininet_labs.shaping import LinkRate
 
     topo = build(2, 2, 2, 2)
     ring = [Transfer.of(x) for x in schedule(Workload("allreduce", 8192, qps=2, strategy="split"),
                                              place(topo, "packed")).transfers]
-    a2a = [Transfer.of(x) for x in schedule(Workload("alltoall", 8192, qps=8, strategy="split"),
-                                            place(topo, "packed")).transfers]
-    assert qps_per_link(ring, 2) == 1  # one QP per plane to the next rank
-    assert qps_per_link(a2a, 2) == 12  # 3 peers x 8 QPs over 2 planes
-    tr = Transport(window=4, mtu=1024)
-    frame_ms = frame_bytes(tr, True) / LinkRate(1.0).bytes_per_s * 1e3
-    assert fit_timers(tr, None, 12) is tr
-    assert fit_timers(tr, LinkRate(1.0), 1).min_rto_ms == round(4 * 4 * frame_ms, 1)
-    t = fit_timers(tr, LinkRate(1.0), 12)
-    assert (t.min_rto_ms, t.max_rto_ms) == (round(24 * 4 * frame_ms, 1), 4 * round(24 * 4 * frame_ms, 1))
-
-
-def test_the_rto_floor_covers_a_round_trip_behind_the_sender_the_receiver_and_its_acks() -> None:
-    from controller.workload import Workload, place, schedule
-    from endpoint.collective.run import fit_timers, frame_bytes, windows_per_round_trip
-    from mininet_labs.shaping import LinkRate
-
-    topo = build(2, 2, 2, 2)
     a2a = [Transfer.of(x) for x in schedule(Workload("alltoall", 8192, qps=2, strategy="split"),
                                             place(topo, "packed")).transfers]
-    ring = [Transfer.of(x) for x in schedule(Workload("allreduce", 8192, qps=2, strategy="split"),
+    a2a8 = [Transfer.of(x) for x in schedule(Workload("alltoall", 8192, qps=8, strategy="split"),
                                              place(topo, "packed")).transfers]
+    assert qps_per_link(ring, 2) == 1  # one QP per plane to the next rank
+    assert qps_per_link(a2a8, 2) == 12  # 3 peers x 8 QPs over 2 planes
     # all-to-all, 4 ranks, 2 QPs: 6 QPs out of each rank, 6 into each, over 2 planes: 3 + 3 + 3 windows
     assert windows_per_round_trip(a2a, 2) == 9
     assert windows_per_round_trip(ring, 2) == 3  # one QP a plane out, one in, the receiver's own one
+    assert queued_windows(a2a, 2) == 9 and queued_windows(ring, 2) == 4  # four windows at least
+    assert queued_windows(a2a8, 2) == 36  # 12 QPs a port out, 12 in, 12 ahead of the ACK (above twice 12)
     tr = Transport(window=4, mtu=1024)
-    frame_ms = frame_bytes(tr, True) / LinkRate(1.0).bytes_per_s * 1e3
-    assert fit_timers(tr, LinkRate(1.0), 3, 9).min_rto_ms == round(9 * 4 * frame_ms, 1)  # above 2 x 3
-    assert fit_timers(tr, LinkRate(1.0), 1, 3).min_rto_ms == round(4 * 4 * frame_ms, 1)  # four windows at least
+    assert on_link(tr, None, 9) is tr  # unshaped: the timers as configured
+    assert on_link(Transport(timers="fixed"), LinkRate(1.0), 9) == Transport(timers="fixed")
+    t = on_link(tr, LinkRate(1.0), 9)
+    assert (t.link_mbit, t.queued_frames, t.min_rto_ms) == (1.0, 36, tr.min_rto_ms)
 
 
 def test_ethereal_parts_of_two_peers_on_the_same_qp_number_keep_their_own_evs() -> None:
