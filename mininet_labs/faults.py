@@ -5,7 +5,8 @@ what undoes it, named by `lab status`, undone one by one, and all cleared by `la
 Loss is emulated with an nftables netdev egress hook on the sending port (this kernel has neither
 netem nor tc gact); a slow link with a tbf qdisc; carrier loss with `ip link set down` (the far end
 of the veth loses carrier too; the routes and permanent neighbours the port's namespace loses with it are kept
-and put back when the port is up again, by the undo and by a flapper each time: linkroutes); a frozen switch with SIGSTOP. A port is reached where the lab's node backend says it
+and put back when the port is up again, by the undo and by a flapper each time: linkroutes); a frozen switch with
+SIGSTOP. A port is reached where the lab's node backend says it
 lives (bmv2: the root namespace; kernel: its switch's namespace); what a data plane lacks (no switch process to
 freeze on the kernel's) is refused by name. The one fault library: endpoint.faults builds on it, and `Schedule` says
 when a fault happens in a traffic run (the endpoint's runs add their senders' settings to it)."""

@@ -10,9 +10,10 @@ its routes when a link drops, so a fault that takes a port down keeps what the p
 Kept: the routes of any table that name the interface (as their device or as a multipath member's), except the
 kernel's own (protocol kernel: connected, link-local, local and multicast routes come back with the interface's
 addresses), and the permanent neighbours on it. A route whose key (family, table, destination, TOS, metric) is
-present again is left as it is: the controller may have replaced it meanwhile. A route is put back without the
-multipath members whose device is still down (the kernel refuses a nexthop on a device that is down). Routes on
-nexthop objects (`nhid`) are not kept: the labs do not install any.
+gone is put back without the multipath members whose device is still down (the kernel refuses a nexthop on a device
+that is down: another fault's port, whose undo adds them); one that is there is left as it is (the controller may
+have replaced it meanwhile), but for its members through the port that it lacks. Routes on nexthop objects (`nhid`)
+are not kept: the labs do not install any.
 
 Routes travel as the kernel dumps them (`ip route save`, rtnetlink messages) and go back through `ip route restore`,
 so every attribute (protocol, metric, SRv6 encapsulation) is what it was. `wrap` makes an argv run where the
@@ -34,7 +35,9 @@ NLMSG = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, sequence, port
 RTMSG = struct.Struct("=BBBBBBBBI")  # rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags
 RTA = struct.Struct("=HH")  # rtattr: length, type
 RTNH = struct.Struct("=HBBi")  # rtnexthop: length, flags, hops, ifindex
-RTA_DST, RTA_OIF, RTA_PRIORITY, RTA_MULTIPATH, RTA_TABLE, RTA_NH_ID = 1, 4, 6, 9, 15, 30
+RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_MULTIPATH, RTA_TABLE = 1, 4, 5, 6, 9, 15
+RTA_ENCAP_TYPE, RTA_ENCAP, RTA_NH_ID = 21, 22, 30
+AF_INET6 = 10
 RTPROT_KERNEL = 2
 DUMP_MAGIC_LEN = 4  # `ip route save` writes a magic number first (host order), then the messages as dumped
 
@@ -80,6 +83,9 @@ def split(dump: bytes) -> tuple[bytes, list[bytes]]:
     return dump[:DUMP_MAGIC_LEN], out
 
 
+Hop = tuple[int, bytes, bytes, bytes]  # a nexthop as the kernel tells them apart: ifindex, gateway, encap type, encap
+
+
 @dataclass(frozen=True)
 class RouteMsg:
     """One route message, read: what identifies the route and the devices it leaves through."""
@@ -96,6 +102,7 @@ class RouteMsg:
     members: tuple[int, ...] = ()  # multipath: each member's ifindex
     nh_id: int | None = None
     attrs: tuple[tuple[int, bytes], ...] = field(default=(), repr=False)
+    hops: frozenset[Hop] = frozenset()  # its nexthops, a multipath route's members or a route's own
 
     @property
     def key(self) -> tuple[int, int, bytes, int, int, int]:
@@ -106,14 +113,25 @@ class RouteMsg:
         return ({self.oif} if self.oif is not None else set()) | set(self.members)
 
 
+def _hop(ifindex: int, attrs: dict[int, bytes]) -> Hop:
+    return ifindex, attrs.get(RTA_GATEWAY, b""), attrs.get(RTA_ENCAP_TYPE, b""), attrs.get(RTA_ENCAP, b"")
+
+
+def _member_hop(member: bytes) -> Hop:
+    return _hop(RTNH.unpack_from(member, 0)[3], dict(attrs(member[RTNH.size:])))
+
+
 def parse(raw: bytes) -> RouteMsg:
     family, dst_len, _src_len, tos, table, protocol, _scope, _type, _flags = RTMSG.unpack_from(raw, NLMSG.size)
     a = attrs(raw[NLMSG.size + RTMSG.size:NLMSG.unpack_from(raw)[0]])
     got = dict(a)
     u32 = (lambda k: struct.unpack("=I", got[k][:4])[0] if k in got else None)
-    members = tuple(RTNH.unpack_from(m, 0)[3] for m in _members(got.get(RTA_MULTIPATH, b"")))
+    records = _members(got.get(RTA_MULTIPATH, b""))
+    oif = u32(RTA_OIF)
+    hops = [_member_hop(m) for m in records] + ([_hop(oif, got)] if oif is not None else [])
     return RouteMsg(raw, family, dst_len, tos, u32(RTA_TABLE) or table, protocol, got.get(RTA_DST, b""),
-                    u32(RTA_PRIORITY) or 0, u32(RTA_OIF), members, u32(RTA_NH_ID), tuple(a))
+                    u32(RTA_PRIORITY) or 0, oif, tuple(h[0] for h in hops[:len(records)]), u32(RTA_NH_ID), tuple(a),
+                    frozenset(hops))
 
 
 def _members(buf: bytes) -> list[bytes]:
@@ -141,7 +159,12 @@ def without(route: RouteMsg, down: set[int]) -> bytes | None:
         return None
     if not route.members or not set(route.members) & down:
         return route.raw
-    kept = [m for m in _members(dict(route.attrs)[RTA_MULTIPATH]) if RTNH.unpack_from(m, 0)[3] not in down]
+    return _only(route, lambda m: RTNH.unpack_from(m, 0)[3] not in down)
+
+
+def _only(route: RouteMsg, keep: Callable[[bytes], bool]) -> bytes | None:
+    """A multipath route's message with only the members `keep` takes (None when it takes none)."""
+    kept = [m for m in _members(dict(route.attrs)[RTA_MULTIPATH]) if keep(m)]
     if not kept:
         return None
     body = b"".join(pack_attr(k, b"".join(m + b"\0" * (_align(len(m)) - len(m)) for m in kept)
@@ -151,15 +174,23 @@ def without(route: RouteMsg, down: set[int]) -> bytes | None:
     return NLMSG.pack(length, *NLMSG.unpack_from(head)[1:]) + head[NLMSG.size:] + body
 
 
-def missing(kept: Iterable[RouteMsg], now: Iterable[RouteMsg], down: set[int]) -> list[bytes]:
-    """The kept routes whose key no route holds now, as messages to add (members on `down` devices left out)."""
-    have = {r.key for r in now}
+def missing(kept: Iterable[RouteMsg], now: Iterable[RouteMsg], down: set[int], port: int) -> list[bytes]:
+    """What to add so the kept routes through `port` hold again: each one whose key no route holds now (without its
+    members on `down` devices), and to an IPv6 multipath route that is there, its members through `port` that it
+    lacks (the kernel adds a nexthop of a route that exists as one more member). A route that is there is not
+    otherwise touched: who changed it meanwhile (the controller) is right."""
+    have = {r.key: r for r in now}
     out = []
     for r in kept:
-        if r.key not in have:
+        there = have.get(r.key)
+        if there is None:
             msg = without(r, down)
-            if msg is not None:
-                out.append(msg)
+        elif r.family == AF_INET6 and r.members and there.nh_id is None and port not in down:
+            msg = _only(r, lambda m: RTNH.unpack_from(m, 0)[3] == port and _member_hop(m) not in there.hops)
+        else:
+            msg = None
+        if msg is not None:
+            out.append(msg)
     return out
 
 
@@ -222,13 +253,15 @@ def snapshot(wrap: Wrap, intf: str) -> Kept:
 def restore(wrap: Wrap, kept: Kept) -> tuple[int, int]:
     """Put back, with `kept.intf` up again, the kept neighbours and routes that are missing; how many of each."""
     links = _links(wrap)
+    if kept.intf not in links:
+        raise LinkRoutesError(f"no interface {kept.intf} here")
     down = {index for index, up in links.values() if not up}
     have = {n["dst"] for n in _neighbours(wrap, kept.intf)}
     neighbours = [n for n in kept.neighbours if n["dst"] not in have]
     for n in neighbours:
         _out(wrap, ["ip", "neigh", "replace", n["dst"], "lladdr", n["lladdr"], "dev", kept.intf, "nud", "permanent"])
     magic, now = _dump(wrap)
-    add = missing([parse(bytes.fromhex(r)) for r in kept.routes], now, down)
+    add = missing([parse(bytes.fromhex(r)) for r in kept.routes], now, down, links[kept.intf][0])
     if add:
         with tempfile.TemporaryFile() as f:  # `ip route restore` reads its input three times (seeks back)
             f.write(magic + b"".join(m + b"\0" * (_align(len(m)) - len(m)) for m in add))

@@ -33,8 +33,9 @@ def member(ifindex: int, gateway: str, encap: bytes = b"") -> bytes:
     return RTNH.pack(RTNH.size + len(body), 0, 0, ifindex) + body
 
 
-def route(dst: str, *, oif: int | None = None, gateway: str | None = None, members: tuple[bytes, ...] = (),
-          proto: int = PROTO, table: int = 254, metric: int = 1024, nh_id: int | None = None) -> bytes:
+def route(dst: str, *, oif: int | None = None, gateway: str | None = None, encap: bytes = b"",
+          members: tuple[bytes, ...] = (), proto: int = PROTO, table: int = 254, metric: int = 1024,
+          nh_id: int | None = None) -> bytes:
     """An RTM_NEWROUTE message as the kernel dumps it (NLM_F_MULTI)."""
     net = ipaddress.IPv6Network(dst)
     attrs = pack_attr(RTA_TABLE, u32(table)) + pack_attr(RTA_DST, net.network_address.packed)
@@ -43,6 +44,8 @@ def route(dst: str, *, oif: int | None = None, gateway: str | None = None, membe
         attrs += pack_attr(RTA_OIF, u32(oif))
     if gateway:
         attrs += pack_attr(RTA_GATEWAY, v6(gateway))
+    if encap:
+        attrs += pack_attr(RTA_ENCAP_TYPE, struct.pack("=H", 5)) + pack_attr(RTA_ENCAP, encap)
     if members:
         attrs += pack_attr(RTA_MULTIPATH, b"".join(members))
     if nh_id is not None:
@@ -102,12 +105,34 @@ def test_a_route_goes_back_without_its_members_on_devices_still_down() -> None:
 
 def test_only_the_routes_whose_key_is_gone_are_put_back() -> None:
     kept = [parse(m) for m in (SPINE_UN, TO_LEAF)]
-    assert missing(kept, [], set()) == [SPINE_UN, TO_LEAF]
-    # the multipath route is there (the kernel revived its member, or the controller rewrote it): left as it is
-    replaced = parse(route("fd00:0:1::/64", members=(member(OTHER, "fe80::2", SEGS),)))
-    assert missing(kept, [replaced, parse(END)], set()) == [SPINE_UN]
+    assert missing(kept, [], set(), UPLINK) == [SPINE_UN, TO_LEAF]
+    # the multipath route is there whole (the kernel revived its member): left as it is
+    assert missing(kept, [parse(TO_LEAF), parse(END)], set(), UPLINK) == [SPINE_UN]
     # another metric is another route: the kept one is still missing
     assert missing(kept, [parse(route("fcbb:bb00:1::/48", oif=UPLINK, gateway="fe80::1", metric=10))],
-                   set()) == [SPINE_UN, TO_LEAF]
-    # its port still down (another fault): the single route waits, the multipath one goes back thinned
-    assert missing(kept, [], {UPLINK}) == [without(parse(TO_LEAF), {UPLINK})]
+                   set(), UPLINK) == [SPINE_UN, TO_LEAF]
+    # a route of that key that is not the kept one (the controller rewrote it): left as it is
+    rewritten = route("fcbb:bb00:1::/48", oif=OTHER, gateway="fe80::2")
+    assert missing(kept, [parse(rewritten), parse(TO_LEAF)], set(), UPLINK) == []
+
+
+def test_a_multipath_route_gets_back_its_members_through_the_port_and_no_others() -> None:
+    """Two faults on a leaf's two uplinks: the second one's port going down took the whole multipath route (all its
+    members dead). Undoing one fault puts the route back with the member on its port only (the other port is still
+    down); undoing the other adds that port's member to it, whichever order."""
+    kept = [parse(TO_LEAF)]
+    first = missing(kept, [], {OTHER}, UPLINK)
+    assert first == [without(parse(TO_LEAF), {OTHER})] and parse(first[0]).members == (UPLINK,)
+    (second,) = missing(kept, [parse(first[0])], set(), OTHER)
+    assert parse(second).members == (OTHER,) and dict(parse(second).attrs)[RTA_MULTIPATH] == member(OTHER, "fe80::2",
+                                                                                                    SEGS)
+    # as the kernel dumps a one-member route: device, gateway and encapsulation of its own, no multipath attribute
+    single = parse(route("fd00:0:1::/64", oif=UPLINK, gateway="fe80::1", encap=SEGS))
+    assert single.members == () and single.hops == {(UPLINK, v6("fe80::1"), struct.pack("=H", 5), SEGS)}
+    assert missing(kept, [single], set(), UPLINK) == []  # that is the member through the port
+    # a nexthop through the port that is not the kept one (no encapsulation): the kept member is added beside it
+    plain = parse(route("fd00:0:1::/64", oif=UPLINK, gateway="fe80::1"))
+    assert [parse(m).members for m in missing(kept, [plain], set(), UPLINK)] == [(UPLINK,)]
+    # nothing for a member through another port, nor while the port is down
+    assert missing(kept, [parse(first[0])], set(), UPLINK) == []
+    assert missing(kept, [parse(first[0])], {OTHER}, OTHER) == []
