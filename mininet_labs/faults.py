@@ -4,7 +4,9 @@ what undoes it, named by `lab status`, undone one by one, and all cleared by `la
 
 Loss is emulated with an nftables netdev egress hook on the sending port (this kernel has neither
 netem nor tc gact); a slow link with a tbf qdisc; carrier loss with `ip link set down` (the far end
-of the veth loses carrier too); a frozen switch with SIGSTOP. A port is reached where the lab's node backend says it
+of the veth loses carrier too; the routes and permanent neighbours the port's namespace loses with it are kept
+and put back when the port is up again, by the undo and by a flapper each time: linkroutes); a frozen switch with
+SIGSTOP. A port is reached where the lab's node backend says it
 lives (bmv2: the root namespace; kernel: its switch's namespace); what a data plane lacks (no switch process to
 freeze on the kernel's) is refused by name. The one fault library: endpoint.faults builds on it, and `Schedule` says
 when a fault happens in a traffic run (the endpoint's runs add their senders' settings to it)."""
@@ -24,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from mininet_labs import linkroutes
 
 FAULTS_NAME = "lab-faults.json"
 LINK_KINDS = ("carrier-down", "blackhole", "gray", "slow", "flap")
@@ -179,6 +183,7 @@ def _do(lab: Any, f: Fault) -> None:
         if ns:
             f.undo["netns"] = ns
         if f.kind == "carrier-down":
+            f.undo["kept"] = _snapshot(lambda argv: _in(ns, argv), intf)
             _run("ip", "link", "set", intf, "down", netns=ns)
         elif f.kind in ("blackhole", "gray"):
             table = f.undo["nft_table"] = _table(lab.dir, f.kind, intf, ns)
@@ -208,9 +213,13 @@ def _do(lab: Any, f: Fault) -> None:
                 raise FaultError(f"a flap period below 10 ms is not a flap: {period}")
             from mininet_labs.labstate import ENV_MARK  # lab down stops anything carrying the lab's mark
 
+            kept = f.undo["kept"] = _snapshot(lambda argv: _in(ns, argv), intf)
             proc = subprocess.Popen(_in(ns, [sys.executable, "-m", "mininet_labs.faults", "flap", intf, str(period)]),
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                     start_new_session=True, env={**os.environ, ENV_MARK: str(lab.dir)})
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(kept).encode())  # what it puts back each time the port is up again
+            proc.stdin.close()
             f.undo["pid"] = proc.pid
     elif f.kind in SWITCH_KINDS:
         if len(f.target) != 1:
@@ -231,6 +240,8 @@ def _do(lab: Any, f: Fault) -> None:
         from mininet_labs.labstate import LabError
 
         try:
+            host = lab.host(f.target[0])
+            f.undo["kept"] = _snapshot(host.argv, host.nic(int(f.target[1])).intf)
             f.undo["intf"] = lab.host_nic(f.target[0], int(f.target[1]), "down")
         except (LabError, LookupError, IndexError) as e:
             raise FaultError(str(e)) from None
@@ -255,10 +266,31 @@ def undo(lab: Any, kind: str, target: list[str]) -> Fault:
     return f
 
 
+def _snapshot(wrap: linkroutes.Wrap, intf: str) -> dict[str, Any]:
+    """What the port's namespace holds through `intf` and loses when it goes down (linkroutes), for the undo."""
+    try:
+        return linkroutes.snapshot(wrap, intf).to_json()
+    except linkroutes.LinkRoutesError as e:
+        raise FaultError(f"keeping the routes through {intf}: {e}") from None
+
+
+def _put_back(wrap: linkroutes.Wrap, f: Fault) -> None:
+    """The routes and neighbours the port's namespace lost while the fault held it down, back (the kernel does not
+    put them back when the port comes up)."""
+    if "kept" not in f.undo:  # a record written before faults kept them
+        return
+    try:
+        linkroutes.restore(wrap, linkroutes.Kept.from_json(f.undo["kept"]))
+    except linkroutes.LinkRoutesError as e:
+        raise FaultError(f"putting back the routes through {f.undo['kept'].get('intf')}: {e}") from None
+
+
 def _undo(lab: Any, f: Fault) -> None:
     intf, ns = str(f.undo.get("intf")), f.undo.get("netns")
+    in_port_ns: linkroutes.Wrap = lambda argv: _in(ns, argv)  # noqa: E731
     if f.kind == "carrier-down":
         _run("ip", "link", "set", intf, "up", netns=ns)
+        _put_back(in_port_ns, f)
     elif f.kind in ("blackhole", "gray"):
         _quiet("nft", "delete", "table", "netdev", f.undo["nft_table"], netns=ns)
     elif f.kind == "slow":
@@ -266,6 +298,7 @@ def _undo(lab: Any, f: Fault) -> None:
     elif f.kind == "flap":
         _stop(f.undo.get("pid"))
         _quiet("ip", "link", "set", intf, "up", netns=ns)
+        _put_back(in_port_ns, f)
     elif f.kind == "freeze":
         _cont(f.undo.get("pid"))
     elif f.kind == "kill":
@@ -277,6 +310,7 @@ def _undo(lab: Any, f: Fault) -> None:
             raise FaultError(str(e)) from None
     elif f.kind == "host-nic-down":
         lab.host_nic(f.target[0], int(f.target[1]), "up")
+        _put_back(lab.host(f.target[0]).argv, f)
 
 
 def clear(lab: Any) -> list[Fault]:
@@ -335,9 +369,17 @@ def _stop(pid: int | None) -> None:
             time.sleep(0.02)
 
 
-def flap(intf: str, period_ms: int) -> None:
-    """Down for a period, up for a period, until SIGTERM (then left up)."""
+def flap(intf: str, period_ms: int, kept: linkroutes.Kept | None = None) -> None:
+    """Down for a period, up for a period, until SIGTERM (then left up); each time up, what the namespace held
+    through the port (`kept`) put back, as a switch keeps its routes through a flapping link."""
     stop = False
+
+    def put_back() -> None:
+        if kept is not None:
+            try:
+                linkroutes.restore(list, kept)
+            except (linkroutes.LinkRoutesError, subprocess.SubprocessError):
+                pass  # the port went down again meanwhile: the next up tries again, and so does the undo
 
     def on_term(*_: Any) -> None:
         nonlocal stop
@@ -346,11 +388,16 @@ def flap(intf: str, period_ms: int) -> None:
     signal.signal(signal.SIGTERM, on_term)
     state = "down"
     while not stop:
+        start = time.monotonic()
         subprocess.run(["ip", "link", "set", intf, state], capture_output=True)
+        if state == "up":
+            put_back()
         state = "up" if state == "down" else "down"
-        time.sleep(period_ms / 1000)
+        time.sleep(max(0.0, period_ms / 1000 - (time.monotonic() - start)))
     subprocess.run(["ip", "link", "set", intf, "up"], capture_output=True)
+    put_back()
 
 
 if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "flap":
-    flap(sys.argv[2], int(sys.argv[3]))
+    given = sys.stdin.read() if not sys.stdin.isatty() else ""
+    flap(sys.argv[2], int(sys.argv[3]), linkroutes.Kept.from_json(json.loads(given)) if given.strip() else None)

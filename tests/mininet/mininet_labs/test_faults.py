@@ -38,6 +38,15 @@ def nft_tables() -> str:
     return subprocess.run(["nft", "list", "tables", "netdev"], capture_output=True, text=True).stdout
 
 
+def host_routes(lab: Any, host: str) -> list[str]:
+    """A host's routes (but the kernel's own) and permanent neighbours: what its NIC going down deletes."""
+    out = []
+    for argv in (["ip", "-6", "route", "show", "table", "all"], ["ip", "-4", "route", "show", "table", "all"],
+                 ["ip", "neigh", "show", "nud", "permanent"]):
+        out += [line for line in lab.host(host).run(argv).stdout.splitlines() if "proto kernel" not in line]
+    return sorted(out)
+
+
 def test_each_fault_acts_is_named_and_everything_clears(lab: Any):
     from mininet_labs.faults import active, clear_remains
     from mininet_labs.topo import link_ends
@@ -46,6 +55,7 @@ def test_each_fault_acts_is_named_and_everything_clears(lab: Any):
     other_leaf_end, _ = link_ends(lab.model, "p0-t0-1", SPINE, lab.tag)
     frozen = lab.status()["switches"]["p1-t1-0"]["pid"]
     tables_before = nft_tables()
+    h3_before = host_routes(lab, "h3")
     injected = [("carrier-down", LEAF, SPINE), ("blackhole", SPINE, LEAF), ("gray", "p0-t0-1", SPINE, "20"),
                 ("slow", "p1-t0-0", "p1-t1-1", "2000"), ("freeze", "p1-t1-0"), ("host-nic-down", "h3", "1")]
     try:
@@ -54,6 +64,7 @@ def test_each_fault_acts_is_named_and_everything_clears(lab: Any):
             assert out.returncode == 0 and out.stdout.startswith("injected: "), out
         assert carrier(leaf_end.intf) is None and carrier(spine_end.intf) == "0"  # down, and the far end lost carrier
         assert proc_state(frozen) == "T"
+        assert set(h3_before) - set(host_routes(lab, "h3"))  # the NIC down took routes and neighbours with it
         assert nft_tables().count("srv6fault_") == tables_before.count("srv6fault_") + 2
         assert "tbf" in subprocess.run(["tc", "qdisc", "show", "dev", link_ends(lab.model, "p1-t0-0", "p1-t1-1",
                                                                                   lab.tag)[0].intf],
@@ -78,6 +89,7 @@ def test_each_fault_acts_is_named_and_everything_clears(lab: Any):
         out = fabricctl(lab, "fault", "clear")
         assert out.returncode == 0 and out.stdout.startswith(f"undone: {len(injected) - 1} faults"), out
         assert carrier(leaf_end.intf) == "1"
+        assert host_routes(lab, "h3") == h3_before  # its plane-1 route and gateway neighbours back with the NIC
         assert nft_tables().count("srv6fault_") == tables_before.count("srv6fault_")
         assert json.loads(fabricctl(lab, "status", "--json").stdout)["faults"] == []
         # a flapping port: a process takes it down and up until undone, then leaves it up
