@@ -399,10 +399,9 @@ def senders_up(run_dir: Path, within: float) -> int:
 
 
 def _ep_schedule(sch: Schedule) -> Any:
-    from endpoint.scenarios import Schedule as EpSchedule
+    from endpoint.scenarios import EndpointSchedule
 
-    return EpSchedule(seconds=sch.seconds, fault_at=sch.fault_at, repair_at=sch.repair_at, rate=sch.rate, qps=sch.qps,
-                      bin_ms=sch.timeline_ms, start_delay=sch.start_delay)
+    return EndpointSchedule(**asdict(sch))  # the fault library's schedule, the senders' settings as the bench's
 
 
 def _at(started_ns: int, seconds: float) -> None:
@@ -506,11 +505,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.merge:
         try:
-            doc = merged(args.merge)
+            one = merged(args.merge)
         except MergeError as e:
             print(f"mrc_scenarios.py: error: {e}", file=sys.stderr)
             return 2
-        print(json.dumps(doc, indent=1) if args.json else "\n".join(markdown_rows(doc) if args.markdown else table(doc)))
+        print(json.dumps(one, indent=1) if args.json else "\n".join(markdown_rows(one) if args.markdown else table(one)))
         return 0
     from endpoint.lab import enable
 

@@ -201,3 +201,11 @@ def test_markdown_rows_give_each_mode_its_spreads_and_name_the_scenario_once():
                        "80 (78-96.5), 12 of 12 EVs | 2-3.25 |")
     assert rows[3] == "| | eecmp | 0.95 (0.9-0.99) / 1 | - | 8 (6-9); 2 | -; port down seen local 20 (15-35) | 2-3.25 |"
     assert len(rows) == 4 and rows[1].count("---") == 7
+
+
+def test_the_endpoint_summary_gets_the_scenarios_schedule_with_the_senders_settings():
+    sch = mrc.scenario_for("t0-flap", 300.0, 60.0).schedule
+    ep = mrc._ep_schedule(sch)
+    assert (ep.seconds, ep.fault_at, ep.repair_at, ep.rate, ep.qps, ep.timeline_ms, ep.start_delay) == \
+        (63.0, 1.0, 61.0, 300.0, 4, 20.0, 3.0)
+    assert (ep.window, ep.per_message, ep.min_rto_ms) == (16, 4, 25.0)  # what the bench's Workload sends with
