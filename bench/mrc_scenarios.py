@@ -8,8 +8,10 @@ The lab: 2 planes x 4 T1 x 2 T0 x 2 hosts; every host sends to the host at its p
 (h0 <-> h2, h1 <-> h3: senders under both leaves), 4 QPs each, the endpoint transport (endpoint.sender: per-PSN
 ACKs, selective retransmission). Measured in the transport's goodput (distinct packets delivered per second, all
 receivers, binned): the collective workload's rank (endpoint/collective) reports per-transfer times but neither
-its EV states, replacements nor port changes, and runs no loop agents; its kernel lab fault is a link cut, not
-the fault library's. Every fault is the fault library's (mininet_labs.faults), timed by its Schedule.
+its EV states, replacements nor port changes, and runs no loop agents. The same failures in job terms (AllReduce
+time, the job's throughput): bench/collectives.py --only paper_scenarios. Every fault is the fault library's
+(mininet_labs.faults), timed by its Schedule. On bmv2 (P4_TOOLCHAIN_BIN set) keep an invocation to one scenario
+and two modes (each under ~3 min; the minute-long flap: one mode, ~6 min) and join them with --merge.
 
 Scenarios (the paper's figure in SCENARIOS[...].paper):
   ev-loss       one EV (per sender) with 20 % loss: gray 20 % on p0-t0-0 -> p0-t1-1 and p0-t0-1 -> p0-t1-1
