@@ -21,6 +21,11 @@ The lab: 2 planes x 2 spines x 2 leaves x 4 hosts, every link shaped to --mbit (
   link) with the EV timers as they were (fixed, no late-ACK undo), the same with the undo, and the timers
   fitted to the link (endpoint.timers): spurious resends, ASSUMED_BAD verdicts, undone ones and probes beside
   the times.
+- paper_scenarios (MRC): the production paper's failures mid-AllReduce (--paper-faults: a T1 that stops
+  forwarding with carrier up, a host's NIC down, and on bmv2 one link at 20 % loss or flapping) under host
+  EV spraying (no controller), leaf spraying (the controller running) and E-ECMP (none); against the same
+  scheme's run without the fault. A NIC down is run for host EV spraying only: a leaf scheme's QP on the
+  failed port ends the job without SHIFT (bench/nic_failover.py measures SHIFT).
 
 Within a comparison the cases take turns (baseline run 1, compared run 1, baseline run 2, ...), so each
 ratio is also given run by run ("paired": the spread of the per-run ratios) beside the ratio of the
@@ -55,7 +60,10 @@ from endpoint.collective.schemes import SCHEMES, scheme  # noqa: E402
 from mininet_labs.lab import LabError  # noqa: E402
 from mininet_labs.shaping import LinkRate, shape  # noqa: E402
 
-COMPARISONS = ("calibration", "ecmp_vs_eecmp", "rr_vs_split", "pinning", "spine_freeze", "spray_vs_ethereal", "ev_timers")
+COMPARISONS = ("calibration", "ecmp_vs_eecmp", "rr_vs_split", "pinning", "spine_freeze", "spray_vs_ethereal",
+               "ev_timers", "paper_scenarios")
+PAPER_FAULTS = ("t1-blackhole", "nic-down", "ev-loss", "t0-flap")
+PAPER_T1, PAPER_LINK, PAPER_NIC = "p0-t1-0", ("p0-t0-0", "p0-t1-0"), ("h0", "0")
 KERNEL_LACKS = {"pinning": "path pinning", "spine_freeze": "switch process to freeze"}
 RUN_OVERHEAD_S = 4.0  # a run's rank processes starting and the scheme installed (dry-run estimate)
 
@@ -335,6 +343,73 @@ def ev_timers(b: Bench) -> Comparison:
                       "out by one, the collective no slower", groups)
 
 
+@dataclass(frozen=True)
+class FaultSet(Fault):
+    """Several faults as one, applied in order and reverted in reverse (a T1's every link end); a part
+    that fails to apply reverts the parts already applied."""
+
+    parts: tuple[Fault, ...] = ()
+
+    def describe(self) -> str:
+        return f"{self.kind} {' '.join(self.target)} ({'; '.join(p.describe() for p in self.parts)})"
+
+    def apply(self, lab: Any) -> None:
+        done: list[Fault] = []
+        try:
+            for p in self.parts:
+                p.apply(lab)
+                done.append(p)
+        except BaseException:
+            for p in reversed(done):
+                p.revert(lab)
+            raise
+
+    def revert(self, lab: Any) -> None:
+        for p in reversed(self.parts):
+            p.revert(lab)
+
+
+def paper_fault(name: str, kernel: bool, flap_ms: int = 250) -> Fault:
+    """A scenario of the MRC paper as a collective's fault on the 2 x 2 x 2 x 4 lab. The T1 blackhole:
+    every frame to and from p0-t1-0 dropped, carrier up (kernel: Lab.cut_link of each of its links, both
+    ends; bmv2: the library's blackhole on each end); ValueError for a fault the data plane lacks."""
+    leaves = ("p0-t0-0", "p0-t0-1")
+    if name == "t1-blackhole":
+        ends = [(t0, PAPER_T1) for t0 in leaves] if kernel else \
+            [end for t0 in leaves for end in ((t0, PAPER_T1), (PAPER_T1, t0))]
+        return FaultSet("t1-blackhole", (PAPER_T1,), parts=tuple(Fault("blackhole", e) for e in ends))
+    if name == "nic-down":
+        return Fault("host-nic-down", PAPER_NIC)
+    if kernel:
+        raise ValueError(f"the kernel lab's collective faults are a link blackhole and a NIC down, not {name}")
+    if name == "ev-loss":
+        return Fault("gray", PAPER_LINK, (("percent", 20),))
+    if name == "t0-flap":
+        return Fault("flap", PAPER_LINK, (("period_ms", flap_ms),))
+    raise ValueError(f"unknown paper scenario '{name}' (known: {', '.join(PAPER_FAULTS)})")
+
+
+def paper_scenarios(b: Bench) -> Comparison:
+    kernel = getattr(b.args, "dataplane", "bmv2") == "kernel"
+    sched = b.sched("allreduce", "spread", 2, "split", iterations=b.args.fault_iterations)
+    names = [n for n in b.args.paper_faults.split(",") if n]
+    faults = {n: paper_fault(n, kernel) for n in names}
+    timing = {"fault_at": b.args.fault_at, "repair_at": b.args.repair_at}
+    groups = {}
+    for name in b.args.paper_schemes.split(","):
+        if kernel and scheme(name).kernel:
+            continue
+        ctl = name == "leaf-spray"  # its only remedy; the hosts' schemes and E-ECMP run without one
+        cases = [b.case("clean", f"{name} no fault", sched, name, controller=ctl)]
+        cases += [b.case(f.replace("-", "_"), f"{name} {f}", sched, name, fault=fault, controller=ctl, **timing)
+                  for f, fault in faults.items() if f != "nic-down" or SCHEMES[name].evs == "host"]
+        groups[name] = cases
+    return Comparison("MRC: a T1 that stops forwarding leaves throughput largely unaffected, a NIC down is remapped "
+                      "in under 1 s, a flapping T0 costs about 25 % while it flaps and nothing after",
+                      groups, {"faults": {n: f.describe() for n, f in faults.items()}, "fault_at_s": b.args.fault_at,
+                               "repair_at_s": b.args.repair_at})
+
+
 def plans(b: Bench, only: list[str], cases: list[str] | None, kernel: bool) -> dict[str, Comparison | str]:
     """Each chosen comparison with only the chosen groups (`cases`: group names; None: all), or why the
     kernel data plane lacks it; ValueError naming a group no chosen comparison has."""
@@ -380,6 +455,10 @@ def main() -> int:
     ap.add_argument("--fault-at", type=float, default=2.0)
     ap.add_argument("--repair-at", type=float, default=4.0)
     ap.add_argument("--freeze-schemes", default="leaf-spray,host-spray,eecmp", help="spine_freeze: these schemes")
+    ap.add_argument("--paper-schemes", default="host-spray,leaf-spray,eecmp",
+                    help="paper_scenarios: these schemes (kernel: those it carries)")
+    ap.add_argument("--paper-faults", default="t1-blackhole,nic-down",
+                    help=f"paper_scenarios: these faults, of {', '.join(PAPER_FAULTS)} (the last two bmv2 only)")
     ap.add_argument("--window", type=int, default=4)
     ap.add_argument("--mtu", type=int, default=1024)
     ap.add_argument("--timeout", type=float, default=120.0)

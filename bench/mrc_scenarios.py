@@ -8,13 +8,15 @@ The lab: 2 planes x 4 T1 x 2 T0 x 2 hosts; every host sends to the host at its p
 (h0 <-> h2, h1 <-> h3: senders under both leaves), 4 QPs each, the endpoint transport (endpoint.sender: per-PSN
 ACKs, selective retransmission). Measured in the transport's goodput (distinct packets delivered per second, all
 receivers, binned): the collective workload's rank (endpoint/collective) reports per-transfer times but neither
-its EV states, replacements nor port changes, and runs no loop agents; its kernel lab fault is a link cut, not
-the fault library's. Every fault is the fault library's (mininet_labs.faults), timed by its Schedule.
+its EV states, replacements nor port changes, and runs no loop agents. The same failures in job terms (AllReduce
+time, the job's throughput): bench/collectives.py --only paper_scenarios. Every fault is the fault library's
+(mininet_labs.faults), timed by its Schedule. On bmv2 (P4_TOOLCHAIN_BIN set) keep an invocation to one scenario
+and two modes (each under ~3 min; the minute-long flap: one mode, ~6 min) and join them with --merge.
 
 Scenarios (the paper's figure in SCENARIOS[...].paper):
   ev-loss       one EV (per sender) with 20 % loss: gray 20 % on p0-t0-0 -> p0-t1-1 and p0-t0-1 -> p0-t1-1
   t1-blackhole  p0-t1-1 stops forwarding, carrier up: blackhole on both ends of each of its links
-  t0-flap       p0-t0-0's link to p0-t1-1 flapping (carrier down/up every --flap-ms) for 5 s (paper: a minute)
+  t0-flap       p0-t0-0's link to p0-t1-1 flapping (carrier down/up every --flap-ms) for --flap-s (5 s; paper: a minute)
   loss1         1 % random loss on every T0-T1 link, both directions, both planes
   nic-down      h2's plane-0 NIC down: h2's sender remaps locally, h0's from the port-state bitmap
 Modes:
@@ -47,6 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _mrc_tables import MergeError, markdown_rows, merge  # noqa: E402
 from _stats import spread  # noqa: E402
 
 from mininet_labs.faults import Schedule  # noqa: E402
@@ -94,7 +97,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "throughput largely unaffected; the T1's EVs mapped out on every host"),
     Scenario("t0-flap", Schedule(seconds=8.0, fault_at=1.0, repair_at=6.0, start_delay=3.0),
              "about 25 % of throughput lost during the flapping, full speed right after, no QP failed",
-             "5 s of flapping at the --flap-ms period, not a minute"),
+             "5 s of flapping at the --flap-ms period (--flap-s), not a minute"),
     Scenario("loss1", Schedule(seconds=6.0, fault_at=0.5, repair_at=5.5, start_delay=3.0),
              "RoCE (go-back-N) all but unusable; MRC about a third of its loss-free throughput",
              before_start=True),
@@ -113,17 +116,35 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--mode", action="append", choices=list(MODES), help="repeatable; default: all")
     ap.add_argument("--rate", type=float, default=400.0, help="packets/s per sender")
     ap.add_argument("--flap-ms", type=int, default=250, help="t0-flap: the carrier's half period")
+    ap.add_argument("--flap-s", type=float, default=5.0, help="t0-flap: how long the link flaps (the paper: 60)")
     ap.add_argument("--loop-period-ms", type=float, help="the loop agents' period (default: kernel 10, bmv2 20)")
     ap.add_argument("--json", action="store_true", help="only the JSON on stdout")
     ap.add_argument("--dir", default="/tmp/srv6-bench-mrc")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="no lab: these invocations' --json output as one "
+                    "document (the table, or the JSON with --json)")
+    ap.add_argument("--markdown", action="store_true", help="the table as docs/endpoint.md's Markdown rows")
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error(f"--runs must be at least 1, not {args.runs}")
     if args.rate <= 0:
         ap.error(f"--rate must be above 0, not {args.rate}")
+    if not 0 < args.flap_s <= 600:
+        ap.error(f"--flap-s must be above 0 and at most 600, not {args.flap_s}")
     args.scenario = args.scenario or list(SCENARIOS)
     args.mode = args.mode or list(MODES)
     return args
+
+
+def scenario_for(name: str, rate_pps: float, flap_s: float = 5.0) -> Scenario:
+    """The scenario at the invocation's send rate; t0-flap lasting flap_s seconds from its fault_at, with
+    the 2 s after it that the other scenarios keep after the repair."""
+    scen = SCENARIOS[name]
+    sch = replace(scen.schedule, rate=rate_pps)
+    if name == "t0-flap" and flap_s != sch.repair_at - sch.fault_at:
+        sch = replace(sch, repair_at=sch.fault_at + flap_s, seconds=sch.fault_at + flap_s + 2.0)
+        scen = replace(scen, scale=f"{flap_s:g} s of flapping at the --flap-ms period" +
+                       ("" if flap_s >= 60 else ", not a minute"))
+    return replace(scen, schedule=sch)
 
 
 def rate(series: list[int], bin_ms: float, a: float, b: float) -> float | None:
@@ -472,8 +493,27 @@ def table(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def merged(paths: list[str]) -> dict[str, Any]:
+    """The documents in those files merged (MergeError naming a file that cannot be read)."""
+    docs = []
+    for p in paths:
+        try:
+            docs.append(json.loads(Path(p).read_text()))
+        except (OSError, ValueError) as e:
+            raise MergeError(f"{p}: {e}") from None
+    return merge(docs)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.merge:
+        try:
+            one = merged(args.merge)
+        except MergeError as e:
+            print(f"mrc_scenarios.py: error: {e}", file=sys.stderr)
+            return 2
+        print(json.dumps(one, indent=1) if args.json else "\n".join(markdown_rows(one) if args.markdown else table(one)))
+        return 0
     from endpoint.lab import enable
 
     head = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "--short", "HEAD"],
@@ -489,8 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         enable(lab)
         for name in args.scenario:
-            doc["scenarios"][name] = measure(lab, args, replace(SCENARIOS[name], schedule=replace(
-                SCENARIOS[name].schedule, rate=args.rate)))
+            doc["scenarios"][name] = measure(lab, args, scenario_for(name, args.rate, args.flap_s))
     finally:
         lab.down()
     doc["seconds"] = round(time.monotonic() - t0, 1)
@@ -498,7 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
-        print("\n".join(table(doc)))
+        print("\n".join(markdown_rows(doc) if args.markdown else table(doc)))
     return 0
 
 

@@ -173,3 +173,61 @@ def test_a_run_that_fails_is_recorded_incomplete_and_the_bench_goes_on(bench: Mo
     r = b.one(c, 0)
     assert (r["complete"], r["problems"]) == (False, ["the collective did not complete within 120 s (ranks' logs: /tmp/x)"])
     assert bench.summarize([r])["complete"] == 0
+
+
+def test_a_t1_blackhole_is_every_end_of_its_links_on_bmv2_and_each_link_cut_on_the_kernel(bench: ModuleType) -> None:
+    bmv2 = bench.paper_fault("t1-blackhole", kernel=False)
+    assert [(p.kind, p.target) for p in bmv2.parts] == [
+        ("blackhole", ("p0-t0-0", "p0-t1-0")), ("blackhole", ("p0-t1-0", "p0-t0-0")),
+        ("blackhole", ("p0-t0-1", "p0-t1-0")), ("blackhole", ("p0-t1-0", "p0-t0-1"))]
+    kernel = bench.paper_fault("t1-blackhole", kernel=True)  # the kernel's blackhole T0 T1 cuts both ends
+    assert [p.target for p in kernel.parts] == [("p0-t0-0", "p0-t1-0"), ("p0-t0-1", "p0-t1-0")]
+    assert bench.paper_fault("nic-down", kernel=True).describe() == "host-nic-down h0 0"
+    assert bench.paper_fault("t0-flap", kernel=False, flap_ms=100).describe() == "flap p0-t0-0 p0-t1-0 period_ms=100"
+    with pytest.raises(ValueError, match="the kernel lab's collective faults are a link blackhole and a NIC down, "
+                                         "not ev-loss"):
+        bench.paper_fault("ev-loss", kernel=True)
+
+
+class _Part:
+    """A fault part that records its apply and revert on a shared log, and fails to apply when told."""
+
+    def __init__(self, name: str, log: list[str], fails: bool = False) -> None:
+        self.name, self.log, self.fails = name, log, fails
+
+    def apply(self, lab: Any) -> None:
+        if self.fails:
+            raise RuntimeError(f"{self.name} refused")
+        self.log.append(f"apply {self.name}")
+
+    def revert(self, lab: Any) -> None:
+        self.log.append(f"revert {self.name}")
+
+
+def test_a_fault_set_applies_in_order_reverts_in_reverse_and_rolls_back_a_partial_apply(bench: ModuleType) -> None:
+    log: list[str] = []
+    fs = bench.FaultSet("t1-blackhole", ("p0-t1-0",), parts=(_Part("a", log), _Part("b", log)))
+    fs.apply(None)
+    fs.revert(None)
+    assert log == ["apply a", "apply b", "revert b", "revert a"]
+    log.clear()
+    bad = bench.FaultSet("t1-blackhole", ("p0-t1-0",), parts=(_Part("a", log), _Part("b", log), _Part("c", log, True)))
+    with pytest.raises(RuntimeError, match="c refused"):
+        bad.apply(None)
+    assert log == ["apply a", "apply b", "revert b", "revert a"]
+
+
+def test_paper_scenarios_pair_each_fault_with_the_schemes_clean_run(bench: ModuleType) -> None:
+    args = _args(paper_schemes="host-spray,leaf-spray,eecmp", paper_faults="t1-blackhole,nic-down")
+    comp = bench.plans(bench.Bench(_model(), args), ["paper_scenarios"], None, kernel=False)["paper_scenarios"]
+    assert {g: [c.key for c in cs] for g, cs in comp.groups.items()} == {
+        "host-spray": ["clean", "t1_blackhole", "nic_down"], "leaf-spray": ["clean", "t1_blackhole"],
+        "eecmp": ["clean", "t1_blackhole"]}  # a leaf scheme's QP on a NIC that is down ends the job (no SHIFT)
+    assert [c.kw["controller"] for c in comp.groups["leaf-spray"]] == [True, True]
+    assert [c.kw["controller"] for c in comp.groups["host-spray"]] == [False, False, False]
+    hit = comp.groups["eecmp"][1]
+    assert (hit.kw["fault_at"], hit.kw["repair_at"], hit.sched.workload.iterations) == (1.0, 2.0, 6)
+    assert comp.info["faults"]["nic-down"] == "host-nic-down h0 0"
+    kargs = _args(paper_schemes="host-spray,leaf-spray,eecmp", paper_faults="t1-blackhole", dataplane="kernel")
+    kcomp = bench.plans(bench.Bench(_model(), kargs), ["paper_scenarios"], None, kernel=True)["paper_scenarios"]
+    assert list(kcomp.groups) == ["host-spray", "eecmp"]  # the kernel has no per-packet leaf spraying

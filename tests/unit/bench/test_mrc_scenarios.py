@@ -112,3 +112,100 @@ def test_without_a_baseline_the_ratios_to_it_are_empty():
     s = mrc.summarize(None, [{"during_pps": 600.0, "after_pps": 1000.0, "before_pps": 600.0}])
     assert s["during_over_baseline"] == {"median": None, "n": 0}
     assert s["during_over_before"] == {"median": 1.0, "min": 1.0, "max": 1.0, "n": 1}
+
+
+def test_the_flap_lasts_flap_s_with_the_two_seconds_after_it_the_others_keep():
+    default = mrc.scenario_for("t0-flap", 400.0)
+    assert (default.schedule.fault_at, default.schedule.repair_at, default.schedule.seconds) == (1.0, 6.0, 8.0)
+    assert default.scale == "5 s of flapping at the --flap-ms period (--flap-s), not a minute"
+    minute = mrc.scenario_for("t0-flap", 300.0, 60.0)
+    assert (minute.schedule.fault_at, minute.schedule.repair_at, minute.schedule.seconds, minute.schedule.rate) == \
+        (1.0, 61.0, 63.0, 300.0)
+    assert minute.scale == "60 s of flapping at the --flap-ms period"
+    other = mrc.scenario_for("nic-down", 300.0, 60.0)  # --flap-s is the flap's only
+    assert (other.schedule.repair_at, other.schedule.seconds, other.schedule.rate) == (2.5, 4.0, 300.0)
+
+
+@pytest.mark.parametrize("flap_s", ["0", "601", "-1"])
+def test_a_flap_length_out_of_range_exits_2(flap_s, capsys):
+    with pytest.raises(SystemExit) as e:
+        mrc.parse_args(["--flap-s", flap_s])
+    assert e.value.code == 2
+    assert f"--flap-s must be above 0 and at most 600, not {float(flap_s)}" in capsys.readouterr().err
+
+
+def _doc(scenarios, **kw):
+    return {"bench": "mrc_scenarios", "dataplane": "bmv2", "rate_pps_per_sender": 400.0, "runs": 3, "lab": "L",
+            "argv": kw.pop("argv", []), "commit": "abc", "machine": {"load1_start": 3.0}, "seconds": 100.0,
+            "scenarios": scenarios, **kw}
+
+
+def _sc(*modes):
+    return {"paper": "P", "scale": "", "fault": "F", "modes": {m: {"summary": {"n": 3}} for m in modes}}
+
+
+def test_merge_puts_split_invocations_into_one_table_and_keeps_each_invocation():
+    a = _doc({"t1-blackhole": _sc("host", "leaf")}, argv=["--scenario", "t1-blackhole"])
+    b = _doc({"nic-down": _sc("host"), "t1-blackhole": _sc("eecmp")}, argv=["--scenario", "nic-down"])
+    m = mrc.merge([a, b])
+    assert list(m["scenarios"]) == ["t1-blackhole", "nic-down"]
+    assert list(m["scenarios"]["t1-blackhole"]["modes"]) == ["host", "leaf", "eecmp"]
+    assert m["scenarios"]["t1-blackhole"]["paper"] == "P"
+    assert [i["argv"] for i in m["invocations"]] == [["--scenario", "t1-blackhole"], ["--scenario", "nic-down"]]
+    assert (m["dataplane"], m["runs"]) == ("bmv2", 3)
+
+
+@pytest.mark.parametrize("other, says", [
+    ({"dataplane": "kernel"}, "invocation 2 has dataplane 'kernel', the first 'bmv2'"),
+    ({"runs": 1}, "invocation 2 has runs 1, the first 3"),
+])
+def test_merge_refuses_invocations_that_are_not_one_table(other, says):
+    with pytest.raises(mrc.MergeError, match=says):
+        mrc.merge([_doc({"ev-loss": _sc("host")}), _doc({"nic-down": _sc("host")}, **other)])
+
+
+def test_merge_refuses_a_mode_measured_twice_and_nothing():
+    with pytest.raises(mrc.MergeError, match="ev-loss host is measured in more than one invocation"):
+        mrc.merge([_doc({"ev-loss": _sc("host")}), _doc({"ev-loss": _sc("eecmp", "host")})])
+    with pytest.raises(mrc.MergeError, match="nothing to merge"):
+        mrc.merge([])
+
+
+def test_merge_from_files_names_the_file_it_cannot_read(tmp_path, capsys):
+    good, bad = tmp_path / "a.json", tmp_path / "b.json"
+    good.write_text(__import__("json").dumps(_doc({"ev-loss": _sc("host")})))
+    bad.write_text("{not json")
+    assert mrc.main(["--merge", str(good), str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"mrc_scenarios.py: error: {bad}: Expecting property name") and "\n" not in err
+
+
+def _summary(**kw):
+    base = {"during_over_baseline": {"median": 0.95, "min": 0.9, "max": 0.99, "n": 3},
+            "after_over_baseline": {"median": 1.0, "min": 1.0, "max": 1.0, "n": 3},
+            "recovery_ms": {"median": None, "n": 0}, "lost_first_try": {"median": 8, "min": 6, "max": 9, "n": 3},
+            "qps_failed": 0, "mapped_out_ms": {"median": 80.0, "min": 78.0, "max": 96.5, "n": 12},
+            "evs_through_fault": 12, "evs_mapped_out": 12, "port_change_ms": {"local": {"median": None, "n": 0}},
+            "load1": [2.5, 3.25, 2.0]}
+    return {**base, **kw}
+
+
+def test_markdown_rows_give_each_mode_its_spreads_and_name_the_scenario_once():
+    doc = _doc({"t1-blackhole": {"paper": "largely unaffected", "scale": "", "modes": {
+        "host": {"summary": _summary()},
+        "eecmp": {"summary": _summary(qps_failed=2, evs_through_fault=0, evs_mapped_out=0,
+                                      mapped_out_ms={"median": None, "n": 0},
+                                      port_change_ms={"local": {"median": 20.0, "min": 15.0, "max": 35.0, "n": 3}})}}}})
+    rows = mrc.markdown_rows(doc)
+    assert rows[2] == ("| **t1-blackhole** (largely unaffected) | host | 0.95 (0.9-0.99) / 1 | - | 8 (6-9); 0 | "
+                       "80 (78-96.5), 12 of 12 EVs | 2-3.25 |")
+    assert rows[3] == "| | eecmp | 0.95 (0.9-0.99) / 1 | - | 8 (6-9); 2 | -; port down seen local 20 (15-35) | 2-3.25 |"
+    assert len(rows) == 4 and rows[1].count("---") == 7
+
+
+def test_the_endpoint_summary_gets_the_scenarios_schedule_with_the_senders_settings():
+    sch = mrc.scenario_for("t0-flap", 300.0, 60.0).schedule
+    ep = mrc._ep_schedule(sch)
+    assert (ep.seconds, ep.fault_at, ep.repair_at, ep.rate, ep.qps, ep.timeline_ms, ep.start_delay) == \
+        (63.0, 1.0, 61.0, 300.0, 4, 20.0, 3.0)
+    assert (ep.window, ep.per_message, ep.min_rto_ms) == (16, 4, 25.0)  # what the bench's Workload sends with
