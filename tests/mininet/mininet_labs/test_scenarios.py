@@ -172,12 +172,13 @@ def _check_failure_result(r, lab):
     # failover or its undoing could touch it (see failover_spans), and none duplicated anything.
     assert s["qps_on_failure"] == 4 and s["qps_elsewhere"] == 12
     assert s["lost_on_failure"] > 0, _told(r)
-    # The failover wrote exactly the switches its plan changes, so it can hurt only QPs crossing their plane: those
-    # are judged (under a 2-process busy loop every QP of the other plane, none of whose switches was written,
-    # once lost 240 ms of traffic during a restore: the machine's doing, not the failover's).
-    written = {e.what: set(e.detail["touched"]) for e in r.events if e.what.startswith("controller: ")}
-    assert list(written.values()) == [set(t["segments"])] * 2, written
-    planes = {lab.model.switch(n).plane for n in t["segments"]}
+    # The failover wrote switches of the failure's plane only (those whose segments it pulls, and a restored
+    # switch itself), so it can hurt only QPs crossing that plane: those are judged (under a 2-process busy loop
+    # every QP of the other plane, none of whose switches was written, once lost 240 ms of traffic during a
+    # restore: the machine's doing, not the failover's).
+    written = {n for e in r.events if e.what.startswith("controller: ") for n in e.detail["touched"]}
+    planes = {lab.model.switch(n).plane for n in written}
+    assert written >= set(t["segments"]) and planes == {lab.model.switch(n).plane for n in t["segments"]}, written
     assert [(q.sender, q.dst, q.qp, q.lost) for q in r.unaffected
             if q.plane in planes and q.lost_during(failover_spans(r))] == [], _told(r)
     assert s["duplicated"] == 0
