@@ -76,6 +76,15 @@ class QpOutcome:
     duplicated: int
     loss_window_ms: float | None
     per_plane: dict[int, int]
+    # each run of lost packets: (the receiver's time of the packet before it, of the one after it, ms from the
+    # traffic's start (None: at the start or end), packets lost), to set a loss against the events
+    gaps: list[tuple[float | None, float | None, int]] = field(default_factory=list)
+
+    def lost_during(self, spans: Sequence[tuple[float, float]]) -> int:
+        """Packets lost in runs that reach into any of `spans` (ms from the traffic's start): a run between two
+        deliveries overlaps a span when it begins before the span ends and ends after it begins."""
+        return sum(n for a, b, n in self.gaps
+                   if any((a is None or a < end) and (b is None or b > start) for start, end in spans))
 
 
 @dataclass
@@ -396,8 +405,10 @@ def _course(lab: Lab, kind: str, failure: Failure, down: Callable[[], list[str]]
             plane = k % lab.model.planes
             si, di, spine = qp_path(lab, q.sender, dst, k, plane, pin_map)
             hit = on_failure(q.sender, dst, k, plane, si, di, spine) if on_failure else q.lost > 0
+            gaps = [(_ms(run, g.last_before_ns) if g.last_before_ns else None,
+                     _ms(run, g.first_after_ns) if g.first_after_ns else None, g.missing) for g in q.gaps]
             qps.append(QpOutcome(q.sender, dst, q.qp, plane, hit, q.expected, q.received, q.lost, q.duplicated,
-                                 q.loss_window_ms, dict(q.per_plane)))
+                                 q.loss_window_ms, dict(q.per_plane), gaps))
     qps.sort(key=lambda q: (q.sender, q.dst, q.qp))
     during = {k: counts["at_restore"][k] - counts["after_fail"][k] for k in counts["before"]}
     after = {k: counts["end"][k] - counts["at_restore"][k] for k in counts["before"]}
@@ -482,9 +493,15 @@ def describe(result: ScenarioResult) -> list[str]:
     for q in result.qps:
         if q.lost or q.on_failure:
             out.append(f"    {q.sender} -> {q.dst} qp {q.qp:#x} plane {q.plane}{' (on failure)' if q.on_failure else ''}: "
-                       f"{q.received}/{q.expected}, lost {q.lost}, window {q.loss_window_ms} ms, per plane {q.per_plane}")
+                       f"{q.received}/{q.expected}, lost {q.lost}, window {q.loss_window_ms} ms, per plane {q.per_plane}"
+                       + (f", lost between (ms) {_spans(q.gaps)}" if q.gaps else ""))
     out += [f"  note: {n}" for n in result.notes]
     return out
+
+
+def _spans(gaps: list[tuple[float | None, float | None, int]]) -> str:
+    return ", ".join(f"{'start' if a is None else f'{a:.1f}'}-{'end' if b is None else f'{b:.1f}'} ({n})"
+                     for a, b, n in gaps)
 
 
 def _short(d: dict[str, int]) -> str:

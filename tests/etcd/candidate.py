@@ -1,7 +1,7 @@
 """A controller candidate for the leadership tests: campaigns with controller.state.leader and, while
 leading, makes a 'write' every 20 ms only when its fence allows, as the service's switch writes do.
 Each line of its log (argv[3]) is JSON: campaigning, leader (election id), check (the time the fence
-was asked, before asking, and its answer), lost."""
+was asked, before asking, and its answer), lost (after one last check)."""
 
 from __future__ import annotations
 
@@ -28,11 +28,17 @@ def main(url: str, ttl: int, log_path: str) -> None:
         say(kind="campaigning")
         leadership.campaign(stop)
         say(kind="leader", election_id=leadership.election_id, create_revision=leadership.create_revision)
-        while not leadership.lost.is_set():
+        def check() -> None:
             before = time.time()
             why = leadership.fence()
             say(kind="check", before=before, election_id=leadership.election_id, write=why is None, why=why)
+
+        while not leadership.lost.is_set():
+            check()
             time.sleep(0.02)
+        # a write that was queued when the loss came asks the fence too: so every loss is followed by at
+        # least one check, whichever thread (this loop or the renewal) ran first after a thaw
+        check()
         say(kind="lost", why=leadership.lost_why, election_id=leadership.election_id)
 
 

@@ -94,17 +94,22 @@ def test_frozen_leader_is_replaced_and_does_not_pass_its_fence_when_thawed(clust
         ((first, won),) = wait_for(c.leading)
         wait_for(lambda: any(e["kind"] == "check" and e["write"] for e in entries(c.logs[first])))
         c.procs[first].send_signal(signal.SIGSTOP)
-        frozen_at = time.time()
         ((second, won2),) = wait_for(lambda: [x for x in c.leading() if x[0] != first])
         assert won2["election_id"] > won["election_id"]
         time.sleep(0.5)
+        thawed_at = time.time()
         c.procs[first].send_signal(signal.SIGCONT)
         lost = wait_for(lambda: [e for e in entries(c.logs[first]) if e["kind"] == "lost"])
         assert "expired" in lost[0]["why"] or "another's" in lost[0]["why"]
-        after = [e for e in entries(c.logs[first]) if e["kind"] == "check" and e["before"] > frozen_at]
-        assert after, "the thawed leader asked its fence at least once before it learned it had lost"
-        assert not any(e["write"] for e in after if e["election_id"] == won["election_id"]), after
-        assert all("lease" in e["why"] or "lost" in e["why"] for e in after if not e["write"])
+        # The safety property: once another leads, no check of the deposed leader's fence lets a write
+        # through. Whether its own clock (deadline passed) or its renewal thread (lost) refuses first is
+        # up to the scheduler; the candidate asks its fence once more after a loss, so there is always
+        # at least one check made after the thaw.
+        after = [e for e in entries(c.logs[first]) if e["kind"] == "check" and e["before"] > thawed_at]
+        assert after, "the thawed leader never asked its fence"
+        assert not any(e["write"] for e in after), after
+        assert all(e["election_id"] == won["election_id"] for e in after), after
+        assert all("not renewed" in e["why"] or "leadership lost" in e["why"] for e in after), after
         assert [i for i, _ in c.leading()] == [second]
     finally:
         c.stop()
