@@ -96,8 +96,12 @@ def compare_cmd(fault: str, where: tuple[str, ...], modes: str | None, percent: 
     from endpoint import scenarios
     from mininet_labs.lab import Lab, LabError
 
-    if not fault_at < repair_at < seconds:
-        raise OpError(f"need --fault-at ({fault_at}) < --repair-at ({repair_at}) < --seconds ({seconds})")
+    sch = scenarios.EndpointSchedule(seconds=seconds, fault_at=fault_at, repair_at=repair_at, rate=rate,
+                                     min_rto_ms=min_rto_ms)
+    if (why := sch.problem()) is not None:
+        raise OpError(why)
+    if recover_probes is not None:
+        sch.recover_probes = recover_probes
     incast = fault == "incast"
     if len(where) != (1 if incast else 2):
         raise OpError(f"{fault} takes {'one host' if incast else 'two switches, T0 and T1'}, got {len(where)} "
@@ -118,10 +122,6 @@ def compare_cmd(fault: str, where: tuple[str, ...], modes: str | None, percent: 
             raise OpError(str(e), exitcodes.TOOLCHAIN) from None
     try:
         lab = Lab.attach(lab_dir)
-        sch = scenarios.EndpointSchedule(seconds=seconds, fault_at=fault_at, repair_at=repair_at, rate=rate,
-                                         min_rto_ms=min_rto_ms)
-        if recover_probes is not None:
-            sch.recover_probes = recover_probes
         if incast:
             if where[0] not in lab.model.hosts:
                 raise OpError(f"unknown host '{where[0]}' (hosts: {', '.join(lab.hosts)})")

@@ -30,6 +30,8 @@ def run(*args: str) -> Result:
      ("error: unknown mode 'roce' (known: leaf, leaf-unattended, host, host-spray, host-ethereal, host-hash, "
       "roce-gbn)",)),
     (["incast", "h2", "--ecn-at", "8"], ("error: --ecn-at (8) must be below --trim-at (8)",)),
+    (["cut", "p0-t0-0", "p0-t1-0", "--fault-at", "3", "--repair-at", "2", "--seconds", "4"],
+     ("error: need 0 < --fault-at (3.0) < --repair-at (2.0) < --seconds (4.0)",)),
     (["incast", "h2", "--bottleneck-pps", "0"], ("--bottleneck-pps", "0")),  # click's range check
     (["incast", "h2", "--queue-depth", "5000"], ("--queue-depth", "5000")),
 ])
