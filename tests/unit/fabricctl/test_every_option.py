@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -123,15 +124,17 @@ class Outcome:
 
 
 def invoke(opt: Opt, value: str, where: Path) -> Outcome | None:
-    """The run of `fabricctl [command] OPTION VALUE` (None: the rule above does not run it)."""
-    refused = _refused(opt, value)
-    if not refused and opt.command and opt.command[0] in UNSAFE_GROUPS:
-        return None
+    """The run of `fabricctl [command] OPTION VALUE` (None: the rule above does not run it), in an empty working
+    directory of its own: a relative VALUE ("0") means the same to the type check as to the run, and nothing an
+    earlier run left (a lab directory named "0") makes a path option take a value it would refuse."""
     env = {"FABRIC_TOPOLOGY": str(where / "absent" / "topology.yaml"), "FABRIC_STATE": str(where / "absent" / "s"),
            "FABRIC_STORE": None, "FABRIC_CONFIG": None, "FABRIC_PROGRAM": None}
     old = os.getcwd()
-    os.chdir(where)
+    os.chdir(tempfile.mkdtemp(dir=where))
     try:
+        refused = _refused(opt, value)
+        if not refused and opt.command and opt.command[0] in UNSAFE_GROUPS:
+            return None
         with sandbox():
             signal.setitimer(signal.ITIMER_REAL, HANG_AFTER)
             try:
