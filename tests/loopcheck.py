@@ -250,8 +250,9 @@ def one_agent_under_run_reaches_a_remote_host(lab: Any, stop: Callable[[], None]
             assert [ev for ev, s in states.items() if s == "denied"] == [THROUGH], states
             recorded = [e for e in denylist() if e["kind"] == "denylist_recorded"]
             assert recorded[0]["added"] == both and recorded[0]["removed"] == []
-            assert pushed(both)[0]["told"] == [REMOTE] and pushed(both)[0]["not_told"] == []
-            record_to_push = pushed(both)[0]["t"] - recorded[0]["t"]
+            out = _until("the controller's event of the list pushed", lambda: pushed(both), said=denylist)[0]
+            assert out["told"] == [REMOTE] and out["not_told"] == [], out
+            record_to_push = out["t"] - recorded[0]["t"]
 
             def status_lines() -> list[str]:
                 from click.testing import CliRunner
@@ -272,7 +273,10 @@ def one_agent_under_run_reaches_a_remote_host(lab: Any, stop: Callable[[], None]
         one.agent_report(lambda s: s["failed"] == [], "clean again")
         _until(f"{REMOTE}'s EV through {SPINE} taken back", lambda: one.remote_states()[THROUGH] != "denied",
                said=denylist)
-        assert len(pushed([])) == 2 and pushed([])[1]["told"] == [REMOTE]
+        # the sender takes the list before the pusher writes its event: wait for the event, then judge it
+        back = _until("the controller's event of the clean list pushed", lambda: len(pushed([])) >= 2 and pushed([]),
+                      said=denylist)
+        assert len(back) == 2 and back[1]["told"] == [REMOTE], back
     finally:
         if run is not None:
             run.send_signal(signal.SIGTERM)
