@@ -12,66 +12,16 @@ from concurrent.futures import Future, wait
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from controller import planning
-from controller.model.failures import Failure, HostPortDown, LinkDown
-from controller.plan.probes import PROBE_SLOTS, advertised_target, parse_probe, probed_host_ports
+from controller.model.failures import Failure
+from controller.plan.probes import PROBE_SLOTS, advertised_target, parse_probe
 from controller.southbound.base import HostAnswer, ProbeError, ProbeIn
 from controller.service.detect import (TRICKLE_TIMEOUTS, Change, Detector, Evidence, Thresholds, counter_deltas,
                                       force_down, port_evidence, step, trickles)
+from controller.service.directions import Direction, directions
 from controller.service.liveness import Signals, SwitchHealth, judge as judge_switch
 from controller.service.probetimer import ProbeTimer
 from controller.model.topology import Topology
 from controller.service.switchcalls import NO_ANSWER, CallLate, SwitchCalls, SwitchSilent
-
-
-@dataclass(frozen=True, slots=True)
-class Direction:
-    """One direction of a T0-T1 link: out of `src` port `src_port`, into `dst` port `dst_port`; or a
-    host NIC's round trip (`host` set): out of its T0's port and back in there (src == dst)."""
-
-    link: Failure  # what is recorded when it fails: LinkDown, or HostPortDown for a host NIC
-    link_id: int
-    direction: int  # 0: T0 -> T1, 1: T1 -> T0 (a host NIC: 0)
-    src: str
-    src_port: int
-    dst: str
-    dst_port: int
-    host: str = ""
-    target: int = 0  # a host NIC's address, the target of the Neighbor Solicitations
-
-    @property
-    def label(self) -> str:
-        if self.host:
-            return f"{self.src}:{self.src_port}<->{self.host}"
-        return f"{self.src}:{self.src_port}->{self.dst}:{self.dst_port}"
-
-
-def failure_label(f: Failure) -> str:
-    """A link or host port as the metrics and status name it."""
-    return f"{f.t0}--{f.t1}" if isinstance(f, LinkDown) else f"{f.t0}:{f.port}"  # type: ignore[union-attr]
-
-
-def directions(topo: Topology, hosts: bool = False) -> list[Direction]:
-    """Both directions of every T0-T1 link (a T0's uplinks[j] faces T1 j; a T1's downlinks[i] faces T0 i);
-    with `hosts`, then every host NIC behind a T0 port (link ids after the links')."""
-    out: list[Direction] = []
-    for p in range(topo.planes):
-        for leaf in topo.t0s(p):
-            for j, spine in enumerate(topo.t1s(p)):
-                link = LinkDown(leaf.name, spine.name)
-                n = len(out) // 2
-                out.append(Direction(link, n, 0, leaf.name, leaf.uplinks[j], spine.name, spine.downlinks[leaf.index]))
-                out.append(Direction(link, n, 1, spine.name, spine.downlinks[leaf.index], leaf.name, leaf.uplinks[j]))
-    if hosts:
-        sids = planning.sid_plan(topo)
-        n = len(out) // 2
-        for p in range(topo.planes):
-            for leaf in topo.t0s(p):
-                for slot, port, host in probed_host_ports(leaf):
-                    out.append(Direction(HostPortDown(leaf.name, port), n, 0, leaf.name, port, leaf.name, port,
-                                         host, sids.host_v6(p, leaf.index, slot)))
-                    n += 1
-    return out
 
 
 @dataclass
@@ -99,6 +49,7 @@ class DirectionState:
     first_sent_ns: int | None = None
     unarmed: int = 0  # lost before the direction was armed: not judged
     arm_grace_ns: int = 0  # the transport's (kernel: link-local addresses tentative for a while in a new lab)
+    unreadable: bool = False  # its port counters could not be read last time: no loss judged by them alone (_due)
 
 
 GRAY_SPAN_NS = 1_000_000_000  # the port counters judge a gray ratio over at least this long
@@ -283,14 +234,33 @@ class Prober:
     def _due(self, s: DirectionState, seq: int, sent_ns: int, now_ns: int) -> bool:
         """Whether a probe can be judged: it arrived, or it is `timeout` old and both its switches
         have since carried a probe sent after it (so it is not merely queued behind a busy switch
-        or a late controller), or it is `hard_timeout` old (a switch that went silent)."""
+        or a late controller), or it is `hard_timeout` old (a switch that went silent). A source
+        switch none of whose later probes arrived anywhere while the far switch received later
+        ones has stopped forwarding (a T1 blackholed on every link, carrier up) or is behind:
+        where the port counters can tell these apart, judged at `timeout` too, its loss counted
+        only on the counters' word (`_by_counters_only`)."""
         if seq in s.received:
             return True
         if sent_ns + self._timeout_now > now_ns:
             return False
         if sent_ns + self.hard_timeout_ns <= now_ns:
             return self._progress > sent_ns  # nothing sent since arrived anywhere: we stalled, not the link
-        return self._sent_progress.get(s.d.src, 0) > sent_ns and self._recv_progress.get(s.d.dst, 0) > sent_ns
+        if self._recv_progress.get(s.d.dst, 0) <= sent_ns:
+            return False
+        return self._sent_progress.get(s.d.src, 0) > sent_ns or self._counters_tell(s)
+
+    def _counters_tell(self, s: DirectionState) -> bool:
+        """Whether the port counters may judge `s`'s losses alone: port evidence on, a link (a host NIC's port
+        counts two flows), counters both ends' transports keep and that were readable last time."""
+        ends = (self.sessions.get(s.d.src), self.sessions.get(s.d.dst))
+        return self.evidence and not s.d.host and not s.unreadable and all(getattr(e, "port_counters", True)
+                                                                              for e in ends)
+
+    def _by_counters_only(self, s: DirectionState, sent_ns: int, now_ns: int) -> bool:
+        """A lost probe judged before the hard timeout though its source carried no later probe (`_due`): it counts
+        only if the port counters say the link lost it, since the source may merely be behind (its egress then
+        counts nothing, or the far port receives: the loss is held back)."""
+        return sent_ns + self.hard_timeout_ns > now_ns and self._sent_progress.get(s.d.src, 0) <= sent_ns
 
     @property
     def timeout_ms(self) -> float:
@@ -336,7 +306,7 @@ class Prober:
                         s.received.clear()
                         s.counts = None
                     continue
-                outcomes: list[tuple[bool, float | None]] = []
+                outcomes: list[tuple[bool, float | None, bool]] = []
                 while s.outstanding and self._due(s, s.outstanding[0][0], s.outstanding[0][1], now_ns):
                     seq, sent_ns = s.outstanding.popleft()
                     delay = s.received.pop(seq, None)
@@ -346,12 +316,13 @@ class Prober:
                             continue
                         s.armed = True
                     oldest_lost = min(oldest_lost, sent_ns) if delay is None else oldest_lost
-                    outcomes.append((delay is not None, None if delay is None else delay / 1e6))
+                    outcomes.append((delay is not None, None if delay is None else delay / 1e6,
+                                     delay is None and self._by_counters_only(s, sent_ns, now_ns)))
                 if not s.outstanding:
                     s.received.clear()
                 if outcomes:
                     due.append((s, outcomes))
-        lossy = sum(1 for _, outcomes in due if not all(ok for ok, _ in outcomes))
+        lossy = sum(1 for _, outcomes in due if not all(ok for ok, _, _ in outcomes))
         late = max((late for t, late in self._loop_late if t >= oldest_lost - self._timeout_now), default=0)
         if is_stall(lossy, len(self.states), fraction=self.stall_fraction, loop_late_ns=late,
                     late_bound_ns=max(LATE_BOUND_PERIODS * int(self.period * 1e9), self.timeout_ns),
@@ -362,7 +333,7 @@ class Prober:
                 self.on_stall(lossy, len(self.states))
             return
         for s, outcomes in due:
-            for ok, delay_ms in outcomes:
+            for ok, delay_ms, strict in outcomes:
                 s.last_probe_t = time.time()
                 if ok:
                     s.last_delay_ms = delay_ms
@@ -372,7 +343,7 @@ class Prober:
                     s.lost += 1
                 if self.on_outcome is not None:
                     self.on_outcome(s, ok, delay_ms)
-                if not ok and s.detector.up and self.evidence and not self._counts_as_loss(s, now_ns):
+                if not ok and s.detector.up and self.evidence and not self._counts_as_loss(s, now_ns, strict):
                     s.vetoed += 1
                     continue
                 s.detector, change = step(s.detector, ok, self.thresholds)
@@ -380,7 +351,7 @@ class Prober:
                     s.counts = None
                     self.on_change(s, change)
 
-    def _counts_as_loss(self, s: DirectionState, now_ns: int) -> bool:
+    def _counts_as_loss(self, s: DirectionState, now_ns: int, strict: bool = False) -> bool:
         """Whether a lost probe goes to the detector. A loss that would fail the link needs the
         link's port counters to agree. K in a row: since the run of losses began, long enough ago
         for packets to cross (two periods, or what the timeout holds above its floor), packets left
@@ -388,20 +359,25 @@ class Prober:
         (the probes are only late); if it is too soon, or none left (the source's egress is
         stalled), it is not known yet: either way the loss is held back and the next one asks again
         (a port that sends nothing for the hard timeout counts as dead). The gray ratio: see
-        `_gray_on_the_wire`. No counters to read (a switch that does not answer): the probes decide."""
+        `_gray_on_the_wire`. No counters to read (a switch that does not answer): the probes decide,
+        unless `strict` (the counters' word is all the loss has: `_by_counters_only`), then held back."""
         if s.counts is None:  # the first loss of a run: what the counters say now
             first = self.port_counts(s.d)
             if first == LATE:  # asked; held back until they answer (the next loss asks again)
                 return False
             s.counts, s.counts_ns = first, now_ns  # type: ignore[assignment]
+            s.unreadable = first is None
+        if s.counts is None and strict:
+            return False
         if s.detector.losses + 1 < self.thresholds.fail_after:
             _, change = step(s.detector, False, self.thresholds)
-            return change is None or self._gray_on_the_wire(s, now_ns)
+            return change is None or self._gray_on_the_wire(s, now_ns, strict)
         now = None if s.counts is None else self.port_counts(s.d)
         if now == LATE:
             return False
         if s.counts is None or now is None:
-            return True
+            s.unreadable = now is None
+            return not strict
         # The counters were first read a timeout after the first lost probe left: what the timeout
         # holds above its floor (the fabric's current extra delay), or two periods, lets what left
         # the source port since then arrive.
@@ -435,7 +411,7 @@ class Prober:
                       f"({(dtx - drx) / max(dtx, 1):.0%} lost on the wire) in {elapsed / 1e6:.0f} ms")
         return trickles(before, now)
 
-    def _gray_on_the_wire(self, s: DirectionState, now_ns: int) -> bool:
+    def _gray_on_the_wire(self, s: DirectionState, now_ns: int, strict: bool = False) -> bool:
         """A loss that would fail a link by the gray ratio counts only if the port counters see the
         link itself losing: over at least a second, of what the source port sent (counted in egress,
         after the switch's queue) at least half the gray ratio never reached the far port. Probes
@@ -446,7 +422,8 @@ class Prober:
         if now == LATE:
             return False
         if now is None:
-            return True
+            s.unreadable = True
+            return not strict
         if s.gray_counts is None or now_ns - s.gray_counts_ns > 10 * self.hard_timeout_ns:
             s.gray_counts, s.gray_counts_ns = now, now_ns
             return False

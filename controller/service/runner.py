@@ -31,7 +31,8 @@ from controller.service.portstatus import PortStatus, PortStatusListener
 from controller.service.metrics import Metrics, drop_reason_names
 from controller.service.paths import PATH_COUNTER, PathLabel, path_labels
 from controller.service.priority import set_thread_nice
-from controller.service.prober import DirectionState, Prober, failure_label
+from controller.service.directions import failure_label
+from controller.service.prober import DirectionState, Prober
 from controller.service.sessions import Session
 from controller.service.switchcalls import SwitchCalls
 from controller.southbound.base import CarrierSource, SwitchHandle

@@ -21,7 +21,7 @@ from controller.service import status as st
 from controller.service.metrics import Metrics, drop_reason_names
 from controller.model.failures import HostPortDown
 from controller.planning import sid_plan as sids_of
-from controller.service.prober import directions
+from controller.service.directions import directions
 from controller.model.topology import load
 from tests.paths import UNIT_DATA
 

@@ -380,3 +380,96 @@ def test_a_burst_that_ended_is_no_part_of_a_later_run_of_late_probes():
         c.tx += 1
         c.rx += 1
     assert changes == [] and s.vetoed > 100, (s.evidence, s.vetoed)
+
+
+# --- a T1 that stops forwarding: every probe to and from it lost, carrier up ---------------------
+
+SPINE = "p0-t1-0"
+
+
+class PortCounters:
+    """Each direction's (source port tx, far port rx), moved by hand per direction."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, list[int]] = {}
+        self.unreadable = False
+
+    def __call__(self, d: Direction) -> tuple[int, int] | None:
+        return None if self.unreadable else tuple(self.counts.setdefault(d.label, [100, 100]))  # type: ignore[return-value]
+
+    def move(self, d: Direction, tx: int, rx: int) -> None:
+        c = self.counts.setdefault(d.label, [100, 100])
+        c[0] += tx
+        c[1] += rx
+
+
+def spine_rounds(p: Prober, counters: PortCounters, rounds: int, start: int = 0, *, stopped_from: int = 5,
+                 spine_tx: int = 3, far_rx: int = 0) -> None:
+    """Rounds 20 ms apart: from `stopped_from` every probe to or from SPINE is lost (every other arrives 10 ms
+    after it left); each round every source port counts 3 packets more (SPINE's `spine_tx` once stopped: its
+    egress counts its probes, or nothing when it is behind), each far port what arrived (once stopped, `far_rx`
+    into a port that SPINE sends to)."""
+    for i in range(start, start + rounds):
+        sent = i * 20 * MS
+        for x in p.states:
+            x.seq += 1
+            x.outstanding.append((x.seq, sent))
+            lost = i >= stopped_from and SPINE in (x.d.src, x.d.dst)
+            if not lost:
+                frame = na_frame(x.d.target, x.seq) if x.d.host else probe_frame(Probe(x.d.link_id, x.d.direction, x.seq, sent))
+                p._arrived(x.d.dst, frame, x.d.dst_port, sent + 10 * MS)
+            tx = spine_tx if lost and x.d.src == SPINE else 3
+            counters.move(x.d, tx, (far_rx if x.d.src == SPINE else 0) if lost else tx)
+        p._judge(sent + 10 * MS)
+
+
+def spine_prober(counters: PortCounters) -> tuple[Prober, list[tuple[str, Change]]]:
+    changes: list[tuple[str, Change]] = []
+    p = Prober(load(DATA / "two_plane_lab.yaml"), {}, Thresholds(fail_after=3, restore_after=5), period=0.02,
+               timeout=0.08, on_change=lambda s, c: changes.append((s.d.label, c)), port_counts=counters)
+    return p, changes
+
+
+def from_spine(p: Prober) -> set[str]:
+    return {s.d.label for s in p.states if s.d.src == SPINE}
+
+
+def test_a_t1_that_stops_forwarding_is_failed_on_its_counters_well_before_the_hard_timeout():
+    # SPINE carries no probe at all, so none of its links' probes is judged by the rule that both switches
+    # carried a later one; its egress counts its probes while the leaves receive none: its directions to the
+    # leaves go down a timeout, K - 1 periods and the counters' settling after it stopped (the hard timeout: 1 s)
+    c = PortCounters()
+    p, changes = spine_prober(c)
+    spine_rounds(p, c, rounds=5 + 15)  # 300 ms of it stopped
+    assert sorted(changes) == sorted((label, Change.DOWN) for label in from_spine(p))
+    down = [s for s in p.states if s.d.src == SPINE]
+    assert all(s.evidence.startswith("dead: ") and " 0 arrived at " in s.evidence for s in down), [s.evidence for s in down]
+    # the leaves' directions into it: the far switch received nothing since, judged at the hard timeout as before
+    assert all(s.detector.up and s.lost == 0 for s in p.states if s.d.dst == SPINE)
+
+
+def test_a_t1_behind_whose_egress_counts_nothing_is_held_back_until_the_hard_timeout():
+    # its probes queued behind its own backlog: nothing leaves its ports, so the counters cannot call the links dead
+    c = PortCounters()
+    p, changes = spine_prober(c)
+    spine_rounds(p, c, rounds=5 + 40, spine_tx=0)  # 800 ms
+    assert changes == [] and all(s.vetoed > 0 for s in p.states if s.d.src == SPINE)
+    spine_rounds(p, c, rounds=40, start=45, spine_tx=0)  # past the hard timeout: a port that sends nothing, wedged
+    assert {label for label, _ in changes} >= from_spine(p)
+
+
+def test_a_t1_whose_probes_are_late_while_the_leaves_receive_from_it_fails_nothing():
+    c = PortCounters()
+    p, changes = spine_prober(c)
+    spine_rounds(p, c, rounds=5 + 40, far_rx=3)  # 800 ms: what it sends arrives, only its probes are late
+    assert changes == [] and all(s.evidence.startswith("alive: ") for s in p.states if s.d.src == SPINE)
+
+
+def test_a_t1_carrying_no_probe_with_counters_unreadable_waits_for_the_hard_timeout():
+    c = PortCounters()
+    c.unreadable = True
+    p, changes = spine_prober(c)
+    spine_rounds(p, c, rounds=5 + 40)  # 800 ms: the probes alone do not judge a switch that carries none
+    assert changes == []
+    spine_rounds(p, c, rounds=20, start=45)  # then the hard timeout's rule judges them, the probes deciding
+    assert {label for label, _ in changes} == from_spine(p) | {s.d.label for s in p.states if s.d.dst == SPINE}
