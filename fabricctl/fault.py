@@ -222,7 +222,7 @@ def carrier_watch(socket_path: Path, lab_dir: Path) -> None:
         raise OpError(str(e), exitcodes.SWITCH_ERROR) from None
     click.echo(f"watching the carrier of {len(watcher.source.carrier)} switch ports; port status to {socket_path}",
                err=True)
-    signal.signal(signal.SIGTERM, lambda *_: watcher._stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: watcher.loop.stop())
     try:
         watcher.run_forever()
     except KeyboardInterrupt:

@@ -17,6 +17,7 @@ import grpc
 from controller.model.topology import Topology
 from controller.programs.bmv2build import Bmv2Traits, traits
 from controller.programs.toolchain import find_binary
+from controller.runtime.channelready import close as close_channel, wait_ready
 from controller.runtime.tls import channel as tls_channel
 from controller.model.tlsconfig import TlsConfig
 
@@ -204,18 +205,16 @@ def wait_grpc_ready(address: str, proc: subprocess.Popen | None, deadline: float
     logs = list(logs)
     channel = tls_channel(address, tls)
     try:
-        while True:
-            if proc is None or proc.poll() is not None:
-                code = None if proc is None else proc.returncode
-                raise SwitchStartError(f"{who}: simple_switch_grpc exited ({code}): {log_tail(logs)}")
-            try:
-                grpc.channel_ready_future(channel).result(timeout=0.25)
-                return
-            except grpc.FutureTimeoutError:
-                if time.monotonic() > deadline:
-                    raise SwitchStartError(f"{who}: no gRPC server at {address}: {log_tail(logs)}") from None
+        state = wait_ready(channel, max(deadline - time.monotonic(), 0.25),
+                           keep_waiting=lambda: proc is not None and proc.poll() is None)
     finally:
-        channel.close()
+        close_channel(channel)  # after gRPC's connectivity poller has ended (controller.runtime.channelready)
+    if state is grpc.ChannelConnectivity.READY:
+        return
+    if proc is None or proc.poll() is not None:
+        code = None if proc is None else proc.returncode
+        raise SwitchStartError(f"{who}: simple_switch_grpc exited ({code}): {log_tail(logs)}")
+    raise SwitchStartError(f"{who}: no gRPC server at {address}: {log_tail(logs)}")
 
 
 def alive(pid: int) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import select
 import socket
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Protocol
 from pyroute2.netlink.rtnl.marshal import MarshalRtnl
 
 from controller.model.topology import Topology
+from controller.periodic import Periodic
 from controller.service.portstatus import PortStatus, send
 from controller.southbound.linkwatch import RTMGRP_LINK, CarrierChange, carrier_of
 from mininet_labs.topo import port_intf
@@ -114,32 +114,25 @@ class CarrierWatcher:
                  on_change: Callable[[PortStatus], None] | None = None) -> None:
         self.source, self.to, self.on_change = source, to, on_change
         self.sent = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        # OSError, ValueError: the source closed under the poll (stop() ran)
+        self.loop = Periodic("carrier-watch", self._poll, ends_on=(OSError, ValueError))
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="carrier-watch", daemon=True)
-        self._thread.start()
+        self.loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self.loop.stop()
         self.source.close()
 
     def run_forever(self) -> None:
-        """Watch in this thread until stop() (or a signal that raises)."""
-        self._run()
+        """Watch in this thread until `loop.stop()` (a signal handler's) or a signal that raises."""
+        self.loop.run()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                changes = self.source.poll(0.2)
-            except (OSError, ValueError):  # the source closed under us: stop() ran
-                return
-            now = time.monotonic_ns()
-            for c in changes:
-                self.emit(PortStatus(c.switch, c.port, c.up, now))
+    def _poll(self) -> None:
+        changes = self.source.poll(0.2)
+        now = time.monotonic_ns()
+        for c in changes:
+            self.emit(PortStatus(c.switch, c.port, c.up, now))
 
     def emit(self, status: PortStatus) -> None:
         self.sent += 1

@@ -21,7 +21,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from controller import failurerecord
 from controller.runtime.p4info import P4Info
 from controller.routes import Options
 from controller.model.topology import Topology, load, to_dict
+from mininet_labs import faults
 from mininet_labs.faults import active as active_faults
 from mininet_labs.cleanup import CleanupReport, cleanup
 from mininet_labs.labfailover import FailoverMixin
@@ -200,17 +201,50 @@ class Lab(FailoverMixin):
         return self._traffic.start(self.hosts, pairs, **kwargs)
 
     # --- wiring: faults nobody is told of ------------------------------------------------------------
+    # A port set down loses, in its namespace, the routes and permanent neighbours through it, and setting it up does
+    # not bring them back: the ports go down and up as the fault library's faults, which keep what they hold
+    # (mininet_labs.linkroutes) and put it back, and are in the lab's fault record meanwhile.
     def link_down(self, a: str, b: str) -> tuple[str, str]:
-        """Take the T0-T1 link down at both ends (the interfaces; the controller is not told)."""
-        return self._set_link(a, b, "down")
+        """Take the T0-T1 link down at both ends (a carrier-down on each; the controller is not told): their
+        interfaces, a's first."""
+        first = self._port_down("carrier-down", [a, b])
+        try:
+            return first, self._port_down("carrier-down", [b, a])
+        except LabError:
+            self._port_up("carrier-down", [a, b], lambda: first)
+            raise
 
     def link_up(self, a: str, b: str) -> tuple[str, str]:
-        return self._set_link(a, b, "up")
+        """Both ends up again, with what link_down kept put back (an end it did not take down is only set up)."""
+        end = {p.switch: p for p in self.nodes.link_ports(self.model, self.state, a, b)}
+        far = self._port_up("carrier-down", [b, a], lambda: self._set_up(end[b]))
+        return self._port_up("carrier-down", [a, b], lambda: self._set_up(end[a])), far
 
-    def _set_link(self, a: str, b: str, how: str) -> tuple[str, str]:
-        ports = self.nodes.link_ports(self.model, self.state, a, b)
-        self.nodes.set_link(ports, how)
-        return ports[0].intf, ports[1].intf
+    def nic_down(self, host: str, plane: int) -> str:
+        """A host's NIC in a plane down inside its namespace (its leaf port loses carrier): a host-nic-down."""
+        return self._port_down("host-nic-down", [host, str(plane)])
+
+    def nic_up(self, host: str, plane: int) -> str:
+        """The NIC up again, with what nic_down kept put back (one it did not take down is only set up)."""
+        return self._port_up("host-nic-down", [host, str(plane)], lambda: self.host_nic(host, plane, "up"))
+
+    def _port_down(self, kind: str, target: list[str]) -> str:
+        try:
+            return str(faults.inject(self, kind, target).undo["intf"])
+        except faults.FaultError as e:
+            raise LabError(str(e)) from None
+
+    def _port_up(self, kind: str, target: list[str], otherwise: Callable[[], str]) -> str:
+        if not any(f.key == (kind, tuple(target)) for f in faults.active(self.dir)):
+            return otherwise()
+        try:
+            return str(faults.undo(self, kind, target).undo["intf"])
+        except faults.FaultError as e:
+            raise LabError(str(e)) from None
+
+    def _set_up(self, port: Port) -> str:
+        self.nodes.set_link([port], "up")
+        return port.intf
 
     def switch_intfs(self, name: str) -> list[str]:
         """Every interface of a switch (its host ports, uplinks and downlinks)."""

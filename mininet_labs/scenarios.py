@@ -465,8 +465,8 @@ def cross_plane(lab: Lab, host: str, plane: int = 0, **kwargs: Any) -> ScenarioR
         return p == plane and host in (sender, dst)
 
     kwargs.setdefault("pinned", False)
-    return run_failure(lab, "cross-plane", f, lambda: [lab.host_nic(host, plane, "down")],
-                       lambda: [lab.host_nic(host, plane, "up")], pairs=pairs, on_failure=on,
+    return run_failure(lab, "cross-plane", f, lambda: [lab.nic_down(host, plane)],
+                       lambda: [lab.nic_up(host, plane)], pairs=pairs, on_failure=on,
                        rehome=True, tell=tell, tell_plane=plane, **kwargs)
 
 

@@ -16,6 +16,7 @@ from controller.runtime import codec, wire
 from controller.plan.entries import ActionProfileMember, CounterValue, Entity, Exact, Lpm, Match, TableEntry, Value
 from controller.runtime.p4info import P4Info, pipeline_differences
 from controller.plan.delta import Update, UpdateType
+from controller.runtime.channelready import close as close_channel, wait_ready
 from controller.runtime.tls import channel as tls_channel, explain as tls_explain
 from controller.model.tlsconfig import TlsConfig, TlsError
 from controller.programs.toolchain import Artifacts
@@ -139,27 +140,6 @@ class PacketIn:
 
 
 _STREAM_END = object()
-
-
-def wait_ready(channel: grpc.Channel, timeout: float) -> grpc.ChannelConnectivity:
-    """Connect the channel and wait until it is READY, fails (TRANSIENT_FAILURE: a refused or
-    unreachable address fails at once rather than after the whole timeout) or `timeout` passes
-    (then the last state seen: CONNECTING or IDLE)."""
-    seen: list[grpc.ChannelConnectivity] = [grpc.ChannelConnectivity.IDLE]
-    done = threading.Event()
-
-    def on_change(state: grpc.ChannelConnectivity) -> None:
-        seen.append(state)
-        if state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE,
-                     grpc.ChannelConnectivity.SHUTDOWN):
-            done.set()
-
-    channel.subscribe(on_change, try_to_connect=True)
-    try:
-        done.wait(timeout)
-    finally:
-        channel.unsubscribe(on_change)
-    return seen[-1]
 
 
 def _log_batch(conn: SwitchConnection, batch: list[Update | tuple[str, Entity]], number: int, batches: int) -> None:
@@ -352,7 +332,7 @@ class SwitchConnection:
         if self._stream is not None:
             self._stream.cancel()
         if self._channel is not None:
-            self._channel.close()
+            close_channel(self._channel)  # after gRPC's connectivity poller has ended (it dies on a closed channel)
         if self._reader is not None and self._reader is not threading.current_thread():
             self._reader.join(timeout=self.timeout)
         self._channel = self._stub = self._stream = self._reader = None

@@ -11,13 +11,13 @@ line of the view, once per change of its error, and is told again on the next pa
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from controller.model.denylist import Denylist, Link
+from controller.periodic import Periodic
 from controller.state.store import Conflict, Store, StoreError
 
 RECORD_TRIES = 5  # a record that moved on meanwhile (etcd) is read again and merged again this often
@@ -90,21 +90,13 @@ class DenylistPusher:
         self.hosts: dict[str, Told] = {}  # each host's last push
         self.problem: str | None = None  # why the last pass could not read the reports, the record or the endpoints
         self.led = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic("denylist-push", self.tick, lambda: self.every, join_within=15)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="denylist-push", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=15)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            self.tick()
+        self._loop.stop()
 
     def _say_problem(self, problem: str | None) -> None:
         if problem != self.problem:

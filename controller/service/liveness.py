@@ -3,10 +3,10 @@ the pure rule that records a switch failed when it stops answering while the res
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from controller.periodic import Periodic
 from controller.service.detect import Change
 from controller.service.switchcalls import SwitchCalls, SwitchSilent
 
@@ -60,17 +60,13 @@ class Pinger:
                  every: float = 0.1) -> None:
         self.calls, self.sessions, self.ready, self.every = calls, sessions, ready, every
         self.sent = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic("liveness", self.ping_all, lambda: self.every)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="liveness", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._loop.stop()
 
     def ping_all(self) -> None:
         for name, session in self.sessions.items():
@@ -81,7 +77,3 @@ class Pinger:
                 self.sent += 1
             except SwitchSilent:
                 continue
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            self.ping_all()

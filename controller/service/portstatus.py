@@ -14,10 +14,11 @@ import logging
 import os
 import socket
 import stat
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from controller.periodic import Periodic
 
 log = logging.getLogger("controller.service")
 
@@ -144,17 +145,13 @@ class PortStatusListener:
             raise
         self._bound = (st.st_dev, st.st_ino)  # the socket file this listener made: the only one stop() removes
         self._sock.settimeout(0.2)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic("port-status", self._receive, ends_on=(OSError,), on_end=self._ended)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="port-status", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._loop.stop()
         self._sock.close()
         try:
             st = self.path.lstat()
@@ -163,21 +160,20 @@ class PortStatusListener:
         if (st.st_dev, st.st_ino) == self._bound:
             self.path.unlink(missing_ok=True)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                data = self._sock.recv(4096)
-            except TimeoutError:
-                continue
-            except OSError as e:
-                if not self._stop.is_set():
-                    self.error = (f"carrier events on {self.path} stopped: {e.strerror or e}; "
-                                  "the probes alone judge links")
-                    self.on_error(self.error)
-                return
-            status = parse(data)
-            if status is None:
-                self.refused += 1
-                continue
-            self.received += 1
-            self.on_status(status)
+    def _receive(self) -> None:
+        """One datagram (or none within the socket's timeout); OSError ends the loop."""
+        try:
+            data = self._sock.recv(4096)
+        except TimeoutError:
+            return
+        status = parse(data)
+        if status is None:
+            self.refused += 1
+            return
+        self.received += 1
+        self.on_status(status)
+
+    def _ended(self, e: BaseException) -> None:
+        why = (e.strerror if isinstance(e, OSError) else None) or e
+        self.error = f"carrier events on {self.path} stopped: {why}; the probes alone judge links"
+        self.on_error(self.error)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from controller.model.topology import Switch, Topology
+from controller.periodic import Periodic
 from controller.routes import Fabric
 from controller.southbound.base import HostAnswer, PlanChange, ProbeError, ProbeIn, SwitchSync
 from controller.southbound.kroutes import Route, RouteDelta, diff, link_local, switch_routes
@@ -183,31 +184,26 @@ class KernelCarrier:
                  on_error: Callable[[str], None] | None = None) -> None:
         self.watch = LinkWatch(topo)  # LinkWatchError (one line) for a namespace it cannot watch
         self.report, self.on_error = report, on_error
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        # OSError, ValueError: a socket closed under the poll at stop, or the namespace gone
+        self._loop = Periodic("carrier", self._poll, ends_on=(OSError, ValueError), on_end=self._ended)
 
     def start(self) -> None:
         now = time.monotonic_ns()
         for (switch, port), up in sorted(self.watch.carrier.items()):
             if not up:
                 self.report(switch, port, False, now)
-        self._thread = threading.Thread(target=self._run, name="carrier", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                changes = self.watch.poll(0.2)
-            except (OSError, ValueError) as e:  # a socket closed under it at stop, or the namespace gone
-                if not self._stop.is_set() and self.on_error is not None:
-                    self.on_error(f"carrier watch ended: {e}")
-                return
-            seen = time.monotonic_ns()
-            for c in changes:
-                self.report(c.switch, c.port, c.up, seen)
+    def _poll(self) -> None:
+        changes = self.watch.poll(0.2)
+        seen = time.monotonic_ns()
+        for c in changes:
+            self.report(c.switch, c.port, c.up, seen)
+
+    def _ended(self, e: BaseException) -> None:
+        if self.on_error is not None:
+            self.on_error(f"carrier watch ended: {e}")
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._loop.stop()
         self.watch.close()

@@ -85,6 +85,23 @@ def touched(lab: Any, kind: str, target: tuple[str, ...]) -> list[str]:
     return [lab.model.switch(target[0]).netns, lab.model.switch(target[1]).netns]
 
 
+def as_found(spaces: list[str]) -> dict[str, list[str]]:
+    """What each namespace holds, once its addresses are past duplicate address detection."""
+    for ns in spaces:
+        wait_for(lambda: settled(ns), f"the addresses of {ns} past duplicate address detection")
+    return {ns: held(ns) for ns in spaces}
+
+
+def assert_as_before(before: dict[str, list[str]]) -> None:
+    for ns in before:  # the kernel's own link-local routes come back with the port's address, a moment later
+        end = time.monotonic() + 30  # a bound only: a loaded machine
+        while not (settled(ns) and held(ns) == before[ns]) and time.monotonic() < end:
+            time.sleep(0.05)
+        now = held(ns)
+        assert (ns, sorted(set(before[ns]) - set(now)), sorted(set(now) - set(before[ns]))) == (ns, [], [])
+        assert now == before[ns], ns
+
+
 @pytest.mark.parametrize("kind, target, extra", [
     ("carrier-down", (LEAF, SPINE), ()),
     ("carrier-down", (SPINE, LEAF), ()),
@@ -96,9 +113,7 @@ def test_undoing_a_port_down_fault_leaves_the_routes_as_they_were(lab: Any, kind
     from mininet_labs.faults import active
 
     spaces = touched(lab, kind, target)
-    for ns in spaces:
-        wait_for(lambda: settled(ns), f"the addresses of {ns} past duplicate address detection")
-    before = {ns: held(ns) for ns in spaces}
+    before = as_found(spaces)
     down_ns = spaces[0]  # where the port is set down: the kernel drops its routes there
     out = fabricctl(lab, kind, *target, *extra)
     assert out.returncode == 0 and out.stdout.startswith("injected: "), out
@@ -119,16 +134,52 @@ def test_undoing_a_port_down_fault_leaves_the_routes_as_they_were(lab: Any, kind
         out = fabricctl(lab, kind, *target, "--undo")
     assert out.returncode == 0 and out.stdout.startswith("undone: "), out
     assert active(lab.dir) == []
-    for ns in spaces:  # the kernel's own link-local routes come back with the port's address, a moment later
-        end = time.monotonic() + 30  # a bound only: a loaded machine
-        while not (settled(ns) and held(ns) == before[ns]) and time.monotonic() < end:
-            time.sleep(0.05)
-        now = held(ns)
-        assert (ns, sorted(set(before[ns]) - set(now)), sorted(set(now) - set(before[ns]))) == (ns, [], [])
-        assert now == before[ns], ns
+    assert_as_before(before)
     if kind != "host-nic-down":
         crossed = link_packets(lab)
         report = lab.traffic(qps=16, messages=4, rate=0)
         assert report.ok, report.problems()
         assert report.totals()["received"] == report.totals()["sent"] > 0
         assert link_packets(lab) > crossed  # the flows hashed onto the link crossed it
+
+
+def test_the_labs_link_down_and_up_leave_the_routes_of_both_ends_as_they_were(lab: Any) -> None:
+    """Lab.link_down sets both ends of a T0-T1 link down through the fault library (each end's routes kept), and
+    Lab.link_up puts back what the kernel dropped at both ends; then traffic crosses the link again."""
+    from mininet_labs.faults import active
+
+    spaces = touched(lab, "carrier-down", (LEAF, SPINE))
+    before = as_found(spaces)
+    ends = lab.link_down(LEAF, SPINE)
+    try:
+        assert [is_up(ns, intf) for ns, intf in zip(spaces, ends)] == [False, False]
+        assert sorted(f.target for f in active(lab.dir)) == [[LEAF, SPINE], [SPINE, LEAF]]
+        assert all(set(before[ns]) - set(held(ns)) for ns in spaces), "the kernel dropped nothing at one end"
+    finally:
+        assert lab.link_up(LEAF, SPINE) == ends
+    assert active(lab.dir) == []
+    assert_as_before(before)
+    crossed = link_packets(lab)
+    report = lab.traffic(qps=16, messages=4, rate=0)
+    assert report.ok, report.problems()
+    assert link_packets(lab) > crossed
+
+
+def test_the_labs_nic_down_and_up_leave_the_hosts_routes_as_they_were(lab: Any) -> None:
+    """Lab.nic_down / nic_up (the cross-plane scenario's NIC failure) keep and put back the host's routes; a NIC
+    that nic_down did not take down is only set up."""
+    from mininet_labs.faults import active
+
+    spaces = touched(lab, "host-nic-down", ("h0", "0"))
+    before = as_found(spaces)
+    intf = lab.nic_down("h0", 0)
+    try:
+        assert not is_up(spaces[0], intf)
+        assert [(f.kind, f.target) for f in active(lab.dir)] == [("host-nic-down", ["h0", "0"])]
+        assert set(before[spaces[0]]) - set(held(spaces[0])), "the kernel dropped nothing with the NIC"
+    finally:
+        assert lab.nic_up("h0", 0) == intf
+    assert active(lab.dir) == []
+    assert_as_before(before)
+    assert lab.nic_up("h0", 0) == intf  # nothing to put back: only set up, as before
+    assert is_up(spaces[0], intf)
