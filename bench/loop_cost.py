@@ -12,9 +12,10 @@ spraying, 4 QPs). Per run, seconds after the senders' common start:
               and the achieved period, the traffic delivered per second (all receivers), the senders' and
               receivers' CPU; loops lost or late meanwhile, and links reported with nothing failed (false);
   3.5         p0-t1-1 stops forwarding (its namespace drops every IPv6 packet at prerouting, links and carriers
-              up): detection = from the drop in place to each agent's first change reporting a failed link (its
-              events file, anchored to wall time by the file's mtime at its last line);
-  4.5         it forwards again: cleared = from then to each agent's change back to no failed link.
+              up): detection = from the drop in place (the `nft` command adding the rule returned) to each
+              agent's first change reporting a failed link (its events file, the changes' monotonic_s);
+  4.5         it forwards again: cleared = from the `nft` command deleting the rule starting to each agent's
+              change back to no failed link.
 A loop not back within the timeout (max(2 x period, 5 ms) unless --timeout-ms) is lost; a link is reported after
 --confirm rounds in a row. Not a test: Python agents and senders on two shared cores; the load is given per run.
 """
@@ -88,17 +89,8 @@ def delivered_pps(bins: list[dict[str, int]], started_ns: int, bin_ms: float, a:
     return round(sum(total.get(i, 0) for i in range(lo, hi)) / ((hi - lo) * bin_ms / 1000), 1) if hi > lo else None
 
 
-def change_times(events: list[dict[str, Any]], mtime: float) -> list[tuple[float, dict[str, Any]]]:
-    """Each change of an agent's events file at wall time: its last line was appended at the file's mtime, and
-    the others `t_s` (the agent's own clock) before it."""
-    if not events:
-        return []
-    last = events[-1]["t_s"]
-    return [(mtime - (last - e["t_s"]), e) for e in events]
-
-
 def detection(changes: list[tuple[float, dict[str, Any]]], fault: float, repair: float) -> dict[str, Any]:
-    """From an agent's changes (wall time, change): ms from `fault` to its first report of a failed link, what it
+    """From an agent's changes (monotonic time, change): ms from `fault` to its first report of a failed link, what it
     reported then, ms from `repair` to its first report of none after that, and the reports before the fault."""
     false = [e for t, e in changes if t < fault and e["failed"]]
     seen = next(((t, e) for t, e in changes if t >= fault and e["failed"]), None)
@@ -121,7 +113,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "achieved_period_ms": spread(col("achieved_period_ms"), 2), "late_rounds_pct": spread(col("late_rounds_pct")),
             "healthy_lost": spread(col("healthy_lost"), 0), "false_reports": sum(r.get("false_reports", 0) for r in runs),
             "detected_ms": spread(det), "detected_by": [len(r.get("detected_ms", {})) for r in runs],
-            "cleared_ms": spread(clr), "load1": [r.get("load1") for r in runs]}
+            "cleared_ms": spread(clr), "fault_took_ms": spread(col("fault_took_ms")),
+            "repair_took_ms": spread(col("repair_took_ms")), "load1": [r.get("load1") for r in runs]}
 
 
 # --- the lab parts ---------------------------------------------------------------------------------------------
@@ -226,13 +219,15 @@ def one_run(lab: Any, period: float | None, args: argparse.Namespace) -> dict[st
         out["traffic_cpu_pct"] = round(sum(c1[p] - c0.get(p, c1[p]) for p in traffic if p in c1) / span * 100, 1)
         if period is not None:
             _at(base, FAULT_AT)
+            t = time.monotonic()
             stop_spine(lab)
             faulted = True
-            out["fault_wall"] = time.time()
+            out["fault_s"], out["fault_took_ms"] = time.monotonic(), round((time.monotonic() - t) * 1e3, 1)
             _at(base, REPAIR_AT)
+            out["repair_s"] = time.monotonic()
             restart_spine(lab)
             faulted = False
-            out["repair_wall"] = time.time()
+            out["repair_took_ms"] = round((time.monotonic() - out["repair_s"]) * 1e3, 1)
         report = run.wait()
     finally:
         if faulted:
@@ -243,7 +238,7 @@ def one_run(lab: Any, period: float | None, args: argparse.Namespace) -> dict[st
                                          work.bin_ms, *HEALTHY)
     out["offered_pps"] = args.rate * len(PAIRS)
     if agents:
-        out.update(agent_figures(run.dir, healthy, out["fault_wall"], out["repair_wall"]))
+        out.update(agent_figures(run.dir, healthy, out["fault_s"], out["repair_s"]))
     return out
 
 
@@ -260,8 +255,8 @@ def agent_figures(run_dir: Path, healthy: dict[str, dict[str, Any]], fault: floa
         ev_path = run_dir / f"loops-{h}.jsonl"
         try:
             events = [json.loads(x) for x in ev_path.read_text().splitlines() if x.strip()]
-            d = detection(change_times(events, ev_path.stat().st_mtime), fault, repair)
-        except (OSError, ValueError):
+            d = detection([(e["monotonic_s"], e) for e in events], fault, repair)
+        except (OSError, ValueError, KeyError):
             d = {"detected_ms": None, "cleared_ms": None, "reported": None, "false_reports": 0}
         if d["detected_ms"] is not None:
             det[h] = d["detected_ms"]

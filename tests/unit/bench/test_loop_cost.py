@@ -63,13 +63,6 @@ def test_delivered_packets_per_second_in_a_window_of_bins_from_two_receivers():
     assert lc.delivered_pps([a, b], started_ns, 20.0, 2.0, 2.0) is None
 
 
-def test_changes_are_placed_in_wall_time_from_the_files_mtime_at_its_last_line():
-    events = [{"t_s": 3.0, "failed": [["a", "b"]]}, {"t_s": 4.25, "failed": []}]
-    got = lc.change_times(events, 1000.0)
-    assert [round(t, 3) for t, _ in got] == [998.75, 1000.0]
-    assert lc.change_times([], 1000.0) == []
-
-
 def test_detection_and_clearing_are_timed_from_the_fault_and_the_repair():
     changes = [(99.0, {"failed": [["x", "y"]]}), (99.5, {"failed": []}),  # a false report before the fault
                (100.012, {"failed": [["p0-t0-0", "p0-t1-1"]]}), (100.02, {"failed": [["p0-t0-0", "p0-t1-1"], ["p0-t1-1", "p0-t0-0"]]}),
