@@ -12,8 +12,9 @@ spraying, 4 QPs). Per run, seconds after the senders' common start:
               and the achieved period, the traffic delivered per second (all receivers), the senders' and
               receivers' CPU; loops lost or late meanwhile, and links reported with nothing failed (false);
   3.5         p0-t1-1 stops forwarding (its namespace drops every IPv6 packet at prerouting, links and carriers
-              up): detection = from the drop in place (the `nft` command adding the rule returned) to each
-              agent's first change reporting a failed link (its events file, the changes' monotonic_s);
+              up): detection = from the drop in place (the `nft` command adding the rule returned; the
+              command's own time, fault_took_ms, bounds how much earlier the drop began) to each agent's first
+              change reporting a failed link (its events file, the changes' monotonic_s);
   4.5         it forwards again: cleared = from the `nft` command deleting the rule starting to each agent's
               change back to no failed link.
 A loop not back within the timeout (max(2 x period, 5 ms) unless --timeout-ms) is lost; a link is reported after
@@ -144,10 +145,14 @@ def _nft(lab: Any, *args: str, check: bool = True) -> None:
     subprocess.run(exec_argv(str(lab.netns_of(SPINE)), ["nft", *args]), check=check, capture_output=True, timeout=30)
 
 
-def stop_spine(lab: Any) -> None:
+def stop_spine(lab: Any) -> float:
+    """Drop every IPv6 packet at the spine's prerouting; the monotonic time the rule's command started (the drop
+    is in place at some moment of that command)."""
     _nft(lab, "add", "table", "ip6", TABLE)
     _nft(lab, "add", "chain", "ip6", TABLE, "pre", "{ type filter hook prerouting priority -300; }")
+    began = time.monotonic()
     _nft(lab, "add", "rule", "ip6", TABLE, "pre", "drop")
+    return began
 
 
 def restart_spine(lab: Any) -> None:
@@ -219,10 +224,9 @@ def one_run(lab: Any, period: float | None, args: argparse.Namespace) -> dict[st
         out["traffic_cpu_pct"] = round(sum(c1[p] - c0.get(p, c1[p]) for p in traffic if p in c1) / span * 100, 1)
         if period is not None:
             _at(base, FAULT_AT)
-            t = time.monotonic()
-            stop_spine(lab)
+            began = stop_spine(lab)
             faulted = True
-            out["fault_s"], out["fault_took_ms"] = time.monotonic(), round((time.monotonic() - t) * 1e3, 1)
+            out["fault_s"], out["fault_took_ms"] = time.monotonic(), round((time.monotonic() - began) * 1e3, 1)
             _at(base, REPAIR_AT)
             out["repair_s"] = time.monotonic()
             restart_spine(lab)
