@@ -12,11 +12,11 @@ spraying, 4 QPs). Per run, seconds after the senders' common start:
               and the achieved period, the traffic delivered per second (all receivers), the senders' and
               receivers' CPU; loops lost or late meanwhile, and links reported with nothing failed (false);
   3.5         p0-t1-1 stops forwarding (its namespace drops every IPv6 packet at prerouting, links and carriers
-              up): detection = from the drop in place (the `nft` command adding the rule returned; the
-              command's own time, fault_took_ms, bounds how much earlier the drop began) to each agent's first
-              change reporting a failed link (its events file, the changes' monotonic_s);
-  4.5         it forwards again: cleared = from the `nft` command deleting the rule starting to each agent's
-              change back to no failed link.
+              up): detection = from the drop in place (the rule committed by an `nft -f -` started
+              beforehand; fault_took_ms, from the rule given to nft to nft done, bounds how much earlier the
+              drop began) to each agent's first change reporting a failed link (the changes' monotonic_s);
+  4.5         it forwards again: cleared = from the table's deletion given to nft to each agent's change back
+              to no failed link.
 A loop not back within the timeout (max(2 x period, 5 ms) unless --timeout-ms) is lost; a link is reported after
 --confirm rounds in a row. Not a test: Python agents and senders on two shared cores; the load is given per run.
 """
@@ -145,14 +145,32 @@ def _nft(lab: Any, *args: str, check: bool = True) -> None:
     subprocess.run(exec_argv(str(lab.netns_of(SPINE)), ["nft", *args]), check=check, capture_output=True, timeout=30)
 
 
-def stop_spine(lab: Any) -> float:
-    """Drop every IPv6 packet at the spine's prerouting; the monotonic time the rule's command started (the drop
-    is in place at some moment of that command)."""
+def armed_nft(lab: Any) -> subprocess.Popen[bytes]:
+    """`nft -f -` started in the spine's namespace and waiting for its stdin: a command given to it takes effect
+    within the time nft needs to read and commit it, not the ~20-60 ms `ip netns exec nft` needs to start."""
+    from mininet_labs.kernel.netns import exec_argv
+
+    return subprocess.Popen(exec_argv(str(lab.netns_of(SPINE)), ["nft", "-f", "-"]), stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def commit(proc: subprocess.Popen[bytes], command: str) -> float:
+    """Give the armed nft its one command and wait for it; the monotonic time it was given."""
+    assert proc.stdin is not None
+    began = time.monotonic()
+    proc.stdin.write(command.encode() + b"\n")
+    proc.stdin.close()
+    _, err = proc.communicate(timeout=30)
+    if proc.returncode:
+        raise RuntimeError(f"nft {command}: {err.decode().strip()}")
+    return began
+
+
+def stop_spine(lab: Any) -> subprocess.Popen[bytes]:
+    """The spine's table and prerouting chain, empty (nothing dropped yet), and an armed nft to add the drop."""
     _nft(lab, "add", "table", "ip6", TABLE)
     _nft(lab, "add", "chain", "ip6", TABLE, "pre", "{ type filter hook prerouting priority -300; }")
-    began = time.monotonic()
-    _nft(lab, "add", "rule", "ip6", TABLE, "pre", "drop")
-    return began
+    return armed_nft(lab)
 
 
 def restart_spine(lab: Any) -> None:
@@ -194,6 +212,7 @@ def one_run(lab: Any, period: float | None, args: argparse.Namespace) -> dict[st
     run = ep.start(lab, PAIRS, work, start_delay=START_DELAY)
     agents: dict[str, subprocess.Popen[Any]] = {}
     faulted = False
+    armed: subprocess.Popen[bytes] | None = None
     out: dict[str, Any] = {"period_ms": period, "load1": load1}
     try:
         if period is not None:
@@ -223,18 +242,22 @@ def one_run(lab: Any, period: float | None, args: argparse.Namespace) -> dict[st
             out["agent_cpu_pct_max"] = max(per_agent.values())
         out["traffic_cpu_pct"] = round(sum(c1[p] - c0.get(p, c1[p]) for p in traffic if p in c1) / span * 100, 1)
         if period is not None:
-            _at(base, FAULT_AT)
-            began = stop_spine(lab)
             faulted = True
+            armed = stop_spine(lab)
+            _at(base, FAULT_AT)
+            began = commit(armed, f"add rule ip6 {TABLE} pre drop")
             out["fault_s"], out["fault_took_ms"] = time.monotonic(), round((time.monotonic() - began) * 1e3, 1)
+            armed = armed_nft(lab)
             _at(base, REPAIR_AT)
-            out["repair_s"] = time.monotonic()
-            restart_spine(lab)
+            out["repair_s"] = commit(armed, f"delete table ip6 {TABLE}")
             faulted = False
             out["repair_took_ms"] = round((time.monotonic() - out["repair_s"]) * 1e3, 1)
         report = run.wait()
     finally:
         if faulted:
+            if armed is not None and armed.poll() is None:
+                armed.kill()
+                armed.wait()
             restart_spine(lab)
         stop_all(agents.values())  # SIGTERM: each agent writes its final report
         run.kill()
