@@ -156,11 +156,8 @@ def armed_nft(lab: Any) -> subprocess.Popen[bytes]:
 
 def commit(proc: subprocess.Popen[bytes], command: str) -> float:
     """Give the armed nft its one command and wait for it; the monotonic time it was given."""
-    assert proc.stdin is not None
     began = time.monotonic()
-    proc.stdin.write(command.encode() + b"\n")
-    proc.stdin.close()
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(command.encode() + b"\n", timeout=30)  # stdin closed after it: nft reads to its end
     if proc.returncode:
         raise RuntimeError(f"nft {command}: {err.decode().strip()}")
     return began
