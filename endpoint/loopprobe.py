@@ -242,7 +242,8 @@ def run(spec: AgentSpec) -> dict[str, Any]:
                 new = denied_evs(spec.host, evs, hyst.reported)
                 errors += push_denials(spec.control, denied, new)
                 denied = new
-                change = {"t_s": round(time.monotonic() - t0, 4), "round": rounds,
+                now = time.monotonic()  # t_s from the agent's start; monotonic_s: the host's clock, for benches
+                change = {"t_s": round(now - t0, 4), "monotonic_s": round(now, 6), "round": rounds,
                           "failed": [list(link) for link in sorted(hyst.reported)], "denied": denied}
                 changes.append(change)
                 if spec.events:
