@@ -109,6 +109,11 @@ class LateSenders:
     def wait(self) -> TrafficReport:
         return TrafficReport({}, {}, 1.0)
 
+    def stop(self) -> None:
+        import time
+
+        self.stopped_ns = time.monotonic_ns()
+
     def kill(self) -> None:
         pass
 
@@ -125,7 +130,8 @@ class ScheduleLab:
     def traffic(self, **_: object) -> TrafficReport:
         return TrafficReport({}, {}, 1.0)
 
-    def start_traffic(self, **_: object) -> LateSenders:
+    def start_traffic(self, **kwargs: object) -> LateSenders:
+        self.traffic_kwargs = kwargs
         return self.run
 
     def _at(self, what: str, *_: object) -> object:
@@ -179,6 +185,21 @@ def test_a_reconcile_that_comes_late_is_watched_for_loss_before_the_mend(monkeyp
     lab = ScheduleLab(run, reconcile_s=0.5)  # returns after the mend was due (0.75 s after the senders began)
     demo._scenario(lab, lambda *a, **k: None, rate=400.0, seconds=1.0, timeline={}, failover=True)
     assert lab.at_ns["mend"] >= lab.at_ns["fail"] + int((demo.SETTLE_MS + demo.WATCH_MS) * 1e6)
+
+
+def test_the_senders_go_round_every_destination_until_stopped_once_the_mend_was_watched(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from mininet_labs import demo
+
+    monkeypatch.setattr(demo.planning, "failure_change", lambda *a: SimpleNamespace(touched=[]))
+    run = LateSenders(late_s=0.0)
+    lab = ScheduleLab(run, reconcile_s=1.2)  # returns after the senders' planned 1 s: they go on, then stop
+    demo._scenario(lab, lambda *a, **k: None, rate=400.0, seconds=1.0, timeline={}, failover=True)
+    assert lab.traffic_kwargs["interleave"] is True
+    # their bound: the messages of OVERRUN_BOUND_S past the run's seconds, 3 destinations, 400 packets/s
+    assert lab.traffic_kwargs["messages"] == int(400.0 * (1.0 + demo.OVERRUN_BOUND_S) / 3)
+    assert run.stopped_ns >= lab.at_ns["restore"] and run.stopped_ns >= lab.at_ns["mend"] + 250_000_000
 
 
 def test_the_loss_window_bound_stretches_only_past_a_late_reconcile() -> None:
