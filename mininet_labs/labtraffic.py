@@ -29,13 +29,14 @@ class LabTraffic:
               plane_mode: tr.PlaneMode = "packet", planes: Sequence[int] | None = None, rate: float = 1000.0,
               start_psn: int = 0, sport: int | None = None, ipv4: bool = False,
               qp_base: int | Mapping[str, int] = 0x100, rehome: bool = False, timeline_ms: float = 0.0,
-              start_delay: float = 0.0, timeout: float = 120.0) -> TrafficRun:
+              start_delay: float = 0.0, interleave: bool = False, timeout: float = 120.0) -> TrafficRun:
         """Start one sender per source and one receiver per destination of `pairs` (default: every ordered pair
         of `hosts`) and return while they run (TrafficRun.wait() collects the report). `qp_base` may differ per
         sender; `rehome` lets senders move QPs off a plane whose NIC lost carrier or that
         TrafficRun.tell_dead_planes names; `timeline_ms` bins receptions per plane; `start_delay` > 0: every
         sender starts sending that long after this call (TrafficRun.started_ns), whenever its process came up,
-        so a schedule can be kept."""
+        so a schedule can be kept; `interleave`: each sender's message m goes to every destination in turn, so every
+        pair flows all along (TrafficRun.stop() then ends every pair at once, `messages` the run's bound)."""
         pairs = list(pairs) if pairs is not None else [(a, b) for a in hosts for b in hosts if a != b]
         for a, b in pairs:
             self.host(a), self.host(b)
@@ -82,7 +83,9 @@ class LabTraffic:
                     argv += ["--rehome", "--dead-planes-file", str(handle.dead_planes_file(src))]
                 if start_delay > 0:
                     argv += ["--start-at-ns", str(handle.started_ns)]
-                argv += ["--sending-file", str(handle.sending_file(src))]
+                if interleave:
+                    argv.append("--interleave")
+                argv += ["--sending-file", str(handle.sending_file(src)), "--stop-file", str(handle.stop_file)]
                 with open(run / f"send-{src}.err", "w") as err:
                     handle.senders[src] = self.host(src).popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
         except BaseException:

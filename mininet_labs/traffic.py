@@ -63,6 +63,8 @@ class SendSpec:
     dead_planes_file: str | None = None  # planes to leave (whitespace-separated), re-read when it changes
     start_at_ns: int = 0  # CLOCK_MONOTONIC ns to start sending at (0: at once), so senders start together
     sending_file: str | None = None  # gets the CLOCK_MONOTONIC ns of the first send, as it goes: a schedule waits for it
+    interleave: bool = False  # message m goes to every destination in turn (else all of one destination's first)
+    stop_file: str | None = None  # once it exists the sender stops before its next message; `messages` bounds the run
 
     def packets_per_message(self) -> int:
         return max(1, -(-self.message_size // self.mtu))
@@ -90,6 +92,7 @@ class SendResult:
     start_ns: int = 0  # CLOCK_MONOTONIC when sending began and ended
     end_ns: int = 0
     plane_changes: list[dict[str, Any]] = field(default_factory=list)  # {t_ns, live}: when the usable planes changed
+    stopped: bool = False  # told to stop (stop_file) before it sent all its messages
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,16 +101,18 @@ class SendResult:
     def from_json(cls, doc: dict[str, Any]) -> SendResult:
         qps = [QpSent(**{**q, "per_plane": {int(k): v for k, v in q["per_plane"].items()}}) for q in doc["qps"]]
         return cls(doc["host"], doc["sent"], doc["seconds"], qps, doc.get("start_ns", 0), doc.get("end_ns", 0),
-                   doc.get("plane_changes", []))
+                   doc.get("plane_changes", []), doc.get("stopped", False))
 
 
 def plan_packets(spec: SendSpec, topo: Topology, *, live: Callable[[], Sequence[int]] | None = None,
-                 pace: Callable[[], None] | None = None) -> Iterator[tuple[HostNic, bytes, QpSent]]:
+                 pace: Callable[[], None] | None = None, stop: Callable[[], bool] | None = None
+                 ) -> Iterator[tuple[HostNic, bytes, QpSent]]:
     """Every frame the spec sends, in sending order, with the NIC it leaves from and its QP record.
 
     Frames are built as they are asked for: `pace()` (if given) runs first, so the tag's send time is
     the packet's. `live()` gives the planes usable now: a QP whose plane is not among them is re-homed
-    onto them (QP k onto live[k % len(live)]), and back once its plane is usable again."""
+    onto them (QP k onto live[k % len(live)]), and back once its plane is usable again. `stop()` is asked
+    before each message: True ends the run there (a message is never cut short)."""
     mine = {n.plane: n for n in host_nics(topo, spec.host)}
     planes = sorted(mine) if spec.planes is None else list(spec.planes)
     missing = [p for p in planes if p not in mine]
@@ -117,44 +122,48 @@ def plan_packets(spec: SendSpec, topo: Topology, *, live: Callable[[], Sequence[
         raise ValueError(f"mtu {spec.mtu} must be a multiple of 4 and at least {Tag.SIZE + RETH_LEN}")
     first, middle, last, only = OPCODES[spec.verb]
     per_msg = spec.packets_per_message()
+    counts = [0] * spec.qps  # the packets each QP sends to a destination (every destination alike)
+    for m in range(spec.messages):
+        counts[m % spec.qps] += per_msg
+    theirs = {dst: {n.plane: n for n in host_nics(topo, dst)} for dst in spec.to}
+    qps = {dst: [QpSent(dst, spec.qp_base + k, (spec.start_psn + k * 0x1000) & PSN_MASK, 0, 0) for k in range(spec.qps)]
+           for dst in spec.to}
+    psn = {dst: [q.start_psn for q in qps[dst]] for dst in spec.to}  # each QP's next PSN
+    order = ((dst, m) for m in range(spec.messages) for dst in spec.to) if spec.interleave else \
+        ((dst, m) for dst in spec.to for m in range(spec.messages))
     sent_packets = 0
-    for dst in spec.to:
-        theirs = {n.plane: n for n in host_nics(topo, dst)}
-        qps = [QpSent(dst, spec.qp_base + k, (spec.start_psn + k * 0x1000) & PSN_MASK, 0, 0) for k in range(spec.qps)]
-        psn = [q.start_psn for q in qps]
-        counts = [0] * spec.qps
-        for m in range(spec.messages):
-            counts[m % spec.qps] += per_msg
-        for m in range(spec.messages):
-            k = m % spec.qps
-            q = qps[k]
-            q.messages += 1
-            for i in range(per_msg):
-                if pace is not None:
-                    pace()
-                opcode = only if per_msg == 1 else first if i == 0 else last if i == per_msg - 1 else middle
-                plane = planes[sent_packets % len(planes)] if spec.plane_mode == "packet" else planes[k % len(planes)]
-                if live is not None:
-                    usable = [p for p in planes if p in live()]
-                    if usable and plane not in usable:
-                        plane = usable[(sent_packets if spec.plane_mode == "packet" else k) % len(usable)]
-                src, peer = mine[plane], theirs[plane]
-                q.last_ns = time.monotonic_ns()
-                tag = Tag(spec.host, q.qp, m, i, plane, counts[k], q.start_psn, q.last_ns).pack()
-                reth = struct.pack("!QII", 0x1000 * m, 0x1234, spec.message_size) if opcode in RETH_OPCODES else b""
-                payload = (reth + tag).ljust(spec.mtu if i < per_msg - 1 else _last_len(spec), b"\x00")
-                sport = spec.sport if spec.sport is not None else 0xC000 | (q.qp & 0x3FFF)
-                if spec.ipv4:
-                    frame = roce_frame_v4(src.mac, src.gateway_mac, src.v4, peer.v4, opcode, q.qp, psn[k], payload,
-                                          sport=sport, ident=sent_packets)
-                else:
-                    frame = roce_frame(src.mac, src.gateway_mac, src.v6, peer.v6, opcode, q.qp, psn[k], payload,
-                                       sport=sport)
-                psn[k] = (psn[k] + 1) & PSN_MASK
-                q.packets += 1
-                q.per_plane[plane] = q.per_plane.get(plane, 0) + 1
-                sent_packets += 1
-                yield src, frame, q
+    for dst, m in order:
+        if stop is not None and stop():
+            return
+        k = m % spec.qps
+        q = qps[dst][k]
+        q.messages += 1
+        for i in range(per_msg):
+            if pace is not None:
+                pace()
+            opcode = only if per_msg == 1 else first if i == 0 else last if i == per_msg - 1 else middle
+            plane = planes[sent_packets % len(planes)] if spec.plane_mode == "packet" else planes[k % len(planes)]
+            if live is not None:
+                usable = [p for p in planes if p in live()]
+                if usable and plane not in usable:
+                    plane = usable[(sent_packets if spec.plane_mode == "packet" else k) % len(usable)]
+            src, peer = mine[plane], theirs[dst][plane]
+            q.last_ns = time.monotonic_ns()
+            tag = Tag(spec.host, q.qp, m, i, plane, counts[k], q.start_psn, q.last_ns).pack()
+            reth = struct.pack("!QII", 0x1000 * m, 0x1234, spec.message_size) if opcode in RETH_OPCODES else b""
+            payload = (reth + tag).ljust(spec.mtu if i < per_msg - 1 else _last_len(spec), b"\x00")
+            sport = spec.sport if spec.sport is not None else 0xC000 | (q.qp & 0x3FFF)
+            if spec.ipv4:
+                frame = roce_frame_v4(src.mac, src.gateway_mac, src.v4, peer.v4, opcode, q.qp, psn[dst][k], payload,
+                                      sport=sport, ident=sent_packets)
+            else:
+                frame = roce_frame(src.mac, src.gateway_mac, src.v6, peer.v6, opcode, q.qp, psn[dst][k], payload,
+                                   sport=sport)
+            psn[dst][k] = (psn[dst][k] + 1) & PSN_MASK
+            q.packets += 1
+            q.per_plane[plane] = q.per_plane.get(plane, 0) + 1
+            sent_packets += 1
+            yield src, frame, q
 
 
 def _last_len(spec: SendSpec) -> int:
@@ -250,8 +259,14 @@ def send(spec: SendSpec) -> SendResult:
             if wait > 0:
                 time.sleep(wait)
 
+    told = [False]
+
+    def stop() -> bool:
+        told[0] = spec.stop_file is not None and os.path.exists(spec.stop_file)
+        return told[0]
+
     try:
-        for nic, frame, q in plan_packets(spec, topo, live=watch, pace=pace):
+        for nic, frame, q in plan_packets(spec, topo, live=watch, pace=pace, stop=stop if spec.stop_file else None):
             sock = socks.get(nic.intf)
             if sock is None:
                 sock = socks[nic.intf] = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -263,7 +278,7 @@ def send(spec: SendSpec) -> SendResult:
         for s in socks.values():
             s.close()
     return SendResult(spec.host, sent, round(time.monotonic() - start, 3), list(records.values()), start_ns,
-                      time.monotonic_ns(), watch.changes if watch is not None else [])
+                      time.monotonic_ns(), watch.changes if watch is not None else [], told[0])
 
 
 def _send_all(sock: socket.socket, frame: bytes) -> None:
@@ -306,6 +321,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--dead-planes-file", help="planes to leave, whitespace-separated; re-read when it changes")
     s.add_argument("--start-at-ns", type=int, default=0, help="CLOCK_MONOTONIC ns to start sending at")
     s.add_argument("--sending-file", help="created (holding CLOCK_MONOTONIC ns) as the first packet is sent")
+    s.add_argument("--interleave", action="store_true",
+                   help="message m to every destination in turn (default: all of one destination's first)")
+    s.add_argument("--stop-file", help="stop before the next message once this file exists (--messages: the bound)")
     s.add_argument("--out", help="write the JSON result here instead of stdout")
     r = sub.add_parser("recv", help="count RoCEv2 packets per sender and QP, checking each ICRC")
     r.add_argument("--topology", required=True)
@@ -326,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = send(SendSpec(args.topology, args.host, args.to, args.qps, args.messages, args.message_size,
                                args.mtu, args.verb, args.plane_mode, planes, args.qp_base, args.start_psn, args.rate,
                                args.sport, args.ipv4, args.rehome, args.dead_planes_file, args.start_at_ns,
-                               args.sending_file))
+                               args.sending_file, args.interleave, args.stop_file))
     else:
         result = receive(RecvSpec(args.topology, args.host, args.expect, args.timeout, args.ready_file,
                                   args.timeline_ms))

@@ -74,16 +74,35 @@ class TrafficReport:
                 "received": {h: r.to_json() for h, r in self.received.items()}}
 
 
+# Once told to stop, how long the receivers still listen after the last sender ended: the packets it sent last are
+# forwarded through the lab's namespaces in well under a millisecond, and a receiver told to stop first reads what
+# already reached its sockets (mininet_labs.receiver).
+DRAIN_S = 0.5
+
+
 class TrafficRun:
     """Senders and receivers started by Lab.start_traffic: `wait()` for the report; meanwhile the
-    lab can fail links, and `tell_dead_planes` tells senders started with rehome to leave planes."""
+    lab can fail links, `tell_dead_planes` tells senders started with rehome to leave planes, and `stop()` ends
+    the run before its senders sent all their messages (their number its bound)."""
 
     def __init__(self, lab: Any, run: Path, timeout: float) -> None:  # lab: the Lab that started it (a module above this one)
         self.lab, self.dir, self.timeout = lab, run, timeout
         self.senders: dict[str, subprocess.Popen[Any]] = {}
         self.receivers: dict[str, subprocess.Popen[Any]] = {}
         self.started_ns = 0  # CLOCK_MONOTONIC when the first sender was started
+        self.stopped_ns = 0  # CLOCK_MONOTONIC when stop() told the senders to stop (0: not told)
         self.report: TrafficReport | None = None
+
+    @property
+    def stop_file(self) -> Path:
+        """Every sender stops before its next message once this exists."""
+        return self.dir / "stop"
+
+    def stop(self) -> None:
+        """Tell every sender to stop before its next message (wait() then collects the report)."""
+        if not self.stopped_ns:
+            self.stopped_ns = time.monotonic_ns()
+            write_atomic(self.stop_file, f"{self.stopped_ns}\n")
 
     def dead_planes_file(self, host: str) -> Path:
         return self.dir / f"dead-planes-{host}"
@@ -119,11 +138,14 @@ class TrafficRun:
             return self.report
         run = self.dir
         try:
-            wait_senders_receivers(self.senders, self.receivers, run, self.timeout)
+            wait_senders_receivers(self.senders, self.receivers, run, self.timeout,
+                                   grace=DRAIN_S if self.stopped_ns else 3.0)
         finally:
             self.kill()
         sent = {s: tr.SendResult.from_json(json.loads((run / f"send-{s}.json").read_text())) for s in self.senders}
         got = {d: tr.RecvResult.from_json(json.loads((run / f"recv-{d}.json").read_text())) for d in self.receivers}
+        for d, r in got.items():
+            to_what_was_sent(d, r, sent)
         seconds = round((time.monotonic_ns() - self.started_ns) / 1e9, 3) if self.started_ns else 0.0
         self.report = TrafficReport(sent, got, seconds)
         (run / "report.json").write_text(json.dumps(self.report.to_json(), indent=1) + "\n")
@@ -136,17 +158,37 @@ class TrafficRun:
                 p.wait()
 
 
+def to_what_was_sent(host: str, got: tr.RecvResult, sent: Mapping[str, tr.SendResult]) -> None:
+    """Count `host`'s QPs against what their senders sent, not against the totals in their packets' tags: a sender
+    told to stop sent fewer, and what it never sent is not lost. Trims each QP's expected and lost packets and its
+    loss to the end."""
+    packets = {(s, q.dst, q.qp): q.packets for s, r in sent.items() for q in r.qps}
+    for q in got.qps:
+        n = packets.get((q.sender, host, q.qp))
+        if n is None or n >= q.expected:
+            continue
+        q.expected, q.lost = n, max(0, n - q.received)
+        gaps = []
+        for g in q.gaps:
+            if g.before is None:  # the loss to the end: up to the last packet sent
+                g.missing = n - 1 - g.after
+                if g.missing <= 0:
+                    continue
+            gaps.append(g)
+        q.gaps = gaps
+
+
 def wait_senders_receivers(senders: Mapping[str, subprocess.Popen[Any]], receivers: Mapping[str, subprocess.Popen[Any]],
-                           run: Path, timeout: float, what: str = "") -> None:
-    """Wait for the senders, then the receivers (they stop by themselves once all came; stragglers get a
-    moment, then SIGTERM); LabError naming the first that failed, with the end of its stderr file."""
+                           run: Path, timeout: float, what: str = "", grace: float = 3.0) -> None:
+    """Wait for the senders, then the receivers (they stop by themselves once all came; stragglers get `grace`
+    seconds, then SIGTERM); LabError naming the first that failed, with the end of its stderr file."""
     for src, p in senders.items():
         if p.wait(timeout=timeout) != 0:
             raise LabError(f"{what}sender on {src} failed: {tail(run / f'send-{src}.err')}")
-    grace = time.monotonic() + 3.0
+    until = time.monotonic() + grace
     for dst, p in receivers.items():
         try:
-            p.wait(timeout=max(0.1, grace - time.monotonic()))
+            p.wait(timeout=max(0.1, until - time.monotonic()))
         except subprocess.TimeoutExpired:
             p.send_signal(signal.SIGTERM)
             p.wait(timeout=10)

@@ -109,6 +109,11 @@ class LateSenders:
     def wait(self) -> TrafficReport:
         return TrafficReport({}, {}, 1.0)
 
+    def stop(self) -> None:
+        import time
+
+        self.stopped_ns = time.monotonic_ns()
+
     def kill(self) -> None:
         pass
 
@@ -119,13 +124,14 @@ class ScheduleLab:
     hosts = ["h0", "h1", "h2", "h3"]
     model = program = options = None
 
-    def __init__(self, run: LateSenders, reconcile_s: float = 0.0) -> None:
-        self.run, self.at_ns, self.reconcile_s = run, {}, reconcile_s
+    def __init__(self, run: LateSenders, reconcile_s: float = 0.0, cut_s: float = 0.0) -> None:
+        self.run, self.at_ns, self.reconcile_s, self.cut_s = run, {}, reconcile_s, cut_s
 
     def traffic(self, **_: object) -> TrafficReport:
         return TrafficReport({}, {}, 1.0)
 
-    def start_traffic(self, **_: object) -> LateSenders:
+    def start_traffic(self, **kwargs: object) -> LateSenders:
+        self.traffic_kwargs = kwargs
         return self.run
 
     def _at(self, what: str, *_: object) -> object:
@@ -136,7 +142,10 @@ class ScheduleLab:
         return SimpleNamespace(touched=[])
 
     def cut_link(self, *a: object) -> object:
-        return self._at("cut", *a)
+        import time
+
+        time.sleep(self.cut_s)
+        return self._at("cut", *a)  # when the cut's command returned
 
     def mend_link(self, *a: object) -> object:
         return self._at("mend", *a)
@@ -181,11 +190,44 @@ def test_a_reconcile_that_comes_late_is_watched_for_loss_before_the_mend(monkeyp
     assert lab.at_ns["mend"] >= lab.at_ns["fail"] + int((demo.SETTLE_MS + demo.WATCH_MS) * 1e6)
 
 
+def test_the_senders_go_round_every_destination_until_stopped_once_the_mend_was_watched(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from mininet_labs import demo
+
+    monkeypatch.setattr(demo.planning, "failure_change", lambda *a: SimpleNamespace(touched=[]))
+    run = LateSenders(late_s=0.0)
+    lab = ScheduleLab(run, reconcile_s=1.2)  # returns after the senders' planned 1 s: they go on, then stop
+    demo._scenario(lab, lambda *a, **k: None, rate=400.0, seconds=1.0, timeline={}, failover=True)
+    assert lab.traffic_kwargs["interleave"] is True
+    # their bound: the messages of OVERRUN_BOUND_S past the run's seconds, 3 destinations, 400 packets/s
+    assert lab.traffic_kwargs["messages"] == int(400.0 * (1.0 + demo.OVERRUN_BOUND_S) / 3)
+    # past the run's planned second, after the mend and the restore
+    assert run.started_ns + 1_000_000_000 < lab.at_ns["mend"] < lab.at_ns["restore"] < run.stopped_ns
+
+
 def test_the_loss_window_bound_stretches_only_past_a_late_reconcile() -> None:
     from mininet_labs.demo import LOSS_WINDOW_BOUND_MS, SETTLE_MS, loss_window_bound
 
-    assert loss_window_bound(0.0) == loss_window_bound(240.0) == LOSS_WINDOW_BOUND_MS  # untold, or told in time
+    assert loss_window_bound(0.0) == loss_window_bound(240.0) == LOSS_WINDOW_BOUND_MS  # told in time
     assert loss_window_bound(1505.0) == 1505.0 + SETTLE_MS
+    assert loss_window_bound(None) == LOSS_WINDOW_BOUND_MS  # untold: however long the cut's own command took
+
+
+def test_an_untold_cut_is_mended_later_than_the_bound_after_the_cut_returned(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from mininet_labs import demo
+
+    monkeypatch.setattr(demo.planning, "failure_change", lambda *a: SimpleNamespace(touched=[]))
+    run = LateSenders(late_s=0.0)
+    lab = ScheduleLab(run, cut_s=0.6)  # the cut's command returned late: the drop may have begun only then
+    checks: dict = {}
+    demo._scenario(lab, lambda name, ok, result, **k: checks.setdefault(name, (ok, result, k)), rate=400.0,
+                   seconds=2.0, timeline={}, failover=False)
+    assert lab.at_ns["mend"] - lab.at_ns["cut"] > demo.LOSS_WINDOW_BOUND_MS * 1e6
+    assert checks["plane 0 loss window"][2]["bound_ms"] == demo.LOSS_WINDOW_BOUND_MS
+    assert checks["cut + fail link"][2]["cut_ms"] >= 600 and checks["cut + fail link"][2]["reconcile_ms"] is None
 
 
 def test_a_qp_whose_first_packets_went_into_the_cut_has_its_window_from_the_cut_to_its_first_delivery() -> None:
