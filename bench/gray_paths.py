@@ -84,6 +84,7 @@ def main() -> int:
                     runs.append(r)
                     print(f"# {p}% {s}: host {r['lost_first_try']['host']} spray {r['lost_first_try']['host-spray']} "
                           f"ratio {r['ratio']} load {r['load_1min']}", file=sys.stderr, flush=True)
+                    print(json.dumps(r), file=sys.stderr, flush=True)  # kept if a timeout cuts the run short
     summary = {}
     for p in percents:
         for s in schedules:
