@@ -60,6 +60,22 @@ def floor(percent: float, fault_s: float, senders: int = SENDERS, pps_on_gray: f
             "ratio": health / plain if plain else math.inf, "no_loss": (1 - p) ** (senders * n)}
 
 
+def binomial_tail(n: int, p: float, k: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return max(0.0, 1 - sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(min(k, n + 1))))
+
+
+def chance_met(percent: float, fault_s: float, senders: int = SENDERS, pps_on_gray: float = RATE / EVS) -> float:
+    """How likely one run meets the aim (plain spraying lost some, health-aware at most a tenth of that) when
+    health-aware spraying is at its floor: each sender's gray EV loses its first packet, if any, and no other
+    (H senders of `senders`, each with 1 - (1 - p)^n), plain spraying loses S ~ Binomial(senders n, p) on
+    the same kind of path, independently."""
+    p, n = percent / 100, round(pps_on_gray * fault_s)
+    q = 1 - (1 - p) ** n
+    return sum(math.comb(senders, h) * q ** h * (1 - q) ** (senders - h) * binomial_tail(senders * n, p, max(1, 10 * h))
+               for h in range(senders + 1))
+
+
 def one_run(lab: Lab, percent: int, schedule: str) -> dict[str, Any]:
     sch = schedule_of(schedule)
     seconds, fault_at, repair_at = sch.seconds, sch.fault_at, sch.repair_at
@@ -74,6 +90,7 @@ def one_run(lab: Lab, percent: int, schedule: str) -> dict[str, Any]:
     expected = floor(percent, repair_at - fault_at)
     return {"percent": percent, "schedule": schedule, "fault_s": repair_at - fault_at, "load_1min": round(load, 2),
             "floor_ratio": round(expected["ratio"], 3),
+            "chance_met_at_floor": round(chance_met(percent, repair_at - fault_at), 3),
             "lost_first_try": {"host": lost_h, "host-spray": lost_s},
             "ratio": round(lost_h / lost_s, 3) if lost_s else None, "aim_met": bool(lost_s) and lost_h * 10 <= lost_s,
             "complete": {"host": health["complete"], "host-spray": spray["complete"]},

@@ -57,3 +57,19 @@ def test_floor_with_nothing_on_the_gray_ev_has_no_ratio():
     f = gray.floor(5, 1.5, pps_on_gray=0)
     assert (f["plain"], f["health_floor"], f["no_loss"]) == (0, 0, 1)
     assert math.isinf(f["ratio"])
+
+
+def test_binomial_tail_on_two_fair_coins():
+    assert [gray.binomial_tail(2, 0.5, k) for k in (0, 1, 2, 3)] == [1.0, 0.75, 0.25, 0.0]
+
+
+def test_chance_met_by_hand_one_sender_two_packets_at_half_loss():
+    # H = 0 with 1/4 (neither lost), then plain spraying must lose some: 3/4; H = 1 needs 10 of 2: never
+    assert gray.chance_met(50, 2, senders=1, pps_on_gray=1) == pytest.approx(0.1875)
+
+
+@pytest.mark.parametrize("percent, fault_s, low, high", [(1, 1.5, 0.12, 0.14), (1, 7.5, 0.005, 0.02),
+                                                         (5, 1.5, 0.005, 0.02), (10, 1.5, 0.35, 0.5),
+                                                         (5, 7.5, 0.999, 1.0), (10, 7.5, 0.999, 1.0)])
+def test_chance_met_at_the_floor_on_the_benchs_runs(percent: int, fault_s: float, low: float, high: float):
+    assert low <= gray.chance_met(percent, fault_s) <= high
