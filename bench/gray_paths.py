@@ -25,12 +25,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controller.model.topology import from_dict, to_dict  # noqa: E402
-from endpoint.scenarios import Schedule, compare  # noqa: E402
+import math  # noqa: E402
+
+from endpoint.scenarios import EndpointSchedule, compare  # noqa: E402
 from mininet_labs.backends import nodes_for  # noqa: E402
 from mininet_labs.lab import Lab  # noqa: E402
 from mininet_labs.labstate import default_topology  # noqa: E402
 
 T0, T1 = "p0-t0-0", "p0-t1-1"
+RATE = 500.0  # packets/s per sender, `fabricctl endpoint compare`'s default
+SENDERS, EVS = 2, 8  # h0 and h1 under the gray link's T0; one of each sender's 8 EVs crosses the link
 SCHEDULES = {  # name -> (seconds, fault at, repair at)
     "default": (4.0, 1.0, 2.5),  # `fabricctl endpoint compare`'s: 1.5 s of fault
     "long": (10.0, 1.0, 8.5),  # 7.5 s
@@ -38,18 +42,55 @@ SCHEDULES = {  # name -> (seconds, fault at, repair at)
 }
 
 
+def schedule_of(name: str) -> EndpointSchedule:
+    """The endpoint's schedule named `name` (one of SCHEDULES) at RATE, as `fabricctl endpoint compare` runs it."""
+    seconds, fault_at, repair_at = SCHEDULES[name]
+    return EndpointSchedule(seconds=seconds, fault_at=fault_at, repair_at=repair_at, rate=RATE)
+
+
+def floor(percent: float, fault_s: float, senders: int = SENDERS, pps_on_gray: float = RATE / EVS) -> dict[str, float]:
+    """What the aim can reach at best, in expectation, when each sender puts `pps_on_gray` packets/s on its one
+    gray EV for `fault_s` seconds: plain spraying loses percent of them (n p per sender); health-aware spraying
+    loses at least the first one lost on each sender's gray EV, if any is (1 - (1 - p)^n), since nothing tells
+    it before. `ratio`: health-aware's floor over plain spraying's expectation (the aim needs it <= 0.1);
+    `no_loss`: how likely plain spraying loses nothing at all (the ratio is then undefined)."""
+    p, n = percent / 100, pps_on_gray * fault_s
+    plain, health = senders * n * p, senders * (1 - (1 - p) ** n)
+    return {"packets_per_sender": n, "plain": plain, "health_floor": health,
+            "ratio": health / plain if plain else math.inf, "no_loss": (1 - p) ** (senders * n)}
+
+
+def binomial_tail(n: int, p: float, k: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return max(0.0, 1 - sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(min(k, n + 1))))
+
+
+def chance_met(percent: float, fault_s: float, senders: int = SENDERS, pps_on_gray: float = RATE / EVS) -> float:
+    """How likely one run meets the aim (plain spraying lost some, health-aware at most a tenth of that) when
+    health-aware spraying is at its floor: each sender's gray EV loses its first packet, if any, and no other
+    (H senders of `senders`, each with 1 - (1 - p)^n), plain spraying loses S ~ Binomial(senders n, p) on
+    the same kind of path, independently."""
+    p, n = percent / 100, round(pps_on_gray * fault_s)
+    q = 1 - (1 - p) ** n
+    return sum(math.comb(senders, h) * q ** h * (1 - q) ** (senders - h) * binomial_tail(senders * n, p, max(1, 10 * h))
+               for h in range(senders + 1))
+
+
 def one_run(lab: Lab, percent: int, schedule: str) -> dict[str, Any]:
-    seconds, fault_at, repair_at = SCHEDULES[schedule]
+    sch = schedule_of(schedule)
+    seconds, fault_at, repair_at = sch.seconds, sch.fault_at, sch.repair_at
     load = os.getloadavg()[0]
-    c = compare(lab, "gray", T0, T1, modes=("host", "host-spray"), percent=percent,
-                schedule=Schedule(seconds=seconds, fault_at=fault_at, repair_at=repair_at)).to_json()
+    c = compare(lab, "gray", T0, T1, modes=("host", "host-spray"), percent=percent, schedule=sch).to_json()
     modes = {m["mode"]: m for m in c["modes"]}
     health, spray = modes["host"]["summary"], modes["host-spray"]["summary"]
     lost_h, lost_s = health["lost_first_try"], spray["lost_first_try"]
     evs = [{"sender": e["sender"], "ev": e["ev"], "detected_ms": e["detected_ms"], "restored_ms": e["restored_ms"],
             "assumed_bad": sum(1 for t in e["transitions"] if t[2] == "assumed_bad"),
             "sent_while_failed": e["sent_while_failed"], "transitions": e["transitions"]} for e in modes["host"]["evs"]]
+    expected = floor(percent, repair_at - fault_at)
     return {"percent": percent, "schedule": schedule, "fault_s": repair_at - fault_at, "load_1min": round(load, 2),
+            "floor_ratio": round(expected["ratio"], 3),
+            "chance_met_at_floor": round(chance_met(percent, repair_at - fault_at), 3),
             "lost_first_try": {"host": lost_h, "host-spray": lost_s},
             "ratio": round(lost_h / lost_s, 3) if lost_s else None, "aim_met": bool(lost_s) and lost_h * 10 <= lost_s,
             "complete": {"host": health["complete"], "host-spray": spray["complete"]},
@@ -84,6 +125,7 @@ def main() -> int:
                     runs.append(r)
                     print(f"# {p}% {s}: host {r['lost_first_try']['host']} spray {r['lost_first_try']['host-spray']} "
                           f"ratio {r['ratio']} load {r['load_1min']}", file=sys.stderr, flush=True)
+                    print(json.dumps(r), file=sys.stderr, flush=True)  # kept if a timeout cuts the run short
     summary = {}
     for p in percents:
         for s in schedules:

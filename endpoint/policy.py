@@ -27,13 +27,15 @@ from endpoint.ev import EvTable
 
 @dataclass(frozen=True)
 class Flow:
-    """A QP as the network sees it: the 5-tuple parts a hash would use, and the QP's index at its sender."""
+    """A QP as the network sees it: the 5-tuple parts a hash would use, the QP's index at its sender and how
+    many QPs its sender has to that destination (0: not said)."""
 
     src: str
     dst: str
     sport: int
     qp: int
     index: int
+    of: int = 0
 
 
 class Policy:
@@ -144,8 +146,11 @@ class HealthAware(Policy):
         self.next: dict[int, int] = {}  # per QP: its packets go round the usable EVs
         self.credit: dict[int, dict[int, float]] = {}  # per QP: weighted round-robin credit per EV
 
-    def _turn(self, flow: Flow) -> int:
-        n = self.next.get(flow.qp, flow.index)
+    def _turn(self, flow: Flow, evs: int) -> int:
+        """The QP's next turn. QP k of `of` starts k * evs / of EVs on, so that the sender's QPs, taking turns,
+        put its packets on each EV evenly spaced rather than in bursts: a burst puts a second packet on a
+        gray EV before the first one's loss is seen (RACK waits a reordering window and an RTT)."""
+        n = self.next.get(flow.qp, flow.index * max(1, evs // flow.of) if flow.of else flow.index)
         self.next[flow.qp] = n + 1
         return n
 
@@ -153,7 +158,7 @@ class HealthAware(Policy):
         weights = {e: table[e].weight for e in choices}
         if len(set(weights.values())) <= 1:
             self.credit.pop(flow.qp, None)
-            return choices[self._turn(flow) % len(choices)]
+            return choices[self._turn(flow, len(choices)) % len(choices)]
         return weighted_turn(self.credit.setdefault(flow.qp, {}), weights)
 
     def holds(self, table: EvTable) -> bool:

@@ -165,7 +165,7 @@ class SenderCore:
                 qp = config.qp_base + k
                 src = next(iter(self.evs[d].values())).src
                 q = QpState(d, qp, k, (config.start_psn + k * 0x1000) & PSN_MASK, counts[k] * config.per_message,
-                            config.per_message, Flow(src, d, 0xC000 | (qp & 0x3FFF), qp, k),
+                            config.per_message, Flow(src, d, 0xC000 | (qp & 0x3FFF), qp, k, config.qps),
                             self._qp_view(self.tables[d], k))
                 if config.cc:
                     q.cc = Dctcp(config.window)
