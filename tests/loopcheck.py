@@ -248,11 +248,14 @@ def one_agent_under_run_reaches_a_remote_host(lab: Any, stop: Callable[[], None]
             seen_denied = time.monotonic() - stopped
             states = one.remote_states()
             assert [ev for ev, s in states.items() if s == "denied"] == [THROUGH], states
+            # the record's change that added the stopped spine's link; a report of a starved switch's lost loops
+            # before the stop may come and go first
             recorded = [e for e in denylist() if e["kind"] == "denylist_recorded"]
-            assert recorded[0]["added"] == both and recorded[0]["removed"] == []
+            ours = [e for e in recorded if set(both) <= set(e["added"])]
+            assert ours and ours[0]["t"] >= first[0]["t"], recorded
             out = _until("the controller's event of the list pushed", lambda: pushed(both), said=denylist)[0]
             assert out["told"] == [REMOTE] and out["not_told"] == [], out
-            record_to_push = out["t"] - recorded[0]["t"]
+            record_to_push = out["t"] - ours[0]["t"]
 
             def status_lines() -> list[str]:
                 from click.testing import CliRunner
